@@ -1,0 +1,135 @@
+"""The ``hara`` command line: a registry of subcommands, each a thin edge around library functions.
+
+Every subcommand takes ``--config`` (validated by hara.config) and optional ``--set KEY.PATH=VALUE`` overrides.
+User errors (bad config, corrupt data, unknown names) print one line and exit with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from hara.config import ConfigError, load_config
+
+
+class UserError(Exception):
+    """A problem with the user's input, reported as one line."""
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, dict], int]
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def register_command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None]):
+    """Decorator adding a subcommand; a second registration under the same name is a bug."""
+
+    def decorate(run: Callable[[argparse.Namespace, dict], int]):
+        if name in COMMANDS:
+            raise ValueError(f"command {name!r} registered twice")
+        COMMANDS[name] = Command(help=help, add_arguments=add_arguments, run=run)
+        return run
+
+    return decorate
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that describe bad input rather than a bug in hara."""
+    from hara.data.io import DataError
+
+    return (ConfigError, UserError, DataError, FileNotFoundError)
+
+
+def no_arguments(parser: argparse.ArgumentParser) -> None:
+    """For commands that need only --config."""
+
+
+def output_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="output folder")
+
+
+def size_and_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", required=True, help="model size (tiny-s, tiny-m, tiny-l or a key of models.hub_ids)")
+    parser.add_argument("--data", help="folder written by `hara data` (default: generate in memory from the config)")
+    parser.add_argument("--out", required=True, help="output folder of the base model")
+    parser.add_argument("--skip-accuracy", action="store_true", help="do not measure accuracy after the warm-up")
+
+
+def accuracy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="folder of a saved model (e.g. written by `hara base-model`)")
+    parser.add_argument("--data", help="folder written by `hara data` (default: generate in memory from the config)")
+    parser.add_argument("--out", help="write the accuracy JSON here")
+
+
+@register_command("config", "validate a config and print it resolved (defaults filled)", no_arguments)
+def run_config(args: argparse.Namespace, config: dict) -> int:
+    import yaml
+
+    print(yaml.safe_dump(config, sort_keys=False), end="")
+    return 0
+
+
+@register_command("data", "write the training set and benchmarks as local JSONL files", output_argument)
+def run_data(args: argparse.Namespace, config: dict) -> int:
+    from hara.data.pipeline import write_config_datasets
+
+    manifest = write_config_datasets(config, args.out)
+    counts = ", ".join(f"{name}={entry['count']}" for name, entry in manifest["files"].items())
+    print(f"wrote {args.out}: {counts}")
+    return 0
+
+
+@register_command("base-model", "build the base model of one size (tiny: build + SFT warm-up)", size_and_output_arguments)
+def run_base_model(args: argparse.Namespace, config: dict) -> int:
+    from hara.models.base import make_base_model
+
+    summary = make_base_model(config, args.size, args.out, data_dir=args.data, measure=not args.skip_accuracy)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+@register_command("accuracy", "greedy and sampled accuracy of a model on the config's benchmarks", accuracy_arguments)
+def run_accuracy(args: argparse.Namespace, config: dict) -> int:
+    from hara.models.base import accuracy_report, format_accuracy_table
+
+    report = accuracy_report(config, args.model, data_dir=args.data)
+    print(format_accuracy_table(report))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hara", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=command.help, description=command.help)
+        sub.add_argument("--config", required=True, help="YAML config (validated against config/schema.yaml)")
+        sub.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value")
+        command.add_arguments(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(args.config, overrides=args.set)
+        return COMMANDS[args.command].run(args, config)
+    except user_error_types() as error:
+        message = " ".join(str(error).split())
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The one config loader, used by the CLI and by the Snakefile.
+
+A config is a YAML file validated against ``config/schema.yaml`` (JSON Schema): defaults are filled from the schema,
+unknown keys are rejected, and every problem is reported as a single line ``<file>: <key.path>: <problem>`` through
+:class:`ConfigError`, which the CLI prints without a traceback. Checks that need the registries (model sizes,
+benchmark names, folders that must exist) run after the schema, as a small list of named checks.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config problem, already formatted as one line that names the file and the key path."""
+
+
+def load_schema() -> dict:
+    """The JSON Schema of configs (the repository's config/schema.yaml)."""
+    with open(SCHEMA_PATH, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def key_path(parts: Iterable[Any]) -> str:
+    """Render a JSON path as ``data.benchmarks[2]`` (the form used in every error message)."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "<root>"
+
+
+def read_yaml(path: str | os.PathLike) -> dict:
+    """Parse a YAML config file into a mapping, with one-line errors for missing or malformed files."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"{path}{where}: invalid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: <root>: expected a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def fill_defaults(config: Any, schema: Mapping) -> Any:
+    """Return ``config`` with every missing key set to its schema default (objects recursively)."""
+    if schema.get("type") != "object" or "properties" not in schema:
+        return config
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        return config  # the validator reports the wrong type
+    filled = dict(config)
+    for key, subschema in schema["properties"].items():
+        if key not in filled:
+            if subschema.get("type") == "object" and "properties" in subschema:
+                filled[key] = fill_defaults({}, subschema)
+            else:
+                filled[key] = copy.deepcopy(subschema.get("default"))
+        else:
+            filled[key] = fill_defaults(filled[key], subschema)
+    return filled
+
+
+def describe_schema_error(error: jsonschema.ValidationError) -> str:
+    """One line naming the key path and what is wrong with it."""
+    where = key_path(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        if extra and allowed:
+            return f"{key_path([*error.absolute_path, extra[0]])}: unknown key (valid keys: {', '.join(allowed)})"
+    message = " ".join(error.message.split())
+    return f"{where}: {message[:300]}"
+
+
+def validate_against_schema(config: Mapping, schema: Mapping, source: str) -> None:
+    """Raise ConfigError for the first schema violation (deterministic: the shallowest, then by path)."""
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), key_path(e.absolute_path)))
+    if errors:
+        raise ConfigError(f"{source}: {describe_schema_error(errors[0])}")
+
+
+def valid_model_sizes(config: Mapping) -> list[str]:
+    """Size names of the config's model family (the tiny registry, or the keys of models.hub_ids)."""
+    if config["models"]["family"] == "tiny":
+        from hara.models.tiny import TINY_SIZES
+
+        return list(TINY_SIZES)
+    return list(config["models"]["hub_ids"])
+
+
+def check_model_sizes(config: Mapping) -> str | None:
+    """Every size must exist in the registry of its model family."""
+    valid = valid_model_sizes(config)
+    for index, size in enumerate(config["models"]["sizes"]):
+        if size not in valid:
+            family = config["models"]["family"]
+            return f"models.sizes[{index}]: unknown {family} size {size!r} (valid: {', '.join(valid)})"
+    return None
+
+
+def benchmarks_of_source(source: str) -> list[str]:
+    """Benchmark names that a data source provides."""
+    from hara.data.embedded import BENCHMARKS
+
+    if source == "hub":
+        from hara.data.catalog import HUB_BENCHMARKS
+
+        return list(HUB_BENCHMARKS)
+    return list(BENCHMARKS)
+
+
+def check_benchmarks(config: Mapping) -> str | None:
+    """Benchmarks must belong to the chosen data source (mini benchmarks offline, hub benchmarks from local folders)."""
+    source = config["data"]["source"]
+    valid = benchmarks_of_source(source)
+    for index, name in enumerate(config["data"]["benchmarks"]):
+        if name not in valid:
+            return f"data.benchmarks[{index}]: {name!r} is not a benchmark of source {source!r} (valid: {', '.join(valid)})"
+    return None
+
+
+def check_local_folders(config: Mapping) -> str | None:
+    """Folders of fetched hub data must exist before anything reads them."""
+    if config["data"]["source"] == "hub" and not Path(config["data"]["local_dir"]).is_dir():
+        return f"data.local_dir: folder {config['data']['local_dir']!r} does not exist (run `hara fetch-data` first)"
+    return None
+
+
+SEMANTIC_CHECKS: list[Callable[[Mapping], str | None]] = [check_model_sizes, check_benchmarks, check_local_folders]
+
+
+def validate_config(config: Any, source: str = "<config>", schema: Mapping | None = None) -> dict:
+    """Fill defaults, validate against the schema and the registries; return the resolved config."""
+    schema = schema or load_schema()
+    resolved = fill_defaults(config, schema)
+    validate_against_schema(resolved, schema, source)
+    for check in SEMANTIC_CHECKS:
+        problem = check(resolved)
+        if problem:
+            raise ConfigError(f"{source}: {problem}")
+    return resolved
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``warmup.steps=200`` -> (["warmup", "steps"], 200); the value is parsed as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text}: expected KEY.PATH=VALUE")
+    key, value = text.split("=", 1)
+    parts = [part for part in key.strip().split(".") if part]
+    if not parts:
+        raise ConfigError(f"--set {text}: empty key path")
+    try:
+        return parts, yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise ConfigError(f"--set {text}: value is not valid YAML") from None
+
+
+def apply_overrides(config: dict, overrides: Iterable[str]) -> dict:
+    """Apply ``KEY.PATH=VALUE`` overrides (from the command line) on a copy of the config."""
+    config = copy.deepcopy(config)
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = config
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {text}: {part} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return config
+
+
+def load_config(path: str | os.PathLike, overrides: Iterable[str] = ()) -> dict:
+    """Read, override, default-fill and validate one config file; the result is the resolved config."""
+    raw = apply_overrides(read_yaml(path), overrides)
+    return validate_config(raw, source=str(path))
+
+
+def dump_config(config: Mapping, path: str | os.PathLike) -> None:
+    """Write a resolved config as YAML (key order kept, so diffs between runs are readable)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(dict(config), handle, sort_keys=False)

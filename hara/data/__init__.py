@@ -1,0 +1,1 @@
+"""Math problems: the seeded synthetic generator, local hub-schema loaders and the prompt format."""

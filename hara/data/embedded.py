@@ -1,0 +1,123 @@
+"""The embedded data world: a synthetic training set and five held-out mini benchmarks.
+
+The five mini benchmarks stand in for the paper's MATH-500, Minerva, OlympiadBench, AMC23 and AIME24, in that order of
+increasing difficulty: each is a mix of synthetic skills and levels (see :data:`BENCHMARKS`). Benchmarks are drawn
+first, in registry order, and every later set excludes the normalized text of every earlier problem, so no
+benchmark problem appears in another benchmark or in the training set.
+
+Each set has its own seed derived from the run seed and the set's name (``random.Random`` seeded with a string is
+stable across runs and platforms), so adding a benchmark or resizing one does not reshuffle the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hara
+from hara.data.io import lookup, write_jsonl
+from hara.data.synthetic import SKILLS, generate_problems, normalize_problem
+
+__all__ = ["BenchmarkSpec", "BENCHMARKS", "TRAIN", "build_embedded_datasets", "write_datasets", "benchmark_spec"]
+
+TRAIN = "train"
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """How one mini benchmark is drawn: which levels with which weights, from which skills."""
+
+    description: str
+    levels: tuple[int, ...]
+    level_weights: tuple[float, ...]
+    skills: tuple[str, ...] = field(default_factory=lambda: tuple(SKILLS))
+
+    @property
+    def mean_level(self) -> float:
+        """Expected difficulty level, used to check the benchmarks are ordered by difficulty."""
+        return sum(l * w for l, w in zip(self.levels, self.level_weights)) / sum(self.level_weights)
+
+
+_APPLIED = ("arithmetic", "fractions", "percent", "word_problem", "linear_equation")
+_NUMBER_THEORY = ("remainder", "gcd_lcm", "sequence", "powers", "linear_equation", "fractions")
+
+# Ordered from easiest to hardest, like the paper's benchmarks.
+BENCHMARKS: dict[str, BenchmarkSpec] = {
+    "mini_math500": BenchmarkSpec("all skills, mostly easy (stands in for MATH-500)", (1, 2, 3), (3, 4, 3)),
+    "mini_minerva": BenchmarkSpec("applied skills, easy to medium (Minerva Math)", (2, 3, 4), (3, 4, 3), _APPLIED),
+    "mini_olympiad": BenchmarkSpec("number theory and algebra, medium (OlympiadBench)", (3, 4, 5), (4, 4, 2),
+                                   _NUMBER_THEORY),
+    "mini_amc23": BenchmarkSpec("all skills, medium to hard (AMC23)", (3, 4, 5), (2, 4, 4)),
+    "mini_aime24": BenchmarkSpec("all skills, hardest (AIME24)", (4, 5), (1, 4)),
+}
+
+
+def benchmark_spec(name: str) -> BenchmarkSpec:
+    """The spec of a mini benchmark; an unknown name raises an error listing the valid ones."""
+    return lookup(BENCHMARKS, name, "benchmark")
+
+
+def _set_seed(seed: int, name: str) -> str:
+    """The seed of one set: the run seed and the set name, so sets do not share random streams."""
+    return f"hara-embedded:{seed}:{name}"
+
+
+def build_embedded_datasets(
+    seed: int,
+    train_size: int = 12000,
+    benchmark_size: int = 200,
+    benchmarks: Sequence[str] | None = None,
+) -> dict[str, list[dict]]:
+    """The training set (key ``"train"``) and the mini benchmarks, all disjoint by normalized problem text.
+
+    Args:
+        seed: run seed; same seed, identical datasets.
+        train_size: number of training problems (all skills, levels 1..5 uniformly).
+        benchmark_size: problems per benchmark.
+        benchmarks: names to build (default: all of :data:`BENCHMARKS`, in registry order).
+
+    Raises:
+        UnknownNameError: for a benchmark name not in :data:`BENCHMARKS`.
+    """
+    names = list(BENCHMARKS) if benchmarks is None else list(benchmarks)
+    specs = {name: benchmark_spec(name) for name in names}
+    taken: set[str] = set()
+    datasets: dict[str, list[dict]] = {}
+    for name, spec in specs.items():
+        records = generate_problems(benchmark_size, _set_seed(seed, name), spec.levels, spec.skills,
+                                    level_weights=spec.level_weights, exclude=taken, id_prefix=name)
+        taken.update(normalize_problem(r["problem"]) for r in records)
+        datasets[name] = records
+    datasets[TRAIN] = generate_problems(train_size, _set_seed(seed, TRAIN), exclude=taken, id_prefix=TRAIN)
+    return {TRAIN: datasets.pop(TRAIN), **datasets}
+
+
+def _sha256(path: Path) -> str:
+    """Hex sha256 of a file."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_datasets(datasets: Mapping[str, list[dict]], out_dir: str | Path, *, seed: int | None = None) -> dict:
+    """Write ``train.jsonl``, ``benchmarks/<name>.jsonl`` and ``manifest.json`` under ``out_dir``.
+
+    The manifest lists every file with its record count and sha256, the seed and the package version; it holds no
+    time stamps or absolute paths, so the same datasets give byte-identical output. Returns the manifest.
+    """
+    out_dir = Path(out_dir)
+    files = {}
+    for name, records in datasets.items():
+        rel = f"{TRAIN}.jsonl" if name == TRAIN else f"benchmarks/{name}.jsonl"
+        count = write_jsonl(out_dir / rel, records)
+        files[rel] = {"count": count, "sha256": _sha256(out_dir / rel)}
+    manifest = {
+        "seed": seed,
+        "hara_version": hara.__version__,
+        "train": f"{TRAIN}.jsonl" if TRAIN in datasets else None,
+        "benchmarks": [name for name in datasets if name != TRAIN],
+        "files": files,
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return manifest

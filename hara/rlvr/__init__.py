@@ -1,0 +1,1 @@
+"""Group-based RLVR: presets, rewards and the TRL adapter."""

@@ -1,0 +1,96 @@
+"""The embedded datasets: five disjoint mini benchmarks of increasing difficulty, deterministic files."""
+
+import hashlib
+import json
+import statistics
+
+import pytest
+
+from hara.data.embedded import BENCHMARKS, build_embedded_datasets, write_datasets
+from hara.data.io import UnknownNameError, read_jsonl
+from hara.data.synthetic import RECORD_KEYS, normalize_problem
+
+NAMES = ["mini_math500", "mini_minerva", "mini_olympiad", "mini_amc23", "mini_aime24"]
+
+
+@pytest.fixture(scope="module")
+def default_datasets():
+    """The default sizes (12,000 train, 200 per benchmark); generation takes a fraction of a second."""
+    return build_embedded_datasets(seed=0)
+
+
+def test_default_sizes_and_order(default_datasets):
+    assert list(BENCHMARKS) == NAMES
+    assert list(default_datasets) == ["train", *NAMES]
+    assert len(default_datasets["train"]) == 12000
+    assert all(len(default_datasets[name]) == 200 for name in NAMES)
+    assert all(tuple(r) == RECORD_KEYS for records in default_datasets.values() for r in records)
+
+
+def test_no_problem_is_shared_between_sets(default_datasets):
+    keys = {name: [normalize_problem(r["problem"]) for r in recs] for name, recs in default_datasets.items()}
+    for name, values in keys.items():
+        assert len(set(values)) == len(values), f"duplicates inside {name}"
+    names = list(keys)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            assert not set(keys[a]) & set(keys[b]), f"{a} and {b} share problems"
+
+
+def test_exclusion_is_needed_for_this_check_to_mean_something(default_datasets):
+    # Level-1 problem spaces are small: drawn independently, train and mini_math500 would collide.
+    from hara.data.synthetic import generate_problems
+
+    spec = BENCHMARKS["mini_math500"]
+    independent = generate_problems(200, "other", spec.levels, spec.skills, level_weights=spec.level_weights)
+    train = {normalize_problem(r["problem"]) for r in default_datasets["train"]}
+    assert train & {normalize_problem(r["problem"]) for r in independent}
+
+
+def test_benchmarks_increase_in_difficulty(default_datasets):
+    specified = [BENCHMARKS[name].mean_level for name in NAMES]
+    realized = [statistics.mean(r["level"] for r in default_datasets[name]) for name in NAMES]
+    assert specified == sorted(specified) and len(set(specified)) == len(specified)
+    assert realized == sorted(realized)
+
+
+def _tree_bytes(root):
+    """Relative path -> bytes of every file under root."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_write_is_byte_identical_for_the_same_seed(tmp_path):
+    kwargs = dict(train_size=500, benchmark_size=40)
+    first = write_datasets(build_embedded_datasets(5, **kwargs), tmp_path / "a", seed=5)
+    second = write_datasets(build_embedded_datasets(5, **kwargs), tmp_path / "b", seed=5)
+    other = write_datasets(build_embedded_datasets(6, **kwargs), tmp_path / "c", seed=6)
+    a, b = _tree_bytes(tmp_path / "a"), _tree_bytes(tmp_path / "b")
+    assert a == b and first == second
+    assert sorted(a) == ["benchmarks/" + n + ".jsonl" for n in sorted(NAMES)] + ["manifest.json", "train.jsonl"]
+    assert other["files"]["train.jsonl"]["sha256"] != first["files"]["train.jsonl"]["sha256"]
+
+
+def test_manifest_matches_files(tmp_path):
+    datasets = build_embedded_datasets(3, train_size=300, benchmark_size=20)
+    manifest = write_datasets(datasets, tmp_path, seed=3)
+    assert json.loads((tmp_path / "manifest.json").read_text()) == manifest
+    assert manifest["seed"] == 3 and manifest["benchmarks"] == NAMES and manifest["train"] == "train.jsonl"
+    for rel, entry in manifest["files"].items():
+        assert hashlib.sha256((tmp_path / rel).read_bytes()).hexdigest() == entry["sha256"]
+        assert len(read_jsonl(tmp_path / rel, required_keys=RECORD_KEYS)) == entry["count"]
+    assert manifest["files"]["benchmarks/mini_aime24.jsonl"]["count"] == 20
+    assert read_jsonl(tmp_path / "train.jsonl") == datasets["train"]
+
+
+def test_unknown_benchmark_lists_valid_names():
+    with pytest.raises(UnknownNameError) as info:
+        build_embedded_datasets(0, train_size=10, benchmark_size=5, benchmarks=["mini_math500", "gsm8k"])
+    assert "'gsm8k'" in str(info.value)
+    assert all(name in str(info.value) for name in NAMES)
+
+
+def test_benchmark_subset_keeps_train_disjoint():
+    datasets = build_embedded_datasets(1, train_size=2000, benchmark_size=50, benchmarks=["mini_aime24"])
+    assert list(datasets) == ["train", "mini_aime24"]
+    bench = {normalize_problem(r["problem"]) for r in datasets["mini_aime24"]}
+    assert not bench & {normalize_problem(r["problem"]) for r in datasets["train"]}

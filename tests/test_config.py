@@ -1,0 +1,143 @@
+"""The config loader: defaults, the shipped configs, and one-line errors that name the offending key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hara.cli import main
+from hara.config import ConfigError, apply_overrides, fill_defaults, load_config, load_schema, validate_config
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED = ["default.yaml", "smoke.yaml", "paper.yaml"]
+
+# (id, config as YAML text, text that must appear in the error: the key path)
+MALFORMED = [
+    ("unknown-top-key", "sed: 1\n", "sed: unknown key"),
+    ("unknown-nested-key", "data:\n  trian_size: 5\n", "data.trian_size: unknown key"),
+    ("seed-wrong-type", "seed: abc\n", "seed:"),
+    ("seed-negative", "seed: -1\n", "seed:"),
+    ("seed-bool", "seed: true\n", "seed:"),
+    ("threads-zero", "threads: 0\n", "threads:"),
+    ("name-with-space", "name: my run\n", "name:"),
+    ("train-size-zero", "data:\n  train_size: 0\n", "data.train_size:"),
+    ("source-unknown", "data:\n  source: web\n", "data.source:"),
+    ("benchmarks-empty", "data:\n  benchmarks: []\n", "data.benchmarks:"),
+    ("benchmark-unknown", "data:\n  benchmarks: [gsm8k]\n", "data.benchmarks[0]:"),
+    ("benchmark-duplicate", "data:\n  benchmarks: [mini_math500, mini_math500]\n", "data.benchmarks:"),
+    ("benchmark-wrong-source", "data:\n  benchmarks: [mini_math500, math500]\n", "data.benchmarks[1]:"),
+    ("data-not-mapping", "data: [1, 2]\n", "data:"),
+    ("family-unknown", "models:\n  family: huge\n", "models.family:"),
+    ("size-unknown", "models:\n  sizes: [tiny-s, tiny-xl]\n", "models.sizes[1]:"),
+    ("hub-size-unknown", "models:\n  family: hub\n  sizes: [qwen3-70b]\n", "models.sizes[0]:"),
+    ("hub-id-malformed", "models:\n  hub_ids:\n    big: not a repo id\n", "models.hub_ids.big:"),
+    ("lr-zero", "warmup:\n  lr: 0\n", "warmup.lr:"),
+    ("lr-string", "warmup:\n  lr: fast\n", "warmup.lr:"),
+    ("batch-float", "warmup:\n  batch_size: 1.5\n", "warmup.batch_size:"),
+    ("steps-zero", "warmup:\n  steps: 0\n", "warmup.steps:"),
+    ("temperature-high", "evaluation:\n  temperature: 5\n", "evaluation.temperature:"),
+    ("top-p-zero", "evaluation:\n  top_p: 0\n", "evaluation.top_p:"),
+    ("mlflow-uri-empty", "tracking:\n  mlflow_uri: ''\n", "tracking.mlflow_uri:"),
+    ("hub-folder-missing", "data:\n  source: hub\n  benchmarks: [math500]\n  local_dir: /nonexistent/hub\n", "data.local_dir:"),
+]
+
+
+@pytest.mark.parametrize("name,text,expected", MALFORMED, ids=[case[0] for case in MALFORMED])
+def test_malformed_config_gives_one_line_error_naming_the_key(tmp_path, capsys, name, text, expected):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    assert main(["config", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"error: {path}: "), err
+    assert expected in err, err
+    assert "Traceback" not in err
+
+
+def test_missing_config_file_names_the_file(tmp_path, capsys):
+    path = tmp_path / "absent.yaml"
+    assert main(["config", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "not found" in err and err.count("\n") == 1
+
+
+def test_invalid_yaml_names_file_and_line(tmp_path, capsys):
+    path = tmp_path / "broken.yaml"
+    path.write_text("seed: 1\ndata: {train_size: 5\n")
+    assert main(["config", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:3:" in err or f"{path}:2:" in err, err
+    assert err.count("\n") == 1
+
+
+def test_console_script_prints_no_traceback(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("warmup:\n  lr: -3\n")
+    run = subprocess.run([sys.executable, "-m", "hara.cli", "config", "--config", str(path)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 2
+    assert run.stderr.strip().startswith("error:") and "warmup.lr" in run.stderr
+    assert "Traceback" not in run.stderr and run.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_configs_are_valid(name, tmp_path, monkeypatch):
+    raw = yaml.safe_load((REPO / "config" / name).read_text())
+    if raw.get("data", {}).get("source") == "hub":  # the paper config reads fetched folders
+        raw["data"]["local_dir"] = str(tmp_path)
+    resolved = validate_config(raw, source=name)
+    assert resolved["seed"] == raw.get("seed", 0)
+
+
+def test_defaults_are_filled_from_the_schema():
+    resolved = validate_config({}, source="empty")
+    schema = load_schema()
+    assert resolved["warmup"]["lr"] == schema["properties"]["warmup"]["properties"]["lr"]["default"]
+    assert resolved["data"]["benchmarks"] == schema["properties"]["data"]["properties"]["benchmarks"]["default"]
+
+
+def test_given_values_survive_default_filling():
+    assert fill_defaults({"warmup": {"steps": 7}}, load_schema())["warmup"]["steps"] == 7
+
+
+def walk_leaves(schema: dict, path: str = ""):
+    for key, sub in schema.get("properties", {}).items():
+        if sub.get("type") == "object" and "properties" in sub:
+            assert sub.get("additionalProperties") is False, f"{path}{key}: unknown keys must be rejected"
+            assert sub.get("description"), f"{path}{key}: no description"
+            yield from walk_leaves(sub, f"{path}{key}.")
+        else:
+            yield f"{path}{key}", sub
+
+
+def test_every_schema_key_has_type_description_default_and_range():
+    schema = load_schema()
+    assert schema["additionalProperties"] is False
+    for key, sub in walk_leaves(schema):
+        assert {"type", "description", "default"} <= set(sub), key
+        if sub["type"] in ("integer", "number"):
+            assert ("minimum" in sub or "exclusiveMinimum" in sub) and "maximum" in sub, key
+        if sub["type"] == "string":
+            assert "enum" in sub or "minLength" in sub or "pattern" in sub, key
+        if sub["type"] == "array":
+            assert "items" in sub and "minItems" in sub, key
+
+
+def test_schema_defaults_validate():
+    """The defaults themselves must satisfy their own ranges (a default outside its range is a schema bug)."""
+    resolved = validate_config({}, source="defaults")
+    assert resolved["threads"] >= 1
+
+
+def test_overrides_set_nested_values_and_are_validated(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("seed: 3\n")
+    assert load_config(path, ["warmup.steps=12"])["warmup"]["steps"] == 12
+    with pytest.raises(ConfigError, match="warmup.steps"):
+        load_config(path, ["warmup.steps=-4"])
+    with pytest.raises(ConfigError, match="KEY.PATH=VALUE"):
+        apply_overrides({}, ["warmup.steps"])

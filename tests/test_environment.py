@@ -1,0 +1,63 @@
+"""environment.yml (cluster) and pyproject.toml (pip) must pin the same versions."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+PIN = re.compile(r"^([A-Za-z0-9_.\-\[\]]+)==([^\s;]+)$")
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins(requirements: list[str]) -> dict[str, str]:
+    found = {}
+    for requirement in requirements:
+        match = PIN.match(requirement.strip())
+        assert match, f"not an exact pin: {requirement!r}"
+        found[normalize(match.group(1))] = match.group(2)
+    return found
+
+
+def pyproject_pins() -> dict[str, str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return pins(project["dependencies"] + project["optional-dependencies"]["test"])
+
+
+def environment_pins() -> dict[str, str]:
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip_section = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict) and "pip" in item)
+    return pins([line for line in pip_section if not line.startswith("-e")])
+
+
+def test_every_direct_dependency_is_pinned_exactly():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    for extra in project["optional-dependencies"].values():
+        pins(extra)
+    assert pyproject_pins()
+
+
+def test_environment_yml_agrees_with_pyproject():
+    assert environment_pins() == pyproject_pins()
+
+
+def test_environment_yml_uses_python_311_and_installs_the_package():
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    assert "python=3.11" in env["dependencies"]
+    pip_section = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict) and "pip" in item)
+    assert "-e ." in pip_section
+
+
+def test_gpu_extra_keeps_torch_and_transformers_compatible_with_vllm():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    base = pins(project["dependencies"])
+    assert pins(project["optional-dependencies"]["gpu"]) == {"vllm": "0.31.0"}
+    assert base["torch"] == "2.13.0"  # vllm 0.31.0 requires torch==2.13.0
+    major, minor, *_ = (int(part) for part in base["transformers"].split("."))
+    assert (5, 10) <= (major, minor) < (5, 18)  # vllm 0.31.0 requires transformers>=5.10.4,<5.18
