@@ -1,0 +1,61 @@
+"""Optimal-transport core of HarA: Sinkhorn, the anchor-guided linearized FGW cost, batched barycenters,
+diagnostics (marginal errors, order-reversing mass R(T)) and the exact POT reference behind the same interface.
+
+Pure tensor code: no I/O, device-agnostic, fp32 (the POT reference runs in float64 on the CPU).
+"""
+
+from hara.ot.barycenter import (
+    BarycenterConfig,
+    BarycenterResult,
+    barycentric_projection,
+    init_support,
+    linearized_barycenter,
+)
+from hara.ot.diagnostics import marginal_errors, order_reversing_mass
+from hara.ot.exact import FGW_VARIANTS, exact_barycenter, exact_fgw, structure_matrix
+from hara.ot.linearized import (
+    anchor_plan,
+    centered_sqnorm,
+    lifted_points,
+    linearized_cost,
+    position_cost,
+    support_positions,
+    token_log_weights,
+    token_positions,
+)
+from hara.ot.sinkhorn import (
+    SOLVERS,
+    SinkhornResult,
+    flush_denormals,
+    plan_from_potentials,
+    sinkhorn_log,
+    sinkhorn_scaling,
+)
+
+__all__ = [
+    "FGW_VARIANTS",
+    "SOLVERS",
+    "BarycenterConfig",
+    "BarycenterResult",
+    "SinkhornResult",
+    "anchor_plan",
+    "barycentric_projection",
+    "centered_sqnorm",
+    "exact_barycenter",
+    "exact_fgw",
+    "flush_denormals",
+    "init_support",
+    "lifted_points",
+    "linearized_barycenter",
+    "linearized_cost",
+    "marginal_errors",
+    "order_reversing_mass",
+    "plan_from_potentials",
+    "position_cost",
+    "sinkhorn_log",
+    "sinkhorn_scaling",
+    "structure_matrix",
+    "support_positions",
+    "token_log_weights",
+    "token_positions",
+]
