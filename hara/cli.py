@@ -109,6 +109,63 @@ def run_accuracy(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def train_arguments(parser: argparse.ArgumentParser) -> None:
+    from hara.rlvr.presets import PRESETS  # light import: the parser must not pull in torch / transformers
+
+    parser.add_argument("--size", required=True, help="model size (tiny-s, tiny-m, tiny-l or a key of models.hub_ids)")
+    parser.add_argument("--rlvr", required=True, choices=sorted(PRESETS), help="host RLVR preset")
+    parser.add_argument("--method", required=True, help="advantage transform (a hara.weighting registry name)")
+    parser.add_argument("--seed", required=True, type=int, help="training seed (sampling, data order, init RNGs)")
+    parser.add_argument("--out", required=True, help="run folder (rerunning the same command resumes it)")
+    parser.add_argument("--base-model", help="folder of the base model (default: <results_dir>/base_model/<size>)")
+    parser.add_argument("--data", help="folder written by `hara data` (default: generate in memory from the config)")
+
+
+@register_command("train", "RL-train one size x rlvr x method x seed (resumes from the last checkpoint)",
+                  train_arguments)
+def run_train(args: argparse.Namespace, config: dict) -> int:
+    from hara.rlvr.train import train
+
+    summary = train(config, args.size, args.rlvr, args.method, args.seed, args.out, base_model=args.base_model,
+                    data_dir=args.data)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="model folder (config.json + weights + tokenizer)")
+    parser.add_argument("--benchmark", required=True, action="append",
+                        help="benchmark name (repeat to evaluate several with one model load and one import)")
+    parser.add_argument("--out", required=True, help="result JSON file")
+    parser.add_argument("--backend", choices=["auto", "transformers", "vllm"],
+                        help="generation backend (default: evaluation.backend)")
+    parser.add_argument("--data", help="`hara data` folder (mini) or fetched hub folder (default: from the config)")
+    parser.add_argument("--cache-dir", help="lighteval prediction cache (default: <results_dir>/lighteval_cache)")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log into the checkpoint's MLflow run")
+
+
+@register_command("evaluate", "pass@1 (avg@n) of a checkpoint on benchmarks with lighteval; JSON + MLflow",
+                  evaluate_arguments)
+def run_evaluate(args: argparse.Namespace, config: dict) -> int:
+    from hara.evaluation.cli import evaluate_command
+
+    print(json.dumps(evaluate_command(args, config), indent=2))
+    return 0
+
+
+def fetch_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", help="root folder of the datasets (default: data.local_dir)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, download nothing")
+
+
+@register_command("fetch-data", "download the five benchmarks and the training set into local folders (hub access)",
+                  fetch_arguments)
+def run_fetch_data(args: argparse.Namespace, config: dict) -> int:
+    from hara.evaluation.cli import fetch_command
+
+    print(json.dumps(fetch_command(args, config), indent=2))
+    return 0
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hara", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -1,0 +1,220 @@
+"""The train stage: config + base model + (rlvr preset, method, seed) -> a trained policy, its metrics and MLflow run.
+
+Output folder (``--out``)::
+
+    checkpoints/checkpoint-<step>/   TRL/HF checkpoints (model, optimizer, scheduler, RNG states, trainer state)
+    final/                           the trained model + tokenizer (``from_pretrained``-loadable)
+    metrics.jsonl                    one line per optimizer step (namespaced keys, see ``METRIC_KEYS``)
+    mlflow_run.json                  {"tracking_uri", "run_id", "experiment_id"} for the evaluation stage (a copy in
+                                     checkpoints/, so every checkpoint-<step>/ has one in its parent folder)
+    resolved_config.yaml, run_info.json
+
+Rerunning the same command resumes from the last checkpoint (HF ``resume_from_checkpoint`` restores model,
+optimizer, scheduler, RNG states and step), drops the metrics.jsonl lines written after that checkpoint, and logs
+into the same MLflow run. A finished run (``final/`` exists) is not trained again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from hara.config import ConfigError
+from hara.rlvr.presets import (
+    RLVRPreset,
+    get_preset,
+    grpo_config_kwargs,
+    soft_overlong_reward,
+)
+
+__all__ = ["METHOD_SECTIONS", "METRIC_KEYS", "build_trainer", "method_params", "rename_metrics", "train"]
+
+#: Which ``hara.<section>`` of the config holds each registry method's knobs (None: the method takes none).
+METHOD_SECTIONS: dict[str, str | None] = {
+    "none": None, "hara_tok": "hara", "hara_seq": "hara", "hara_hier": "hara", "hara_exact_tok": "hara",
+    "hara_exact_seq": "hara", "forking_tokens": "forking_tokens", "gtpo": "entropy_shaping",
+    "grpo_s": "entropy_shaping", "position": "position", "shear": "shear",
+}
+
+#: TRL's log keys -> the project's namespaced metric names; other TRL keys are kept under trl/.
+METRIC_KEYS: dict[str, str] = {
+    "loss": "train/loss", "grad_norm": "train/grad_norm", "learning_rate": "train/lr",
+    "reward": "train/reward", "reward_std": "train/reward_std", "rewards/accuracy_reward/mean": "train/accuracy",
+    "rewards/soft_overlong/mean": "train/overlong_penalty", "frac_reward_zero_std": "train/frac_reward_zero_std",
+    "entropy": "train/entropy", "completions/mean_length": "train/response_length",
+    "completions/clipped_ratio": "train/truncated_fraction", "clip_ratio/region_mean": "train/clip_fraction",
+    "kl": "train/kl", "step_time": "time/step_s", "hara/step_overhead_s": "time/hara_s",
+}
+_OWN_NAMESPACES = ("train/", "time/", "hara/", "forking/", "gtpo/", "grpo_s/", "shear/")
+
+
+def rename_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
+    """TRL's per-step log dict -> namespaced numeric metrics (non-numeric entries dropped)."""
+    out = {}
+    for key, value in logs.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            name = METRIC_KEYS.get(key, key if key.startswith(_OWN_NAMESPACES) else f"trl/{key}")
+            out[name] = float(value)
+    return out
+
+
+def method_params(config: Mapping, method: str) -> dict[str, Any]:
+    """The knobs of ``method`` from the config's ``hara`` section (flat dict for hara.weighting)."""
+    if method not in METHOD_SECTIONS:
+        raise ConfigError(f"--method: unknown method {method!r} (valid: {', '.join(sorted(METHOD_SECTIONS))})")
+    section = METHOD_SECTIONS[method]
+    return dict(config["hara"][section]) if section else {}
+
+
+class MetricsCallback(TrainerCallback):
+    """Every optimizer step's metrics -> one metrics.jsonl line and the MLflow run (main process only)."""
+
+    def __init__(self, path: Path, run: Any | None) -> None:
+        self.path, self.run = path, run
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "loss" not in logs:
+            return  # the end-of-training summary has no per-step loss
+        metrics = rename_metrics(logs)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"step": state.global_step, **metrics}, sort_keys=True) + "\n")
+        if self.run is not None:
+            self.run.log_metrics(metrics, step=state.global_step)
+
+
+def truncate_metrics(path: Path, last_step: int) -> None:
+    """Keep only metrics.jsonl lines of steps <= ``last_step`` (lines logged after the resumed checkpoint)."""
+    if path.is_file():
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines()
+                 if line.strip() and json.loads(line)["step"] <= last_step]
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def train_dataset(config: Mapping, data_dir: str | Path | None):
+    """The config's training problems as a ``datasets.Dataset`` with TRL's ``prompt`` and the gold ``answer``."""
+    from datasets import Dataset
+
+    from hara.data.format import format_prompt
+    from hara.models.base import config_datasets
+
+    records = config_datasets(config, data_dir)["train"]
+    return Dataset.from_list([{"prompt": format_prompt(r["problem"]), "answer": str(r["answer"])} for r in records])
+
+
+def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
+    """GRPOConfig from the config's ``training`` section and the preset (CPU: no bf16, no checkpointing, no vLLM)."""
+    import torch
+    from trl import GRPOConfig
+
+    t = config["training"]
+    gpu = torch.cuda.is_available()
+    rollouts, accum = t["prompts_per_step"] * t["group_size"], t["grad_accum_steps"]
+    if rollouts % accum:
+        raise ConfigError(f"training.grad_accum_steps: {accum} does not divide the {rollouts} rollouts of a step")
+    # One generation batch per optimizer step, split into `accum` micro-batches after the advantages are computed
+    # on the whole batch (so groups stay whole for the HarA hook).
+    return GRPOConfig(
+        output_dir=str(Path(out) / "checkpoints"), seed=seed, data_seed=seed, max_steps=t["steps"],
+        per_device_train_batch_size=rollouts // accum, num_generations=t["group_size"],
+        gradient_accumulation_steps=accum, steps_per_generation=accum, num_iterations=t["num_iterations"],
+        max_completion_length=t["max_completion_length"], temperature=t["temperature"], top_p=t["top_p"],
+        learning_rate=t["lr"], lr_scheduler_type=t["lr_scheduler"], warmup_steps=t["warmup_steps"],
+        weight_decay=t["weight_decay"], max_grad_norm=t["max_grad_norm"],
+        save_strategy="steps", save_steps=t["save_steps"], save_total_limit=t["save_total_limit"],
+        logging_steps=1, report_to=[], disable_tqdm=not t["progress"], log_completions=False, disable_dropout=True,
+        use_cpu=not gpu, bf16=gpu and t["bf16"], gradient_checkpointing=gpu and t["gradient_checkpointing"],
+        use_vllm=gpu and t["use_vllm"], vllm_mode=t["vllm_mode"],
+        **grpo_config_kwargs(preset),
+    )
+
+
+def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any, tokenizer: Any, dataset: Any,
+                  out: Path, reward_funcs: list | None = None, callbacks: list | None = None):
+    """A :class:`HaraGRPOTrainer` for one (preset, method, seed). ``reward_funcs`` replaces the math-verify
+    correctness reward (tests); DAPO's overlong term is appended when the preset asks for it."""
+    from hara.rlvr.rewards import accuracy_reward
+    from hara.rlvr.trainer import HaraGRPOTrainer
+
+    preset = get_preset(rlvr, config["rlvr"][rlvr])
+    funcs = list(reward_funcs or [accuracy_reward])
+    if preset.overlong_shaping:
+        funcs.append(soft_overlong_reward(config["training"]["max_completion_length"], preset.overlong_cache))
+    return HaraGRPOTrainer(
+        model=model, processing_class=tokenizer, reward_funcs=funcs, args=grpo_args(config, preset, out, seed),
+        train_dataset=dataset, callbacks=callbacks, method=method, method_params=method_params(config, method),
+        hidden_layer=config["hara"]["hidden_layer"], dynamic_sampling=preset.dynamic_sampling, outcome_reward=0,
+    )
+
+
+def _load_policy(base_model: Path):
+    """Model + tokenizer from a local folder (never the hub)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not (base_model / "config.json").is_file():
+        raise FileNotFoundError(f"--base-model: no model at {base_model} (run `hara base-model` first)")
+    tokenizer = AutoTokenizer.from_pretrained(str(base_model), local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(str(base_model), local_files_only=True, dtype="float32")
+    return model, tokenizer
+
+
+def _tracking(config: Mapping, size: str, rlvr: str, method: str, seed: int, out: Path, preset: RLVRPreset):
+    """Open or reopen the MLflow run of this training run."""
+    from hara.tracking import run_name, start_run
+
+    params = {f"hara.{k}": v for k, v in method_params(config, method).items()}
+    params.update({f"rlvr.{k}": v for k, v in dataclasses.asdict(preset).items()})
+    params.update({f"training.{k}": v for k, v in config["training"].items()})
+    tags = {"size": size, "rlvr": rlvr, "method": method, "seed": seed, "stage": "train",
+            **{f"hara.{k}": v for k, v in method_params(config, method).items()}}
+    return start_run(config["tracking"]["mlflow_uri"], config["name"], run_name(size, rlvr, method, seed), out,
+                     tags, params)
+
+
+def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir: str | Path,
+          base_model: str | Path | None = None, data_dir: str | Path | None = None) -> dict:
+    """Run (or resume) one training run; returns a summary with the final step and paths."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from hara.models.base import check_size
+    from hara.runinfo import seed_everything, set_threads, write_run_info
+
+    check_size(config, size)
+    out = Path(out_dir)
+    if (out / "final" / "config.json").is_file():
+        return {"status": "already finished", "final": str(out / "final")}
+    preset = get_preset(rlvr, config["rlvr"][rlvr])
+    method_params(config, method)  # unknown method: fail before any work
+    base = Path(base_model) if base_model else Path(config["results_dir"]) / "base_model" / size
+    set_threads(config["threads"])
+    seed_everything(seed)
+    model, tokenizer = _load_policy(base)
+    out.mkdir(parents=True, exist_ok=True)
+    last = get_last_checkpoint(str(out / "checkpoints")) if (out / "checkpoints").is_dir() else None
+    truncate_metrics(out / "metrics.jsonl", int(last.rsplit("-", 1)[1]) if last else 0)
+    write_run_info(out, config, extra={"stage": "train", "size": size, "rlvr": rlvr, "method": method,
+                                       "train_seed": seed, "base_model": str(base), "resumed_from": last or "",
+                                       "preset": dataclasses.asdict(preset)})
+    run, _ = _tracking(config, size, rlvr, method, seed, out, preset)
+    run.save(out / "checkpoints")  # the evaluation stage looks next to a checkpoint folder and in its parent
+    trainer = build_trainer(config, rlvr, method, seed, model, tokenizer, train_dataset(config, data_dir), out,
+                            callbacks=[MetricsCallback(out / "metrics.jsonl", run)])
+    try:
+        trainer.train(resume_from_checkpoint=last)
+    except BaseException:
+        run.finish("FAILED")
+        raise
+    # written aside and renamed: a crash mid-save must not leave a final/ that looks finished
+    partial = out / "final.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    trainer.save_model(str(partial))
+    tokenizer.save_pretrained(str(partial))
+    partial.rename(out / "final")
+    run.finish()
+    return {"status": "finished", "steps": trainer.state.global_step, "resumed_from": last,
+            "final": str(out / "final"), "mlflow_run_id": run.run_id}

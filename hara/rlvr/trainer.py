@@ -1,0 +1,206 @@
+"""TRL adapter: a GRPOTrainer whose group advantages (B,) are replaced by a registry method's token advantages (B, T).
+
+The HarA hook is one method, :meth:`HaraGRPOTrainer._reweight_advantages`, called right after TRL has generated,
+scored and normalised a generation batch (``_generate_and_score_completions``). It
+
+1. takes each rollout's outcome reward (the correctness reward function's column, captured in
+   ``_calculate_rewards``) and its prompt group (consecutive blocks of ``num_generations`` rows: TRL's RepeatSampler
+   keeps a prompt's rollouts together in a generation batch; checked on the prompt texts every step),
+2. captures what the method needs (``CONTEXT_NEEDS``) in one no-grad forward of the policy over prompt + completion:
+   one decoder layer's output through a forward hook (never all layers' hidden states) and, if needed, the token
+   entropies at temperature 1 from the same pass,
+3. calls :func:`hara.weighting.apply_weighting` and stores the (B, T) result in ``output["advantages"]``; TRL's
+   ``_compute_loss`` accepts (B, T) advantages.
+
+Alignment: hidden state and entropy at completion position t are those of the position that *predicts* token t
+(prompt position P-1+t), the same positions whose log-probs enter the loss.
+
+Cost note (measured once on a shared 2-core CPU, 1 thread, tiny-s, config/default.yaml's 8 prompts x 8 rollouts,
+~105-token completions, grpo): the extra forward took ~0.10 s (hidden states only; ~0.12 s with entropies) and the
+hara_tok OT ~0.04 s, against a plain step of ~0.9 s, i.e. ~15% overhead. Capturing the hidden states during
+generation instead is the planned optimisation (benchmarks/bench_step.py, issue 4 "Must show" 4).
+
+DAPO dynamic sampling (see :mod:`hara.rlvr.presets`): groups whose outcome (accuracy) rewards are all equal, as in
+DAPO (the overlong term does not count), are removed from the loss
+mask through TRL's per-token ``tool_mask`` (a loss-only mask, attention is untouched) and ``num_items_in_batch`` is
+recounted, since DAPO's token mean divides by it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch import Tensor
+from trl import GRPOTrainer
+from trl.models.utils import disable_gradient_checkpointing
+
+from hara.weighting import WeightingContext, apply_weighting, available_weightings
+
+__all__ = ["CONTEXT_NEEDS", "HOST_WEIGHTING", "HaraGRPOTrainer", "equal_reward_groups", "group_ids_of"]
+
+#: What each registry method reads from the context: "hidden" (one layer's hidden states), "entropy" (token
+#: entropies). A method missing here is an error at trainer construction (tests check the registry is covered).
+CONTEXT_NEEDS: dict[str, frozenset[str]] = {
+    "none": frozenset(), "position": frozenset(),
+    "hara_tok": frozenset({"hidden"}), "hara_seq": frozenset({"hidden"}), "hara_hier": frozenset({"hidden"}),
+    "hara_exact_tok": frozenset({"hidden"}), "hara_exact_seq": frozenset({"hidden"}),
+    "shear": frozenset({"hidden"}),
+    "forking_tokens": frozenset({"entropy"}), "gtpo": frozenset({"entropy"}), "grpo_s": frozenset({"entropy"}),
+}
+
+#: TRL loss_type -> the host token weighting hara.weighting normalises against (bnpo is a token mean like DAPO).
+HOST_WEIGHTING: dict[str, str] = {"grpo": "grpo", "dr_grpo": "dr_grpo", "dapo": "dapo", "bnpo": "dapo"}
+
+
+def group_ids_of(prompts: list[Any], num_generations: int, offset: int = 0) -> Tensor:
+    """Prompt-group id (B,) of a generation batch laid out as consecutive blocks of ``num_generations`` rollouts.
+
+    Raises AssertionError if a block mixes prompts or the batch is not whole groups: novelty must never be computed
+    over a partial or mixed group.
+    """
+    batch = len(prompts)
+    assert batch % num_generations == 0, f"generation batch of {batch} is not whole groups of {num_generations}"
+    for start in range(0, batch, num_generations):
+        block = prompts[start:start + num_generations]
+        assert all(p == block[0] for p in block), f"rows {start}..{start + num_generations - 1} mix prompts"
+    return torch.arange(batch) // num_generations + offset
+
+
+def equal_reward_groups(rewards: Tensor, group_ids: Tensor, atol: float = 1e-6) -> Tensor:
+    """Rows (B,) bool whose group's rewards are all equal (DAPO's dynamic sampling drops these groups)."""
+    _, index = torch.unique(group_ids, return_inverse=True)
+    size = int(index.max()) + 1 if index.numel() else 0
+    hi = torch.full((size,), float("-inf")).scatter_reduce(0, index, rewards.float().cpu(), reduce="amax")
+    lo = torch.full((size,), float("inf")).scatter_reduce(0, index, rewards.float().cpu(), reduce="amin")
+    return ((hi - lo) <= atol)[index].to(rewards.device)
+
+
+def _decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The decoder blocks of a causal LM (``model.model.layers`` for Qwen3 / Llama-style models)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    return decoder.layers
+
+
+def capture_context(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
+                    completion_mask: Tensor, layer: int, needs: frozenset[str], chunk: int | None = None,
+                    ) -> tuple[Tensor | None, Tensor | None]:
+    """One no-grad forward over prompt (B, P) + completion (B, T): layer ``layer``'s hidden states (B, T, d) and
+    token entropies at temperature 1 (B, T), both at the positions that predict the completion tokens.
+
+    Only what ``needs`` asks for is returned (None otherwise); the hook stores one layer, never all of them.
+    ``chunk`` rows per forward bound the memory (default: all rows at once).
+    """
+    if not needs:
+        return None, None
+    step = chunk or prompt_ids.shape[0]
+    parts = [_capture_rows(model, prompt_ids[i:i + step], prompt_mask[i:i + step], completion_ids[i:i + step],
+                           completion_mask[i:i + step], layer, needs) for i in range(0, prompt_ids.shape[0], step)]
+    hidden, entropies = zip(*parts)
+    return (torch.cat(hidden) if "hidden" in needs else None), (torch.cat(entropies) if "entropy" in needs else None)
+
+
+def _capture_rows(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
+                  completion_mask: Tensor, layer: int, needs: frozenset[str]) -> tuple[Tensor | None, Tensor | None]:
+    """:func:`capture_context` for one chunk of rows."""
+    P, T = prompt_ids.shape[1], completion_ids.shape[1]
+    captured: dict[str, Tensor] = {}
+
+    def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+        out = output[0] if isinstance(output, tuple) else output
+        captured["h"] = out[:, P - 1:P + T - 1].detach().float()
+
+    handle = _decoder_layers(model)[layer].register_forward_hook(hook) if "hidden" in needs else None
+    try:
+        with torch.no_grad():
+            # logits only where needed: T + 1 kept positions cover P-1 .. P+T-1; 1 position when only hidden states
+            out = model(input_ids=torch.cat([prompt_ids, completion_ids], 1),
+                        attention_mask=torch.cat([prompt_mask, completion_mask], 1),
+                        logits_to_keep=T + 1 if "entropy" in needs else 1, use_cache=False)
+    finally:
+        if handle is not None:
+            handle.remove()
+    entropies = None
+    if "entropy" in needs:
+        logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)
+        entropies = -(logp.exp() * logp).sum(-1)
+    return captured.get("h"), entropies
+
+
+class HaraGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer with a registry advantage transform, DAPO-style dynamic sampling and HarA diagnostics.
+
+    Extra arguments: method (a name of :func:`hara.weighting.available_weightings`), method_params (its knobs),
+    hidden_layer (decoder block whose output is captured; -1 = last), dynamic_sampling (mask all-equal-reward
+    groups out of the loss), outcome_reward (index of the correctness reward among ``reward_funcs``; its values
+    decide correct / incorrect for the method).
+    """
+
+    def __init__(self, *args: Any, method: str = "none", method_params: dict[str, Any] | None = None,
+                 hidden_layer: int = -1, dynamic_sampling: bool = False, outcome_reward: int = 0,
+                 **kwargs: Any) -> None:
+        if method not in available_weightings() or method not in CONTEXT_NEEDS:
+            raise ValueError(f"unknown method {method!r}; known: {', '.join(sorted(CONTEXT_NEEDS))}")
+        super().__init__(*args, **kwargs)
+        self.method, self.method_params = method, dict(method_params or {})
+        self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
+        self._rewards_per_func: Tensor | None = None
+        self.last_advantages: dict[str, Tensor] = {}  # the latest step's (B,) and (B, T) advantages, for tests
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """TRL's rewards (B_global, F), kept so the hook can read each rollout's outcome reward."""
+        self._rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        return self._rewards_per_func
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        if self.model.training:  # evaluation batches keep TRL's advantages
+            start = time.perf_counter()
+            self._reweight_advantages(output, [x["prompt"] for x in inputs])
+            self._metrics["train"]["hara/step_overhead_s"].append(time.perf_counter() - start)
+        return output
+
+    def _local_rewards(self, batch: int) -> Tensor:
+        """This process's outcome (correctness) rewards (B,); TRL gathers rewards across processes."""
+        rows = slice(self.accelerator.process_index * batch, (self.accelerator.process_index + 1) * batch)
+        return self._rewards_per_func[rows, self.outcome_reward].nan_to_num(0.0)
+
+    def _reweight_advantages(self, output: dict[str, Any], prompts: list[Any]) -> None:
+        """The HarA hook: replace ``output["advantages"]`` (B,) with the method's token advantages (B, T)."""
+        advantages, mask = output["advantages"], output["completion_mask"]
+        batch = advantages.shape[0]
+        group_ids = group_ids_of(prompts, self.num_generations, offset=self.accelerator.process_index * batch)
+        group_ids = group_ids.to(advantages.device)
+        outcome = self._local_rewards(batch)
+        if self.dynamic_sampling:  # DAPO filters on accuracy (all right / all wrong), not on shaped rewards
+            self._mask_equal_reward_groups(output, outcome, group_ids)
+        needs = CONTEXT_NEEDS[self.method]
+        start = time.perf_counter()
+        # as in TRL's own no-grad passes: checkpointing off (it only warns under no_grad); dropout is off
+        # (GRPOConfig.disable_dropout in hara.rlvr.train)
+        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            hidden, entropies = capture_context(self.accelerator.unwrap_model(self.model), output["prompt_ids"],
+                                                output["prompt_mask"], output["completion_ids"], mask,
+                                                self.hidden_layer, needs, chunk=self.args.per_device_train_batch_size)
+        capture_s = time.perf_counter() - start
+        context = WeightingContext(hidden_states=hidden, token_entropies=entropies,
+                                   loss_type=HOST_WEIGHTING[self.loss_type], params=self.method_params)
+        token_adv, info = apply_weighting(self.method, advantages, mask, group_ids, outcome, context)
+        output["advantages"] = token_adv.to(advantages.dtype)
+        self.last_advantages = {"sequence": advantages.detach().clone(), "token": output["advantages"].detach(),
+                                "mask": mask.detach(), "outcome": outcome.detach()}
+        for key, value in {**info, "hara/capture_s": capture_s}.items():
+            self._metrics["train"][key].append(float(value))
+
+    def _mask_equal_reward_groups(self, output: dict[str, Any], rewards: Tensor, group_ids: Tensor) -> None:
+        """DAPO dynamic sampling without refill: drop all-equal-accuracy groups from the loss mask and the token
+        count (their accuracy carries no signal; a length-penalty-only advantage goes with them, as in DAPO where
+        the group is discarded); log the fraction of groups dropped."""
+        drop = equal_reward_groups(rewards, group_ids)
+        keep = (~drop).to(output["completion_mask"].dtype)[:, None]
+        loss_mask = output.get("tool_mask", torch.ones_like(output["completion_mask"])) * keep
+        output["tool_mask"] = loss_mask
+        output["num_items_in_batch"] = self.accelerator.gather(
+            (output["completion_mask"] * loss_mask).sum()).sum()
+        self._metrics["train"]["train/dynamic_sampling_dropped"].append(float(drop.float().mean()))

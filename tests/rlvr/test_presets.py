@@ -1,0 +1,96 @@
+"""Host presets as data: the published factors, config overrides, DAPO's overlong term, and registry coverage."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from hara.config import load_schema, validate_config
+from hara.rlvr.presets import (
+    PRESETS,
+    get_preset,
+    grpo_config_kwargs,
+    overlong_penalty,
+    soft_overlong_reward,
+)
+from hara.rlvr.train import METHOD_SECTIONS, method_params, rename_metrics
+from hara.rlvr.trainer import CONTEXT_NEEDS
+from hara.weighting import WeightingContext, apply_weighting, available_weightings
+
+
+def test_presets_carry_the_published_factors():
+    grpo, dr, dapo = PRESETS["grpo"], PRESETS["dr_grpo"], PRESETS["dapo"]
+    assert (grpo.scale_rewards, grpo.loss_type, grpo.epsilon_low, grpo.epsilon_high) == ("group", "grpo", 0.2, 0.2)
+    assert (dr.scale_rewards, dr.loss_type) == ("none", "dr_grpo")  # no std; token sum / constant
+    assert (dapo.loss_type, dapo.epsilon_low, dapo.epsilon_high) == ("dapo", 0.2, 0.28)  # clip-higher
+    assert dapo.dynamic_sampling and dapo.overlong_shaping and dapo.beta == 0.0
+    assert not (grpo.dynamic_sampling or grpo.overlong_shaping or dr.dynamic_sampling or dr.overlong_shaping)
+
+
+def test_schema_defaults_equal_the_presets():
+    sections = load_schema()["properties"]["rlvr"]["properties"]
+    assert set(sections) == set(PRESETS)
+    for name, preset in PRESETS.items():
+        defaults = {k: v["default"] for k, v in sections[name]["properties"].items()}
+        assert defaults == dataclasses.asdict(preset), name
+
+
+def test_overrides_change_one_factor_and_unknown_keys_raise():
+    preset = get_preset("grpo", {"epsilon_high": 0.3, "beta": 0.04})
+    assert (preset.epsilon_high, preset.beta, preset.loss_type) == (0.3, 0.04, "grpo")
+    with pytest.raises(ValueError, match="clip_hi"):
+        get_preset("grpo", {"clip_hi": 0.3})
+    with pytest.raises(ValueError, match="ppo"):
+        get_preset("ppo")
+    with pytest.raises(ValueError, match="loss_type"):
+        get_preset("dapo", {"loss_type": "token_sum"})
+
+
+def test_config_overrides_reach_grpo_config_kwargs():
+    config = validate_config({"rlvr": {"dr_grpo": {"epsilon_high": 0.5, "scale_rewards": "group"}}})
+    kwargs = grpo_config_kwargs(get_preset("dr_grpo", config["rlvr"]["dr_grpo"]))
+    assert kwargs == {"scale_rewards": "group", "loss_type": "dr_grpo", "epsilon": 0.2, "epsilon_high": 0.5,
+                      "beta": 0.0}
+
+
+@pytest.mark.parametrize("length,expected", [(0, 0.0), (12, 0.0), (13, -0.25), (14, -0.5), (16, -1.0), (17, -1.0),
+                                             (100, -1.0)])
+def test_soft_overlong_penalty(length, expected):
+    # L_max = 16, L_cache = 4: free up to 12 tokens, linear to -1 at 16, -1 beyond
+    assert overlong_penalty(length, 16, 4) == pytest.approx(expected)
+
+
+def test_soft_overlong_reward_reads_completion_lengths():
+    reward = soft_overlong_reward(16, 4)
+    assert reward(["a", "b"], completion_ids=[[1] * 10, [1] * 14]) == pytest.approx([0.0, -0.5])
+    with pytest.raises(ValueError):
+        soft_overlong_reward(8, 9)
+
+
+def test_every_registry_method_is_wired():
+    assert set(CONTEXT_NEEDS) == set(available_weightings())
+    assert set(METHOD_SECTIONS) == set(available_weightings())
+
+
+@pytest.mark.parametrize("method", available_weightings())
+def test_config_params_are_accepted_by_each_method(method):
+    """The schema's hara.* keys are exactly knobs the registry accepts (a renamed knob would raise here)."""
+    config = validate_config({})
+    params = method_params(config, method)
+    gen = torch.Generator().manual_seed(0)
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    context = WeightingContext(hidden_states=torch.randn(4, 6, 8, generator=gen), token_entropies=torch.rand(4, 6,
+                               generator=gen), params=params)
+    token_adv, _ = apply_weighting(method, adv, mask, torch.zeros(4, dtype=torch.long),
+                                   torch.tensor([1.0, 0.0, 1.0, 0.0]), context)
+    assert token_adv.shape == (4, 6) and torch.isfinite(token_adv).all()
+
+
+def test_rename_metrics_namespaces_trl_keys():
+    out = rename_metrics({"reward": 0.5, "entropy": 1.2, "completions/mean_length": 9.0, "clip_ratio/region_mean": 0.1,
+                          "hara/w_std": 0.3, "epoch": 0.1, "clip_ratio/low_min": None})
+    assert out == {"train/reward": 0.5, "train/entropy": 1.2, "train/response_length": 9.0,
+                   "train/clip_fraction": 0.1, "hara/w_std": 0.3, "trl/epoch": 0.1}

@@ -1,0 +1,279 @@
+"""The TRL adapter: every preset x every registry method trains; HarA keeps signs and changes token advantages;
+hidden states and entropies are captured at the right positions; `hara train` writes its outputs and resumes after a
+SIGKILL to the same final weights and metrics as an uninterrupted run."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from hara.cli import main
+from hara.config import ConfigError, load_config
+from hara.models.tiny import build_tiny_model
+from hara.models.tokenizer import build_tokenizer
+from hara.rlvr.presets import PRESETS
+from hara.rlvr.train import build_trainer
+from hara.rlvr.trainer import capture_context, equal_reward_groups, group_ids_of
+from hara.weighting import available_weightings
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = REPO / "config" / "smoke.yaml"
+HARA_METHODS = [m for m in available_weightings() if m.startswith("hara_")]
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory) -> Path:
+    """A random tiny-s model + char tokenizer saved like `hara base-model` does (no warm-up: seconds)."""
+    folder = tmp_path_factory.mktemp("base")
+    tokenizer = build_tokenizer("char")
+    build_tiny_model("tiny-s", tokenizer, seed=0).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def parity_reward(completions, **kwargs):
+    """A deterministic reward that splits random-model rollouts into both outcomes."""
+    return [float(sum(map(ord, c)) % 2) for c in completions]
+
+
+def smoke_config() -> dict:
+    config = copy.deepcopy(load_config(SMOKE))
+    config["training"]["save_steps"] = 1000  # no checkpoints in the matrix (time)
+    return config
+
+
+@pytest.mark.parametrize("method", available_weightings())
+@pytest.mark.parametrize("rlvr", sorted(PRESETS))
+def test_every_preset_and_method_trains(tiny_base, tmp_path, rlvr, method):
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    trainer = build_trainer(smoke_config(), rlvr, method, 0, model, tokenizer, data, tmp_path,
+                            reward_funcs=[parity_reward])
+    trainer.train()
+
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    assert any(not torch.equal(before[k], v) for k, v in model.named_parameters()), "no parameter moved"
+    last = trainer.last_advantages
+    seq, tok, mask = last["sequence"], last["token"], last["mask"].bool()
+    assert tok.shape == mask.shape and torch.all(tok[~mask] == 0)
+    live = (seq != 0)[:, None] & mask
+    assert live.any(), "no group with mixed rewards: the checks below would be vacuous"
+    if method in HARA_METHODS:
+        plain = seq[:, None] * mask
+        assert torch.all(tok * seq[:, None] >= 0), "HarA flipped an advantage's sign"
+        assert not torch.allclose(tok[live], plain[live]), "HarA left GRPO's token advantages unchanged"
+
+
+def test_group_ids_follow_repeat_sampler_blocks():
+    assert group_ids_of(["a", "a", "b", "b"], 2, offset=10).tolist() == [10, 10, 11, 11]
+    with pytest.raises(AssertionError, match="mix prompts"):
+        group_ids_of(["a", "b", "b", "b"], 2)
+    with pytest.raises(AssertionError, match="whole groups"):
+        group_ids_of(["a", "a", "a"], 2)
+
+
+def test_equal_reward_groups_are_flagged():
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
+    assert equal_reward_groups(rewards, torch.tensor([0, 0, 1, 1, 2, 2])).tolist() == [True, True, False, False,
+                                                                                       True, True]
+
+
+def test_dynamic_sampling_masks_equal_groups_out_of_the_loss(tiny_base, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    data = Dataset.from_list([{"prompt": "Question: 1+1?\nAnswer:", "answer": "2"}])
+    trainer = build_trainer(smoke_config(), "dapo", "none", 0, model, tokenizer, data, tmp_path,
+                            reward_funcs=[lambda completions, **kw: [1.0] * len(completions)])
+    output = {"completion_mask": torch.ones(4, 3, dtype=torch.long)}
+    trainer._mask_equal_reward_groups(output, torch.tensor([1.0, 1.0, 0.0, 1.0]), torch.tensor([0, 0, 1, 1]))
+    assert output["tool_mask"][:, 0].tolist() == [0, 0, 1, 1]  # group 0 all equal: out of the loss mask
+    assert int(output["num_items_in_batch"]) == 6  # and out of DAPO's token count
+    assert trainer._metrics["train"]["train/dynamic_sampling_dropped"] == [0.5]
+
+
+def test_capture_aligns_hidden_states_and_entropies_with_completion_tokens(tiny_base):
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True).eval()
+    gen = torch.Generator().manual_seed(0)
+    prompt_ids, completion_ids = torch.randint(3, 200, (3, 5), generator=gen), torch.randint(3, 200, (3, 4),
+                                                                                             generator=gen)
+    prompt_mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 1, 1, 1, 1]])  # TRL left-pads prompts
+    completion_mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]])
+    hidden, entropies = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0,
+                                        frozenset({"hidden", "entropy"}))
+    with torch.no_grad():
+        ref = model(input_ids=torch.cat([prompt_ids, completion_ids], 1),
+                    attention_mask=torch.cat([prompt_mask, completion_mask], 1), output_hidden_states=True)
+    # position 4 (last prompt token) predicts completion token 0, ..., position 7 predicts token 3
+    torch.testing.assert_close(hidden, ref.hidden_states[1][:, 4:8])  # hidden_states[1]: output of block 0
+    logp = torch.log_softmax(ref.logits[:, 4:8], -1)
+    torch.testing.assert_close(entropies, -(logp.exp() * logp).sum(-1))
+    chunked = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0,
+                              frozenset({"hidden", "entropy"}), chunk=2)  # rows 0-1, then row 2
+    torch.testing.assert_close(chunked[0], hidden)
+    torch.testing.assert_close(chunked[1], entropies)
+    assert capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, -1, frozenset()) == (
+        None, None)
+    hidden_only, no_entropy = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, -1,
+                                              frozenset({"hidden"}))
+    assert hidden_only.shape == (3, 4, model.config.hidden_size) and no_entropy is None
+
+
+def train_args(base: Path, out: Path, tmp: Path, method: str = "hara_tok", rlvr: str = "grpo") -> list[str]:
+    return ["train", "--config", str(SMOKE), "--size", "tiny-s", "--rlvr", rlvr, "--method", method, "--seed", "3",
+            "--out", str(out), "--base-model", str(base), "--set", f"tracking.mlflow_uri=sqlite:///{tmp}/mlflow.db",
+            "--set", "training.steps=4", "--set", "training.save_steps=2", "--set", "data.train_size=20"]
+
+
+def test_hara_train_writes_model_metrics_and_provenance(tiny_base, tmp_path):
+    out = tmp_path / "run"
+    assert main(train_args(tiny_base, out, tmp_path, rlvr="dapo")) == 0
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2, 3, 4]
+    for key in ("train/reward", "train/entropy", "train/response_length", "train/clip_fraction", "hara/w_std",
+                "hara/novelty_mean", "time/step_s", "time/hara_s", "train/dynamic_sampling_dropped"):
+        assert all(key in line for line in lines), key
+    model = AutoModelForCausalLM.from_pretrained(out / "final", local_files_only=True)
+    AutoTokenizer.from_pretrained(out / "final", local_files_only=True)
+    assert model.config.num_hidden_layers == 2
+    assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    run_file = json.loads((out / "mlflow_run.json").read_text())
+    assert json.loads((out / "checkpoints" / "mlflow_run.json").read_text()) == run_file  # next to checkpoints too
+    info = json.loads((out / "run_info.json").read_text())
+    assert (info["rlvr"], info["method"], info["train_seed"]) == ("dapo", "hara_tok", 3)
+    assert (out / "resolved_config.yaml").is_file()
+    # a second run of the same command is a no-op on a finished run
+    assert main(train_args(tiny_base, out, tmp_path, rlvr="dapo")) == 0
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 4
+
+
+KILLER = """
+import os, signal, sys
+from hara.rlvr import train as train_module
+original = train_module.MetricsCallback.on_log
+def on_log(self, args, state, control, logs=None, **kwargs):
+    original(self, args, state, control, logs=logs, **kwargs)
+    if state.global_step == 3:  # after checkpoint-2 was saved and step 3 was logged
+        os.kill(os.getpid(), signal.SIGKILL)
+train_module.MetricsCallback.on_log = on_log
+from hara.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _steady(line: dict) -> dict:
+    """A metrics line without wall-clock timings (those differ between any two runs)."""
+    return {k: v for k, v in line.items() if not (k.startswith("time/") or k.endswith("_s"))}
+
+
+def test_sigkilled_run_resumes_to_the_uninterrupted_result(tiny_base, tmp_path):
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.run([sys.executable, "-c", KILLER, *train_args(tiny_base, killed, tmp_path)], check=False,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == -signal.SIGKILL, run.stderr[-2000:]
+    assert (killed / "checkpoints" / "checkpoint-2").is_dir() and not (killed / "final").exists()
+    assert len((killed / "metrics.jsonl").read_text().splitlines()) == 3  # step 3 logged after the checkpoint
+    run_id = json.loads((killed / "mlflow_run.json").read_text())["run_id"]
+
+    assert main(train_args(tiny_base, killed, tmp_path)) == 0  # the same command again: resumes at step 2
+    assert main(train_args(tiny_base, clean, tmp_path)) == 0
+
+    resumed, reference = load_file(killed / "final" / "model.safetensors"), load_file(clean / "final" /
+                                                                                       "model.safetensors")
+    assert resumed.keys() == reference.keys()
+    for key in reference:
+        torch.testing.assert_close(resumed[key], reference[key], rtol=0, atol=0)
+    a = [_steady(json.loads(x)) for x in (killed / "metrics.jsonl").read_text().splitlines()]
+    b = [_steady(json.loads(x)) for x in (clean / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in a] == [1, 2, 3, 4] and a == b
+    assert json.loads((killed / "mlflow_run.json").read_text())["run_id"] == run_id
+    assert json.loads((killed / "run_info.json").read_text())["resumed_from"].endswith("checkpoint-2")
+
+
+def test_kl_override_builds_a_reference_model_and_logs_kl(tiny_base, tmp_path):
+    config = smoke_config()
+    config["rlvr"]["grpo"]["beta"] = 0.04  # GRPO paper's KL, off in the preset
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    trainer = build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
+                            reward_funcs=[parity_reward])
+    trainer.train()
+    assert trainer.ref_model is not None and trainer.beta == 0.04
+    kl = [entry["kl"] for entry in trainer.state.log_history if "loss" in entry]
+    assert kl[0] == 0.0 and kl[1] > 0.0  # the policy moved away from the reference after one step
+
+
+@pytest.mark.parametrize("change,expected", [
+    (["--method", "bogus"], "--method: unknown method 'bogus'"),
+    (["--size", "tiny-xl"], "--size: unknown tiny size 'tiny-xl'"),
+    (["--base-model", "/nonexistent/base"], "--base-model: no model at /nonexistent/base"),
+])
+def test_train_user_errors_are_one_line(tiny_base, tmp_path, capsys, change, expected):
+    args = train_args(tiny_base, tmp_path / "run", tmp_path)
+    for i in range(0, len(change), 2):
+        args[args.index(change[i]) + 1] = change[i + 1]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1, err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("rlvr", sorted(PRESETS))
+def test_method_none_reproduces_plain_trl_exactly(tiny_base, tmp_path, rlvr):
+    """The hook itself is neutral: (B, T) advantages of `none` train to the same weights as TRL's own (B,) ones."""
+    from trl import GRPOTrainer
+
+    from hara.rlvr.presets import get_preset
+    from hara.rlvr.train import grpo_args
+    from hara.rlvr.trainer import HaraGRPOTrainer
+
+    config = smoke_config()
+    preset = get_preset(rlvr, config["rlvr"][rlvr])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    weights = []
+    for make in (GRPOTrainer, lambda **kw: HaraGRPOTrainer(method="none", **kw)):
+        model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+        trainer = make(model=model, processing_class=tokenizer, reward_funcs=[parity_reward], train_dataset=data,
+                       args=grpo_args(config, preset, tmp_path, seed=0))
+        trainer.train()
+        weights.append({k: v.detach().clone() for k, v in model.named_parameters()})
+    assert any(not torch.equal(weights[0][k], v) for k, v in AutoModelForCausalLM.from_pretrained(
+        tiny_base, local_files_only=True).named_parameters())  # training moved the weights at all
+    for key, value in weights[0].items():
+        torch.testing.assert_close(weights[1][key], value, rtol=0, atol=0)
+
+
+def test_gradient_accumulation_keeps_groups_whole(tiny_base, tmp_path):
+    """Two micro-batches per step: the hook still sees the whole generation batch (group check inside)."""
+    config = smoke_config()
+    config["training"]["grad_accum_steps"] = 2
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    trainer = build_trainer(config, "dapo", "hara_tok", 0, model, tokenizer, data, tmp_path,
+                            reward_funcs=[parity_reward])
+    assert (trainer.args.per_device_train_batch_size, trainer.args.gradient_accumulation_steps) == (4, 2)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    assert trainer.last_advantages["token"].shape[0] == 8  # 2 prompts x 4 rollouts reweighted together
+    config["training"]["grad_accum_steps"] = 3
+    with pytest.raises(ConfigError, match="grad_accum_steps"):
+        build_trainer(config, "grpo", "none", 0, model, tokenizer, data, tmp_path)

@@ -1,0 +1,78 @@
+"""MLflow tracking: one run per training run, reopened by id from mlflow_run.json, with every step's metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from hara.cli import main
+from hara.tracking import RUN_FILE, metric_name, open_run, run_name, start_run
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_metric_names_are_valid_for_mlflow():
+    assert metric_name("eval/math500/pass@1") == "eval/math500/pass_at_1"
+    assert metric_name("hara/w_std") == "hara/w_std"
+    assert metric_name("a b:c-d.e/f") == "a b:c-d.e/f"
+    assert metric_name("x[0]") == "x_0_"
+
+
+def test_run_is_created_once_and_reopened_by_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # relative, and the folder does not exist yet; saved absolute so other stages find it from any folder
+    name = run_name("tiny-s", "grpo", "hara_tok", 1)
+    run, resumed = start_run("sqlite:///db/mlflow.db", "exp", name, tmp_path / "out",
+                             tags={"size": "tiny-s", "method": "hara_tok"}, params={"hara.alpha": 0.5})
+    assert not resumed
+    uri = f"sqlite:///{tmp_path.resolve()}/db/mlflow.db"
+    saved = json.loads((tmp_path / "out" / RUN_FILE).read_text())
+    assert saved == {"tracking_uri": uri, "run_id": run.run_id, "experiment_id": run.experiment_id}
+    run.log_metrics({"train/reward": 0.25, "hara/bad": math.nan, "eval/x/pass@1": 0.5}, step=1)
+    run.finish()
+
+    again, resumed = start_run(uri, "exp", "ignored", tmp_path / "out", tags={}, params={"hara.alpha": 0.5})
+    assert resumed and again.run_id == run.run_id
+    client = MlflowClient(tracking_uri=uri)
+    data = client.get_run(run.run_id)
+    assert data.info.status == "RUNNING" and data.info.run_name == "tiny-s-grpo-hara_tok-seed1"
+    assert data.data.tags["method"] == "hara_tok" and data.data.params == {"hara.alpha": "0.5"}
+    assert data.data.metrics == {"train/reward": 0.25, "eval/x/pass_at_1": 0.5}  # NaN not sent
+    assert open_run(tmp_path / "elsewhere") is None
+
+
+def test_experiment_artifacts_live_next_to_the_database(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run, _ = start_run(uri, "exp", "r", tmp_path / "out", tags={}, params={})
+    location = MlflowClient(tracking_uri=uri).get_experiment(run.experiment_id).artifact_location
+    assert location.startswith((tmp_path / "mlartifacts").as_uri())
+
+
+def test_hara_train_logs_every_step_with_filterable_tags(tmp_path):
+    base = tmp_path / "base"
+    from hara.models.tiny import build_tiny_model
+    from hara.models.tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer("char")
+    build_tiny_model("tiny-s", tokenizer, seed=0).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(REPO / "config" / "smoke.yaml"), "--size", "tiny-s", "--rlvr", "dr_grpo",
+                 "--method", "hara_seq", "--seed", "2", "--out", str(out), "--base-model", str(base),
+                 "--set", f"tracking.mlflow_uri={uri}", "--set", "data.train_size=20",
+                 "--set", "training.save_steps=100"]) == 0
+    saved = json.loads((out / RUN_FILE).read_text())
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(saved["run_id"])
+    assert run.info.status == "FINISHED" and run.info.run_name == "tiny-s-dr_grpo-hara_seq-seed2"
+    tags = run.data.tags
+    assert (tags["size"], tags["rlvr"], tags["method"], tags["seed"]) == ("tiny-s", "dr_grpo", "hara_seq", "2")
+    assert tags["hara.barycenter_size"] == "4"  # the smoke config's HarA knob
+    assert run.data.params["rlvr.loss_type"] == "dr_grpo" and run.data.params["rlvr.scale_rewards"] == "none"
+    for key in ("train/reward", "train/entropy", "train/response_length", "train/clip_fraction", "hara/w_std",
+                "time/step_s", "time/hara_s"):
+        assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [1, 2], key
