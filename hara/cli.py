@@ -25,18 +25,20 @@ class Command:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, dict], int]
+    skip_checks: tuple[str, ...] = ()  # config checks that do not apply (fetch-data creates data.local_dir)
 
 
 COMMANDS: dict[str, Command] = {}
 
 
-def register_command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None]):
+def register_command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None],
+                     skip_checks: tuple[str, ...] = ()):
     """Decorator adding a subcommand; a second registration under the same name is a bug."""
 
     def decorate(run: Callable[[argparse.Namespace, dict], int]):
         if name in COMMANDS:
             raise ValueError(f"command {name!r} registered twice")
-        COMMANDS[name] = Command(help=help, add_arguments=add_arguments, run=run)
+        COMMANDS[name] = Command(help=help, add_arguments=add_arguments, run=run, skip_checks=skip_checks)
         return run
 
     return decorate
@@ -159,12 +161,13 @@ def fetch_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @register_command("fetch-data", "download the five benchmarks and the training set into local folders (hub access)",
-                  fetch_arguments)
+                  fetch_arguments, skip_checks=("check_local_folders",))
 def run_fetch_data(args: argparse.Namespace, config: dict) -> int:
     from hara.evaluation.cli import fetch_command
 
     print(json.dumps(fetch_command(args, config), indent=2))
     return 0
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hara", description=__doc__.splitlines()[0])
@@ -180,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        config = load_config(args.config, overrides=args.set)
+        config = load_config(args.config, overrides=args.set, skip_checks=COMMANDS[args.command].skip_checks)
         return COMMANDS[args.command].run(args, config)
     except user_error_types() as error:
         message = " ".join(str(error).split())

@@ -80,3 +80,14 @@ def test_missing_data_folder_is_a_one_line_error(tmp_path, capsys):
 
 def test_every_command_is_registered_once():
     assert {"config", "data", "base-model", "accuracy"} <= set(COMMANDS)
+
+
+def test_fetch_data_plan_does_not_require_the_folder_it_creates(tmp_path, capsys):
+    """fetch-data writes data.local_dir, so the 'folder must exist' check must not stop it (other commands keep it)."""
+    paper = str(REPO / "config" / "paper.yaml")
+    target = tmp_path / "hub"
+    assert main(["fetch-data", "--config", paper, "--set", f"data.local_dir={target}", "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert any("MATH-500" in step["path"] for step in plan["plan"]) and not target.exists()
+    assert main(["config", "--config", paper, "--set", f"data.local_dir={target}"]) == 2
+    assert "data.local_dir" in capsys.readouterr().err

@@ -1,0 +1,75 @@
+"""The edges of `hara evaluate` and `hara fetch-data`: argument checks, files, MLflow; the work is elsewhere."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["check_benchmarks", "evaluate_command", "fetch_command"]
+
+
+def _user_error(message: str) -> Exception:
+    from hara.cli import UserError
+
+    return UserError(message)
+
+
+def check_benchmarks(config: Mapping, names: list[str]) -> None:
+    """Every --benchmark must be a benchmark of the config's data source."""
+    from hara.config import benchmarks_of_source
+
+    valid = benchmarks_of_source(config["data"]["source"])
+    for name in names:
+        if name not in valid:
+            raise _user_error(f"--benchmark: {name!r} is not a benchmark of data.source "
+                              f"{config['data']['source']!r} (valid: {', '.join(valid)})")
+    if len(set(names)) != len(names):
+        raise _user_error("--benchmark: a benchmark is given twice")
+
+
+def check_checkpoint(path: str) -> None:
+    """The checkpoint must be a model folder."""
+    if not (Path(path) / "config.json").is_file():
+        raise _user_error(f"--checkpoint: {path} is not a model folder (no config.json)")
+
+
+def summary(result: Mapping, out: str, run: Mapping | None) -> dict:
+    """What the command prints: scores per benchmark, where the JSON went, which MLflow run got the scores."""
+    scores = {name: {"pass@1": entry["score"], "stderr": entry["stderr"], "n": entry["sampling"]["n"],
+                     "problems": entry["n_problems"]} for name, entry in result["benchmarks"].items()}
+    return {"out": out, "seconds": round(result["seconds"], 2), "scores": scores,
+            "mlflow_run": run["run_id"] if run else None}
+
+
+def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
+    """Evaluate, write the JSON, log into the training run's MLflow run (when the checkpoint has one)."""
+    from hara.evaluation.runner import evaluate_checkpoint, write_result
+    from hara.evaluation.tracking import log_scores
+
+    check_benchmarks(config, args.benchmark)
+    check_checkpoint(args.checkpoint)
+    result = evaluate_checkpoint(config, args.checkpoint, args.benchmark, backend=args.backend,
+                                 cache_dir=args.cache_dir, data_dir=args.data)
+    run = None
+    if not args.no_mlflow:
+        scores = {name: {"pass@1": entry["score"], **({"pass@1_stderr": entry["stderr"]}
+                                                      if entry["stderr"] is not None else {})}
+                  for name, entry in result["benchmarks"].items()}
+        run = log_scores(args.checkpoint, scores)
+    result["mlflow_run"] = run
+    write_result(result, args.out)
+    return summary(result, args.out, run)
+
+
+def fetch_command(args: argparse.Namespace, config: dict) -> dict:
+    """Plan (and unless --dry-run, perform) the downloads."""
+    from dataclasses import asdict
+
+    from hara.evaluation.fetch import fetch_datasets, fetch_plan
+
+    out = args.out or config["data"]["local_dir"]
+    plan = fetch_plan(config, out)
+    if args.dry_run:
+        return {"out": out, "plan": [asdict(item) for item in plan]}
+    return {"out": out, "fetched": fetch_datasets(plan, out)}

@@ -1,0 +1,211 @@
+"""Generation backends as lighteval custom models, and the prediction-cache key of a checkpoint.
+
+lighteval caches predictions under ``<cache_dir>/<model_name>/<hash of the model config>/<task>/<task hash>``.
+Its own transformers config names a model by its path, so a checkpoint overwritten in place (or the next checkpoint
+of a run saved to the same folder) is answered from the old cache: one of the evaluation complaints this stage
+fixes. Here the model config carries :func:`checkpoint_fingerprint` (sha256 over the checkpoint's weight, config
+and tokenizer files) and every sampling parameter, so each checkpoint and each sampling setup has its own key.
+
+Backends (:data:`BACKENDS`):
+
+- ``transformers``: batched generation with :mod:`hara.models.generate` (CPU; the tiny models, any HF causal LM);
+- ``vllm``: our vLLM generation (GPU). ``vllm`` is imported inside that backend only, so the CPU path never imports
+  it (lighteval's own vllm extra pins an old vllm; the gpu extra of this package pins vllm 0.31.0).
+
+Both produce ``n`` completions per problem for the pass@1 (avg@n) metric, as plain text of the completion only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+
+from lighteval.models.abstract_model import LightevalModel, ModelConfig
+from lighteval.models.model_input import GenerationParameters
+from lighteval.models.model_output import ModelResponse
+from lighteval.tasks.requests import Doc, SamplingMethod
+from lighteval.utils.cache_management import SampleCache, cached
+
+from hara.evaluation.settings import SamplingSettings
+
+__all__ = ["BACKENDS", "CheckpointModelConfig", "TransformersCheckpointModel", "VLLMCheckpointModel",
+           "checkpoint_fingerprint", "make_model_config", "resolve_backend"]
+
+# Provenance and logs written next to the weights: they do not change what the model generates.
+NOT_MODEL_FILES = frozenset({"run_info.json", "resolved_config.yaml", "warmup.json", "mlflow_run.json",
+                             "metrics.jsonl", "trainer_state.json", "training_args.bin", "README.md"})
+
+
+def checkpoint_fingerprint(checkpoint: str | Path) -> str:
+    """sha256 over the names and bytes of the checkpoint's top-level files (weights, configs, tokenizer).
+
+    Excluded: :data:`NOT_MODEL_FILES` and ``*.log`` (provenance that changes between identical models). Sub-folders
+    are other checkpoints or logs, not part of this model. Files are streamed, so multi-GB shards are fine.
+    """
+    folder = Path(checkpoint)
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name not in NOT_MODEL_FILES
+                   and p.suffix != ".log")
+    if not any(p.name == "config.json" for p in files):
+        raise FileNotFoundError(f"{folder}: not a model checkpoint (no config.json)")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+class CheckpointModelConfig(ModelConfig):
+    """lighteval model config of one checkpoint; every field is part of lighteval's prediction-cache key."""
+
+    checkpoint: str
+    fingerprint: str
+    backend: str
+    n: int
+    batch_size: int = 256
+    threads: int = 1
+    dtype: str = "auto"
+    gpu_memory_utilization: float = 0.9
+
+
+def make_model_config(checkpoint: str | Path, settings: SamplingSettings, backend: str, cache_dir: str | Path,
+                      batch_size: int = 256, threads: int = 1, fingerprint: str | None = None) -> CheckpointModelConfig:
+    """The config of ``checkpoint`` sampled with ``settings``; model_name = folder name + fingerprint prefix.
+
+    ``fingerprint`` saves re-hashing when one checkpoint is evaluated on several benchmarks (it is computed when
+    not given; passing a stale one is the caller's bug).
+    """
+    fingerprint = fingerprint or checkpoint_fingerprint(checkpoint)
+    generation = GenerationParameters(temperature=settings.temperature, top_p=settings.top_p,
+                                      max_new_tokens=settings.max_new_tokens, seed=settings.seed)
+    return CheckpointModelConfig(
+        model_name=f"{Path(checkpoint).resolve().name}-{fingerprint[:16]}", checkpoint=str(Path(checkpoint).resolve()),
+        fingerprint=fingerprint, backend=backend, n=settings.n, batch_size=batch_size, threads=threads,
+        generation_parameters=generation, cache_dir=str(cache_dir),
+    )
+
+
+class CheckpointModel(LightevalModel):
+    """Shared plumbing of our backends: config, prediction cache, no log-likelihood requests."""
+
+    def __init__(self, config: CheckpointModelConfig):
+        self.config = config
+        self._cache = SampleCache(config)
+
+    @property
+    def add_special_tokens(self) -> bool:
+        return False  # training tokenizes prompts without special tokens (see hara.models.tokenizer)
+
+    @property
+    def max_length(self) -> int:
+        return 1 << 20
+
+    def sampling(self) -> dict:
+        """The sampling parameters of this model config, in :func:`generate_texts` terms."""
+        gen = self.config.generation_parameters
+        return {"temperature": gen.temperature, "top_p": gen.top_p if gen.top_p is not None else 1.0,
+                "max_new_tokens": gen.max_new_tokens, "seed": gen.seed or 0}
+
+    @cached(SamplingMethod.GENERATIVE)
+    def greedy_until(self, docs: list[Doc]) -> list[ModelResponse]:
+        """n completions per document (lighteval's name for all generation, sampled or not)."""
+        n = max(doc.num_samples for doc in docs) if docs else 1
+        if n != self.config.n:
+            raise ValueError(f"tasks ask for {n} samples per problem, the model config says n={self.config.n}")
+        texts, ids = self.generate([doc.query for doc in docs], n)
+        return [ModelResponse(input=doc.query, text=texts[i * n:(i + 1) * n], output_tokens=ids[i * n:(i + 1) * n])
+                for i, doc in enumerate(docs)]
+
+    def generate(self, prompts: list[str], n: int) -> tuple[list[str], list[list[int]]]:
+        """Texts and token ids of n completions per prompt, grouped by prompt (prompt 0's n first)."""
+        raise NotImplementedError
+
+    def loglikelihood(self, docs: list[Doc]) -> list[ModelResponse]:
+        raise NotImplementedError("hara evaluation tasks are generative only")
+
+    def loglikelihood_rolling(self, docs: list[Doc]) -> list[ModelResponse]:
+        raise NotImplementedError("hara evaluation tasks are generative only")
+
+
+class TransformersCheckpointModel(CheckpointModel):
+    """CPU backend: :func:`hara.models.generate.generate_ids` on left-padded batches, seeded once per call."""
+
+    def __init__(self, config: CheckpointModelConfig):
+        super().__init__(config)
+        from hara.models.generate import load_model
+        from hara.runinfo import set_threads
+
+        set_threads(config.threads)
+        self.model, self._tokenizer = load_model(config.checkpoint)
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
+    def generate(self, prompts: list[str], n: int) -> tuple[list[str], list[list[int]]]:
+        from hara.models.generate import generate_ids
+
+        sampling = self.sampling()
+        greedy = sampling["temperature"] == 0
+        # Greedy samples are all the same arg-max completion: generate each prompt once and repeat it n times.
+        repeated = prompts if greedy else [prompt for prompt in prompts for _ in range(n)]
+        ids = generate_ids(self.model, self._tokenizer, repeated, greedy=greedy,
+                           temperature=sampling["temperature"] or 1.0, top_p=sampling["top_p"],
+                           max_new_tokens=sampling["max_new_tokens"], seed=sampling["seed"],
+                           batch_size=self.config.batch_size)
+        ids = [row for row in ids for _ in range(n)] if greedy else ids
+        return self._tokenizer.batch_decode(ids, skip_special_tokens=True), ids
+
+
+class VLLMCheckpointModel(CheckpointModel):
+    """GPU backend: vLLM's offline ``LLM.generate`` with ``SamplingParams(n=...)``; vllm is imported here only."""
+
+    def __init__(self, config: CheckpointModelConfig):
+        super().__init__(config)
+        from vllm import LLM  # the gpu extra; never imported on the CPU path
+
+        self.llm = LLM(model=config.checkpoint, tokenizer=config.checkpoint, dtype=config.dtype,
+                       seed=self.sampling()["seed"], gpu_memory_utilization=config.gpu_memory_utilization,
+                       skip_tokenizer_init=False)
+        self._tokenizer = self.llm.get_tokenizer()
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
+    def generate(self, prompts: list[str], n: int) -> tuple[list[str], list[list[int]]]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        sampling = self.sampling()
+        params = SamplingParams(n=n, temperature=sampling["temperature"], top_p=sampling["top_p"],
+                                max_tokens=sampling["max_new_tokens"], seed=sampling["seed"])
+        # Token ids, not text: vLLM would add the tokenizer's special tokens, training does not.
+        inputs = [TokensPrompt(prompt_token_ids=self._tokenizer(p, add_special_tokens=False)["input_ids"])
+                  for p in prompts]
+        outputs = self.llm.generate(inputs, params)
+        texts = [sample.text for output in outputs for sample in output.outputs]
+        ids = [list(sample.token_ids) for output in outputs for sample in output.outputs]
+        return texts, ids
+
+    def cleanup(self) -> None:
+        del self.llm
+
+
+BACKENDS: dict[str, Callable[[CheckpointModelConfig], CheckpointModel]] = {
+    "transformers": TransformersCheckpointModel,
+    "vllm": VLLMCheckpointModel,
+}
+
+
+def resolve_backend(name: str) -> str:
+    """``auto`` -> ``vllm`` where CUDA and vllm are present, else ``transformers`` (vllm is looked up, not imported)."""
+    if name != "auto":
+        return name
+    import torch
+
+    return "vllm" if torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None else "transformers"

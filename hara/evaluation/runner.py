@@ -1,0 +1,117 @@
+"""`hara evaluate`: one checkpoint on one or more benchmarks, through lighteval, to a JSON file (and MLflow).
+
+For each benchmark: resolve its sampling settings (:mod:`hara.evaluation.settings`), build its task from canonical
+records (:mod:`hara.evaluation.tasks`), build the model config whose cache key is the checkpoint fingerprint plus
+the sampling settings (:mod:`hara.evaluation.models`), and run lighteval's pipeline offline
+(:mod:`hara.evaluation.offline`). The model is loaded once per benchmark (sampling settings, and so the lighteval
+model config, can differ between benchmarks).
+
+The JSON holds, per benchmark, pass@1 (mean over n samples per problem), its standard error over problems, the
+sampling settings, the dataset fingerprint and every problem's completions with its own pass@1, plus the checkpoint
+fingerprint, the backend and the versions of lighteval, math-verify, transformers, torch and hara.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from hara.evaluation.models import (
+    BACKENDS,
+    CheckpointModelConfig,
+    checkpoint_fingerprint,
+    make_model_config,
+    resolve_backend,
+)
+from hara.evaluation.scoring import METRIC_NAME
+from hara.evaluation.settings import SamplingSettings, benchmark_settings
+from hara.evaluation.tasks import EvalTask, benchmark_records, build_task, records_fingerprint
+
+__all__ = ["VERSION_PACKAGES", "evaluate_benchmark", "evaluate_checkpoint", "write_result"]
+
+VERSION_PACKAGES = ("hara", "lighteval", "math-verify", "latex2sympy2_extended", "transformers", "torch", "vllm")
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages that shape a score."""
+    from hara.runinfo import package_versions
+
+    return package_versions(VERSION_PACKAGES)
+
+
+def model_info(checkpoint: str | Path) -> dict:
+    """What the checkpoint is: its config.json's architecture fields (no weights are read)."""
+    config = json.loads((Path(checkpoint) / "config.json").read_text(encoding="utf-8"))
+    keys = ("model_type", "architectures", "hidden_size", "num_hidden_layers", "vocab_size", "transformers_version")
+    return {key: config.get(key) for key in keys}
+
+
+def predictions(tracker, task: EvalTask) -> list[dict]:
+    """Per-problem records: id, gold answer, the n completions and lighteval's per-problem pass@1, in dataset order."""
+    rows = []
+    for detail in tracker.details_logger.details[task.config.full_name]:
+        doc = detail.doc
+        rows.append({"id": doc.specific["record_id"], "problem": doc.specific["problem"], "prompt": doc.query,
+                     "gold": doc.get_golds()[0], "completions": list(detail.model_response.text),
+                     METRIC_NAME: float(detail.metric[METRIC_NAME])})
+    order = {record["id"]: i for i, record in enumerate(task.records)}
+    return sorted(rows, key=lambda row: order.get(row["id"], len(order)))
+
+
+def evaluate_benchmark(task: EvalTask, model, settings: SamplingSettings, work_dir: str | Path) -> dict:
+    """Run lighteval on one task with a ready lighteval model; returns the benchmark's result entry."""
+    from hara.evaluation.offline import run_pipeline
+
+    start = time.perf_counter()
+    tracker = run_pipeline([task], model, str(work_dir))
+    aggregated = tracker.metrics_logger.metric_aggregated[task.config.full_name]
+    stderr = aggregated.get(f"{METRIC_NAME}_stderr")
+    return {
+        "task": task.name, "metric": METRIC_NAME, "score": float(aggregated[METRIC_NAME]),
+        "stderr": None if stderr is None else float(stderr), "n_problems": len(task.records),
+        "sampling": settings.as_dict(), "dataset_fingerprint": records_fingerprint(task.records),
+        "cache_model_name": getattr(model.config, "model_name", None),
+        "seconds": time.perf_counter() - start, "predictions": predictions(tracker, task),
+    }
+
+
+def evaluate_checkpoint(
+    config: Mapping, checkpoint: str | Path, benchmarks: list[str], *, backend: str | None = None,
+    cache_dir: str | Path | None = None, data_dir: str | Path | None = None,
+    model_factory: Callable[[CheckpointModelConfig], object] | None = None,
+) -> dict:
+    """Evaluate one checkpoint on ``benchmarks``; returns the result document (see the module docstring).
+
+    ``model_factory`` replaces the backend's model class (tests use stand-in models); ``cache_dir`` defaults to
+    ``<results_dir>/lighteval_cache``.
+    """
+    backend = resolve_backend(backend or config["evaluation"]["backend"])
+    factory = model_factory or BACKENDS[backend]
+    cache_dir = Path(cache_dir or Path(config["results_dir"]) / "lighteval_cache")
+    fingerprint = checkpoint_fingerprint(checkpoint)  # once: hashing a multi-GB checkpoint takes seconds
+    start, results = time.perf_counter(), {}
+    for benchmark in benchmarks:
+        settings = benchmark_settings(config, benchmark)
+        task = build_task(benchmark, benchmark_records(config, benchmark, data_dir), settings)
+        model_config = make_model_config(checkpoint, settings, backend, cache_dir,
+                                         batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
+                                         fingerprint=fingerprint)
+        with tempfile.TemporaryDirectory(prefix="hara-lighteval-") as work_dir:
+            results[benchmark] = evaluate_benchmark(task, factory(model_config), settings, work_dir)
+    return {
+        "checkpoint": str(Path(checkpoint).resolve()), "fingerprint": fingerprint, "backend": backend,
+        "model": model_info(checkpoint), "versions": versions(), "cache_dir": str(cache_dir.resolve()),
+        "seed": config["seed"], "seconds": time.perf_counter() - start, "benchmarks": results,
+    }
+
+
+def write_result(result: Mapping, out: str | Path) -> None:
+    """Write the result JSON atomically (a temporary file renamed into place: no half-written result)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(out)

@@ -1,0 +1,69 @@
+"""Scores are logged into the checkpoint's MLflow training run (found through mlflow_run.json)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from eval_helpers import StandInModel, smoke_config
+
+from hara.cli import main
+from hara.data.format import format_prompt
+from hara.data.pipeline import build_config_datasets
+from hara.evaluation import models
+from hara.evaluation.tracking import find_run_file, log_scores, mlflow_key
+
+
+def make_run(tmp_path) -> dict:
+    """A training run in an sqlite MLflow store, like the training stage writes by default."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment("hara-test")
+    run = client.create_run(experiment_id)
+    return {"tracking_uri": uri, "run_id": run.info.run_id, "experiment_id": experiment_id}
+
+
+def history(run: dict, key: str) -> list[float]:
+    from mlflow import MlflowClient
+
+    return [m.value for m in MlflowClient(tracking_uri=run["tracking_uri"]).get_metric_history(run["run_id"], key)]
+
+
+def test_mlflow_keys_are_valid_mlflow_names():
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import _validate_metric_name
+
+    with pytest.raises(MlflowException):
+        _validate_metric_name("eval/math500/pass@1")  # why the key spells @ as _at_
+    _validate_metric_name(mlflow_key("math500", "pass@1"))
+    assert mlflow_key("math500", "pass@1") == "eval/math500/pass_at_1"
+
+
+def test_run_file_is_found_in_the_checkpoint_or_its_parent(tmp_path):
+    checkpoint = tmp_path / "run" / "checkpoint-10"
+    checkpoint.mkdir(parents=True)
+    assert find_run_file(checkpoint) is None
+    (tmp_path / "run" / "mlflow_run.json").write_text("{}")
+    assert find_run_file(checkpoint) == tmp_path / "run" / "mlflow_run.json"
+    with pytest.raises(ValueError, match="missing tracking_uri, run_id"):
+        log_scores(checkpoint, {"math500": {"pass@1": 0.5}})
+
+
+def test_evaluate_logs_pass_at_1_and_stderr_into_the_training_run(tmp_path, fake_checkpoint, monkeypatch):
+    run = make_run(tmp_path)
+    (fake_checkpoint.parent / "mlflow_run.json").write_text(json.dumps(run))
+    config = smoke_config()
+    records = build_config_datasets(config)["mini_minerva"]
+    table = {format_prompt(r["problem"]): [f"\\boxed{{{r['answer']}}}" if i % 2 else "no"] for i, r in
+             enumerate(records)}
+    monkeypatch.setitem(models.BACKENDS, "transformers", lambda cfg: StandInModel(cfg, table))
+    out = tmp_path / "r.json"
+    assert main(["evaluate", "--config", "config/smoke.yaml", "--checkpoint", str(fake_checkpoint),
+                 "--benchmark", "mini_minerva", "--out", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    result = json.loads(out.read_text())
+    entry = result["benchmarks"]["mini_minerva"]
+    assert result["mlflow_run"]["run_id"] == run["run_id"]
+    assert history(run, "eval/mini_minerva/pass_at_1") == [pytest.approx(entry["score"])] and entry["score"] == 0.5
+    assert history(run, "eval/mini_minerva/pass_at_1_stderr") == [pytest.approx(entry["stderr"])]
