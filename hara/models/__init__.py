@@ -1,0 +1,1 @@
+"""The embedded tiny Qwen3 family, its tokenizer and the base-model warm-up."""

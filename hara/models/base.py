@@ -1,0 +1,102 @@
+"""The base-model stage: config -> a saved "Base" model of one size, with its accuracy measured.
+
+Tiny family: build + SFT warm-up (hara.models.warmup). Hub family: the released Base model, read from a local snapshot
+that the workflow's download rule wrote (never downloaded here). Either way the output folder loads with
+``from_pretrained`` and holds resolved_config.yaml and run_info.json.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Mapping
+
+from hara.config import ConfigError, valid_model_sizes
+from hara.runinfo import write_run_info
+
+WARMUP_KEYS = ("steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "weight_decay", "max_length")
+
+
+def config_datasets(config: Mapping, data_dir: str | Path | None) -> dict[str, list[dict]]:
+    """The train set and benchmarks of a config: read from a `hara data` folder, or built in memory."""
+    from hara.data.pipeline import build_config_datasets, read_config_datasets
+
+    return read_config_datasets(config, data_dir) if data_dir else build_config_datasets(config)
+
+
+def warm_up_tiny(config: Mapping, size: str, out: Path, data_dir: str | Path | None) -> dict:
+    """Build and fine-tune a tiny model; returns warmup.json's content."""
+    from hara.models.warmup import warmup_base_model
+
+    train = config_datasets(config, data_dir)["train"]
+    warmup = {key: config["warmup"][key] for key in WARMUP_KEYS}
+    return warmup_base_model(size, train, out, seed=config["seed"], threads=config["threads"],
+                             tokenizer_name=config["models"]["tokenizer"], **warmup)
+
+
+def copy_hub_snapshot(config: Mapping, size: str, out: Path, data_dir: str | Path | None) -> dict:
+    """Copy the local snapshot of a hub Base model into the stage's output folder."""
+    snapshot = Path(config["models"]["local_dir"]) / size
+    if not (snapshot / "config.json").is_file():
+        raise FileNotFoundError(
+            f"models.local_dir: no snapshot of {config['models']['hub_ids'][size]} at {snapshot} "
+            "(the workflow's download rule writes it on a machine with hub access)")
+    shutil.copytree(snapshot, out, dirs_exist_ok=True)
+    return {"size": size, "hub_id": config["models"]["hub_ids"][size], "snapshot": str(snapshot)}
+
+
+def check_size(config: Mapping, size: str) -> None:
+    """An unknown --size is a user error that lists the valid names."""
+    valid = valid_model_sizes(config)
+    if size not in valid:
+        raise ConfigError(f"--size: unknown {config['models']['family']} size {size!r} (valid: {', '.join(valid)})")
+
+
+BASE_MODEL_BUILDERS = {"tiny": warm_up_tiny, "hub": copy_hub_snapshot}
+
+
+def accuracy_report(config: Mapping, model_dir: str | Path, data_dir: str | Path | None = None) -> dict:
+    """Greedy and sampled accuracy of a saved model on the config's benchmarks."""
+    from hara.models.generate import measure_accuracy
+
+    datasets = config_datasets(config, data_dir)
+    benchmarks = {name: datasets[name] for name in config["data"]["benchmarks"]}
+    evaluation = config["evaluation"]
+    common = dict(max_new_tokens=evaluation["max_new_tokens"], seed=config["seed"], threads=config["threads"],
+                  limit=evaluation["limit"] or None)
+    greedy = measure_accuracy(model_dir, benchmarks, greedy=True, **common)
+    sampled = measure_accuracy(model_dir, benchmarks, greedy=False, temperature=evaluation["temperature"],
+                               top_p=evaluation["top_p"], **common)
+    return {"greedy": greedy, "sampled": sampled}
+
+
+def format_accuracy_table(report: Mapping) -> str:
+    """A plain-text table: one row per benchmark, greedy and sampled accuracy in percent."""
+    names = list(report["greedy"]["accuracy"])
+    width = max(len(name) for name in [*names, "average"])
+    sampled_label = f"sampled@T={report['sampled']['temperature']}"
+    lines = [f"{'benchmark':<{width}}  {'greedy':>8}  {sampled_label:>16}"]
+    for name in names:
+        lines.append(f"{name:<{width}}  {100 * report['greedy']['accuracy'][name]:7.1f}%"
+                     f"  {100 * report['sampled']['accuracy'][name]:15.1f}%")
+    lines.append(f"{'average':<{width}}  {100 * report['greedy']['average']:7.1f}%"
+                 f"  {100 * report['sampled']['average']:15.1f}%")
+    return "\n".join(lines)
+
+
+def make_base_model(config: Mapping, size: str, out_dir: str | Path, data_dir: str | Path | None = None,
+                    measure: bool = True) -> dict:
+    """Run the base-model stage for one size; writes the model, run info and (optionally) accuracy.json."""
+    check_size(config, size)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_run_info(out, config, extra={"stage": "base_model", "size": size, "data_dir": str(data_dir or "")})
+    summary = BASE_MODEL_BUILDERS[config["models"]["family"]](config, size, out, data_dir)
+    summary = {key: value for key, value in summary.items() if key != "loss_curve"}
+    if measure:
+        report = accuracy_report(config, out, data_dir)
+        (out / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(format_accuracy_table(report))
+        summary["accuracy"] = {mode: report[mode]["average"] for mode in ("greedy", "sampled")}
+    return summary

@@ -1,0 +1,97 @@
+"""Batched generation with the tiny models and the accuracy of a model folder on the mini benchmarks.
+
+Prompts are left-padded so every row's last prompt token sits in the same column and generation appends to all rows
+at once; rows stop at eos (later positions are pad). Sampling is seeded per benchmark, so the score of one
+benchmark does not depend on which benchmarks were evaluated before it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedTokenizerBase, Qwen3ForCausalLM
+
+from hara.data.format import format_prompt
+from hara.models.tokenizer import load_tokenizer
+from hara.models.warmup import set_threads
+
+__all__ = ["generate_completions", "generate_ids", "load_model", "measure_accuracy"]
+
+
+def load_model(model_dir: str | Path) -> tuple[Qwen3ForCausalLM, PreTrainedTokenizerBase]:
+    """Model (eval mode, float32) and tokenizer from a local folder, never touching the hub."""
+    model = Qwen3ForCausalLM.from_pretrained(str(model_dir), local_files_only=True, dtype=torch.float32)
+    return model.eval(), load_tokenizer(model_dir)
+
+
+@torch.no_grad()
+def generate_ids(
+    model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerBase, prompts: list[str], *, greedy: bool = True,
+    temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, seed: int = 0, batch_size: int = 256,
+) -> list[list[int]]:
+    """New token ids per prompt, in order: at most ``max_new_tokens``, ending at the first eos (kept) if any.
+
+    ``greedy`` picks the arg-max token; otherwise tokens are sampled at ``temperature`` within nucleus ``top_p``.
+    The torch RNG is seeded with ``seed`` at the start, so the same call gives the same ids.
+    """
+    torch.manual_seed(seed)
+    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+    eos = tokenizer.eos_token_id
+    rows = []
+    for start in range(0, len(prompts), batch_size):
+        batch = tokenizer(prompts[start: start + batch_size], add_special_tokens=False, padding=True,
+                          padding_side="left", return_tensors="pt")
+        output = model.generate(
+            **batch, do_sample=not greedy, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=eos, **sampling,
+        )
+        for row in output[:, batch["input_ids"].shape[1]:].tolist():
+            rows.append(row[: row.index(eos) + 1] if eos in row else row)  # after eos there is only padding
+    return rows
+
+
+def generate_completions(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerBase, prompts: list[str],
+                         **kwargs) -> list[str]:
+    """Completion text per prompt (special tokens removed); keyword arguments as in :func:`generate_ids`."""
+    return tokenizer.batch_decode(generate_ids(model, tokenizer, prompts, **kwargs), skip_special_tokens=True)
+
+
+def measure_accuracy(
+    model_dir: str | Path, benchmarks: dict[str, list[dict]], *, greedy: bool, temperature: float = 1.0,
+    top_p: float = 1.0, max_new_tokens: int = 256, seed: int = 0, threads: int = 1, limit: int | None = None,
+    reward_fn: Callable[[str, str], float] | None = None,
+) -> dict:
+    """Mean reward (accuracy) per benchmark of the model in ``model_dir``, and their unweighted average.
+
+    Each benchmark is a list of records with ``problem`` and ``answer``; ``limit`` keeps the first n of each.
+    Completions are scored with ``reward_fn(completion, gold)``, by default the RL reward
+    (``hara.rlvr.rewards.math_reward``: math-verify on the last ``\\boxed{}``). ``boxed`` is the share of completions
+    that contain a ``\\boxed{`` at all, i.e. that follow the answer format.
+    """
+    if reward_fn is None:
+        from hara.rlvr.rewards import math_reward as reward_fn
+    set_threads(threads)
+    model, tokenizer = load_model(model_dir)
+    start = time.perf_counter()
+    accuracy, boxed, counts = {}, {}, {}
+    for name, records in benchmarks.items():
+        records = records[:limit] if limit is not None else records
+        if not records:
+            raise ValueError(f"benchmark {name!r} has no records")
+        texts = generate_completions(
+            model, tokenizer, [format_prompt(r["problem"]) for r in records], greedy=greedy,
+            temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
+        )
+        rewards = [reward_fn(text, str(r["answer"])) for text, r in zip(texts, records)]
+        accuracy[name] = sum(rewards) / len(rewards)
+        boxed[name] = sum("\\boxed{" in text for text in texts) / len(texts)
+        counts[name] = len(records)
+    return {
+        "accuracy": accuracy, "average": sum(accuracy.values()) / len(accuracy), "boxed": boxed, "n": counts,
+        "greedy": greedy, "temperature": None if greedy else temperature, "top_p": None if greedy else top_p,
+        "max_new_tokens": max_new_tokens, "seed": seed, "threads": threads, "model_dir": str(model_dir),
+        "seconds": time.perf_counter() - start,
+    }

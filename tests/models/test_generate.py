@@ -1,0 +1,74 @@
+import pytest
+
+from hara.data.synthetic import generate_problems
+from hara.models.generate import generate_completions, generate_ids, load_model, measure_accuracy
+from hara.models.tiny import build_tiny_model
+from hara.models.tokenizer import build_tokenizer
+from hara.models.warmup import set_threads
+
+PROMPTS = ["Question: What is 2 + 2?\nAnswer:", "Question: Find gcd(12, 18) and explain.\nAnswer:", "Q"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny")
+    tokenizer = build_tokenizer("char")
+    build_tiny_model("tiny-s", tokenizer, seed=0).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def loaded(model_dir):
+    set_threads(1)  # two threads on a loaded 2-core machine can be 14x slower
+    return load_model(model_dir)
+
+
+def test_max_new_tokens_is_respected(loaded):
+    model, tokenizer = loaded
+    for max_new in (1, 7):
+        for greedy in (True, False):
+            rows = generate_ids(model, tokenizer, PROMPTS, greedy=greedy, max_new_tokens=max_new, seed=0)
+            assert len(rows) == len(PROMPTS) and all(1 <= len(r) <= max_new for r in rows)
+            assert any(len(r) == max_new for r in rows)  # an untrained model rarely says eos: runs to the limit
+
+
+def test_left_padding_does_not_change_greedy_output(loaded):
+    model, tokenizer = loaded
+    batched = generate_completions(model, tokenizer, PROMPTS, greedy=True, max_new_tokens=12)
+    alone = [generate_completions(model, tokenizer, [p], greedy=True, max_new_tokens=12)[0] for p in PROMPTS]
+    assert batched == alone
+
+
+def test_generation_stops_at_eos(loaded):
+    model, tokenizer = loaded
+    free = generate_ids(model, tokenizer, PROMPTS, greedy=True, max_new_tokens=12)
+    stop_id = free[0][2]  # make the third greedy token of row 0 the eos token
+    tokenizer = tokenizer.__class__.from_pretrained(tokenizer.name_or_path,
+                                                    eos_token=tokenizer.convert_ids_to_tokens(stop_id))
+    assert tokenizer.eos_token_id == stop_id
+    stopped = generate_ids(model, tokenizer, PROMPTS, greedy=True, max_new_tokens=12)
+    assert len(stopped[0]) <= 3 and stopped[0][-1] == stop_id
+    for full, cut in zip(free, stopped):  # every row: the free completion up to its first eos, nothing after
+        assert cut == (full[: full.index(stop_id) + 1] if stop_id in full else full)
+    texts = generate_completions(model, tokenizer, PROMPTS, greedy=True, max_new_tokens=12)
+    assert texts[0] == tokenizer.decode(stopped[0][:-1])  # eos is not part of the text
+
+
+def test_sampling_is_seeded(loaded):
+    model, tokenizer = loaded
+    kw = dict(greedy=False, temperature=1.0, top_p=0.95, max_new_tokens=16)
+    first = generate_completions(model, tokenizer, PROMPTS, seed=5, **kw)
+    assert first == generate_completions(model, tokenizer, PROMPTS, seed=5, **kw)
+    assert first != generate_completions(model, tokenizer, PROMPTS, seed=6, **kw)
+
+
+def test_measure_accuracy_scores_each_benchmark(model_dir):
+    benchmarks = {"easy": generate_problems(6, seed=1, levels=(1,)), "hard": generate_problems(4, seed=2, levels=(5,))}
+    always = measure_accuracy(model_dir, benchmarks, greedy=True, max_new_tokens=4, limit=3,
+                              reward_fn=lambda completion, gold: 1.0)
+    assert always["accuracy"] == {"easy": 1.0, "hard": 1.0} and always["average"] == 1.0
+    assert always["n"] == {"easy": 3, "hard": 3}
+    untrained = measure_accuracy(model_dir, benchmarks, greedy=False, temperature=0.8, max_new_tokens=8, seed=0)
+    assert untrained["accuracy"] == {"easy": 0.0, "hard": 0.0}  # default reward: math-verify on a \boxed{} answer
+    assert untrained["temperature"] == 0.8 and set(untrained["boxed"]) == {"easy", "hard"}

@@ -1,0 +1,67 @@
+import json
+
+import pytest
+
+from hara.data.synthetic import generate_problems
+from hara.models.tokenizer import build_tokenizer
+from hara.models.warmup import WARMUP_DEFAULTS, cosine_schedule, encode_records, warmup_base_model
+
+FAST = dict(batch_size=8, lr=3e-3, warmup_steps=2, min_lr_ratio=0.1, weight_decay=0.1, max_length=256, threads=1,
+            tokenizer_name="char", progress=False)
+
+
+@pytest.fixture(scope="module")
+def records():
+    return generate_problems(96, seed=0, levels=(1, 2))
+
+
+def test_cosine_schedule_shape():
+    kw = dict(steps=100, warmup_steps=10, min_lr_ratio=0.05)
+    values = [cosine_schedule(s, **kw) for s in range(100)]
+    assert values[0] == pytest.approx(0.1) and values[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(values[9:], values[10:]))  # non-increasing after the warm-up
+    assert cosine_schedule(100, **kw) == pytest.approx(0.05)
+    assert cosine_schedule(0, steps=10, warmup_steps=0, min_lr_ratio=0.0) == pytest.approx(1.0)
+
+
+def test_loss_mask_covers_completion_and_eos_only(records):
+    tokenizer = build_tokenizer("char")
+    (ids, prompt_len), = encode_records(records[:1], tokenizer, max_length=256)
+    assert tokenizer.decode(ids[:prompt_len]).startswith("Question: ") and tokenizer.decode(ids[:prompt_len]).endswith("Answer:")
+    assert ids[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(ids[prompt_len:-1]).endswith("\\boxed{" + records[0]["answer"] + "}.")
+    longest = max(len(e[0]) for e in encode_records(records, tokenizer, 10_000))
+    assert len(encode_records(records, tokenizer, longest - 1)) < len(records)  # too long: dropped, not cut
+
+
+def test_same_seed_same_losses(records, tmp_path):
+    runs = [warmup_base_model("tiny-s", records, tmp_path / name, steps=4, seed=seed, **FAST)
+            for name, seed in (("a", 1), ("b", 1), ("c", 2))]
+    assert runs[0]["loss_curve"] == runs[1]["loss_curve"]
+    assert runs[0]["final_loss"] == runs[1]["final_loss"]
+    assert runs[0]["loss_curve"] != runs[2]["loss_curve"]
+
+
+def test_loss_decreases_and_run_is_saved(records, tmp_path):
+    result = warmup_base_model("tiny-s", records, tmp_path, steps=40, seed=0, **FAST)
+    curve = result["loss_curve"]
+    assert sum(curve[-5:]) / 5 < 0.7 * sum(curve[:5]) / 5
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "warmup.json"):
+        assert (tmp_path / name).is_file(), name
+    saved = json.loads((tmp_path / "warmup.json").read_text())
+    assert saved["steps"] == 40 and saved["seed"] == 0 and saved["threads"] == 1 and saved["size"] == "tiny-s"
+    assert set(saved["versions"]) >= {"torch", "transformers"}
+    assert saved["final_loss"] == pytest.approx(result["final_loss"]) and saved["wall_seconds"] > 0
+
+
+def test_defaults_fill_unset_arguments(records, tmp_path):
+    result = warmup_base_model("tiny-s", records, tmp_path, steps=1, batch_size=4, progress=False)
+    assert result["lr"] == WARMUP_DEFAULTS["tiny-s"]["lr"]
+    assert result["tokenizer_name"] == WARMUP_DEFAULTS["tiny-s"]["tokenizer_name"]
+
+
+def test_bad_arguments_are_named(records, tmp_path):
+    with pytest.raises(ValueError, match="valid sizes"):
+        warmup_base_model("tiny-q", records, tmp_path, steps=1, progress=False)
+    with pytest.raises(ValueError, match="batch_size"):
+        warmup_base_model("tiny-s", records[:3], tmp_path, steps=1, batch_size=8, progress=False)
