@@ -26,9 +26,10 @@ $(STAMP): pyproject.toml
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The whole DAG (Snakefile): data -> base models -> training grid -> evaluation -> results/report/index.html.
+# The venv's bin/ goes first on PATH because the rules call the `hara` command.
 reproduce: setup
-	$(VENV)/bin/hara data --config $(CONFIG) --out $(RESULTS)/data
-	$(VENV)/bin/hara base-model --config $(CONFIG) --size tiny-s --data $(RESULTS)/data --out $(RESULTS)/base_model/tiny-s
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores 2 --configfile $(CONFIG)
 
 clean-venv:
 	rm -rf $(VENV)

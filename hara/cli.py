@@ -169,6 +169,23 @@ def run_fetch_data(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
+    parser.add_argument("--out", help="report folder (default: <results>/report)")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log the report to MLflow")
+
+
+@register_command("report", "tables and figures of the paper over the grid's results (HTML + Markdown + MLflow)",
+                  report_arguments, skip_checks=("check_local_folders",))
+def run_report(args: argparse.Namespace, config: dict) -> int:
+    from hara.report import build_report
+
+    results = args.results or config["results_dir"]
+    print(json.dumps(build_report(config, results, args.out or Path(results) / "report", mlflow=not args.no_mlflow),
+                     indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hara", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

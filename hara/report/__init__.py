@@ -1,0 +1,54 @@
+"""`hara report`: the paper's tables and training-dynamics figures over the workflow's results.
+
+Writes ``<out>/index.html`` (self-contained), ``<out>/report.md``, ``<out>/figures/*.png`` and ``<out>/tables.json``,
+and logs the folder as artifacts of a ``report`` MLflow run in the config's tracking store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from hara.report.collect import collect_runs
+from hara.report.figures import write_figures
+from hara.report.render import render_html, render_markdown
+from hara.report.tables import build_tables
+
+__all__ = ["build_report", "log_report"]
+
+
+def summary_line(config: Mapping, runs: Mapping) -> str:
+    """What the report covers, and how much of the grid has results."""
+    trained = sum(1 for run in runs.values() if run.metrics)
+    scored = sum(1 for run in runs.values() if run.scores)
+    return (f"Config {config['name']}: {len(runs)} grid cells (sizes x rlvr x methods x seeds), {trained} with "
+            f"training metrics, {scored} with benchmark scores. Cells without data read n/a.")
+
+
+def log_report(config: Mapping, out_dir: Path) -> str:
+    """Log the report folder as artifacts of the ``report`` run of the config's experiment; returns the run id."""
+    from hara.tracking import start_run
+
+    run, _ = start_run(config["tracking"]["mlflow_uri"], config["name"], "report", out_dir,
+                       {"stage": "report"}, {"results_dir": config["results_dir"]})
+    run.client.log_artifacts(run.run_id, str(out_dir), artifact_path="report")
+    run.finish()
+    return run.run_id
+
+
+def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlflow: bool = True) -> dict:
+    """Collect, tabulate, plot, render, and (unless ``mlflow`` is False) log; returns what was written."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = collect_runs(config, results)
+    tables, figures = build_tables(config, runs), write_figures(config, runs, out_dir)
+    title, summary = f"HarA report: {config['name']}", summary_line(config, runs)
+    (out_dir / "tables.json").write_text(json.dumps([dataclasses.asdict(t) for t in tables], indent=2,
+                                                    ensure_ascii=False) + "\n", encoding="utf-8")
+    (out_dir / "report.md").write_text(render_markdown(title, summary, tables, figures, out_dir), encoding="utf-8")
+    (out_dir / "index.html").write_text(render_html(title, summary, tables, figures), encoding="utf-8")
+    run_id = log_report(config, out_dir) if mlflow else None
+    return {"out": str(out_dir), "tables": [t.key for t in tables],
+            "figures": {size: str(path) if path else None for size, path in figures.items()}, "mlflow_run": run_id}

@@ -1,0 +1,70 @@
+"""Read what the workflow wrote for every grid cell: training metrics (metrics.jsonl) and scores (scores.json).
+
+Paths follow the workflow (workflows/common.smk): ``<results>/train/<size>/<rlvr>/<method>/seed<k>/metrics.jsonl``
+and ``<results>/eval/<size>/<rlvr>/<method>/seed<k>/scores.json``. A missing or unreadable file leaves the cell
+empty (the report then says "n/a"); nothing is filled in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Cell", "Run", "collect_runs", "grid_cells"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of the grid."""
+
+    size: str
+    rlvr: str
+    method: str
+    seed: int
+
+    def path(self) -> str:
+        """The cell's folder below a stage folder (the workflow's CELL pattern)."""
+        return f"{self.size}/{self.rlvr}/{self.method}/seed{self.seed}"
+
+
+@dataclass
+class Run:
+    """What exists for one cell: per-step metrics (may be empty) and pass@1 per benchmark (may be empty)."""
+
+    cell: Cell
+    metrics: list[dict] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def grid_cells(config: Mapping) -> list[Cell]:
+    """Every cell of the config's grid, in report order (sizes, rlvr presets, methods, seeds)."""
+    grid = config["grid"]
+    product = itertools.product(config["models"]["sizes"], grid["rlvr"], grid["methods"], grid["seeds"])
+    return [Cell(size, rlvr, method, int(seed)) for size, rlvr, method, seed in product]
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """metrics.jsonl as a list of dicts sorted by step ([] when absent)."""
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return sorted(rows, key=lambda row: row["step"])
+
+
+def read_scores(path: Path) -> dict[str, float]:
+    """pass@1 per benchmark from a `hara evaluate` JSON ({} when absent)."""
+    if not path.is_file():
+        return {}
+    result = json.loads(path.read_text(encoding="utf-8"))
+    return {name: float(entry["score"]) for name, entry in result.get("benchmarks", {}).items()}
+
+
+def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:
+    """Every grid cell with whatever the workflow has written for it."""
+    results = Path(results)
+    return {cell: Run(cell, read_metrics(results / "train" / cell.path() / "metrics.jsonl"),
+                      read_scores(results / "eval" / cell.path() / "scores.json"))
+            for cell in grid_cells(config)}

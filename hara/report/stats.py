@@ -1,0 +1,108 @@
+"""Aggregation over seeds and the training-curve measures of the efficiency table. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+__all__ = ["Estimate", "cumulative_time", "final_value", "mean_se", "smooth", "step_reaching", "value_at_time"]
+
+#: Placeholder of a cell without data; the report never invents a number.
+NA = "n/a"
+
+
+class Estimate(tuple):
+    """(mean, standard error, number of values); se is None for a single value, mean None for none."""
+
+    __slots__ = ()
+
+    def __new__(cls, mean: float | None, se: float | None, n: int):
+        return super().__new__(cls, (mean, se, n))
+
+    mean = property(lambda self: self[0])
+    se = property(lambda self: self[1])
+    n = property(lambda self: self[2])
+
+    def format(self, scale: float = 1.0, digits: int = 1, expected: int | None = None) -> str:
+        """``mean ± se`` (scaled), ``mean (1 seed)`` for one value, ``n/a`` for none; ``[k/n seeds]`` if partial."""
+        if self.mean is None:
+            return NA
+        text = f"{self.mean * scale:.{digits}f}"
+        text += f" ± {self.se * scale:.{digits}f}" if self.se is not None else " (1 seed)"
+        if expected is not None and self.n < expected:
+            text += f" [{self.n}/{expected} seeds]"
+        return text
+
+
+def mean_se(values: Sequence[float | None]) -> Estimate:
+    """Mean and standard error of the mean (sample std / sqrt(n)) of the values that are not None."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not xs:
+        return Estimate(None, None, 0)
+    mean = sum(xs) / len(xs)
+    if len(xs) == 1:
+        return Estimate(mean, None, 1)
+    var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+    return Estimate(mean, math.sqrt(var / len(xs)), len(xs))
+
+
+def smooth(values: Sequence[float], window: int) -> list[float]:
+    """Trailing moving average (the first points average what exists): RL training accuracy is noisy per step."""
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def window_of(n_steps: int) -> int:
+    """Smoothing window: a tenth of the run (at least one step)."""
+    return max(1, n_steps // 10)
+
+
+def series(metrics: Sequence[dict], key: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of one metric, skipping steps that did not log it."""
+    pairs = [(row["step"], float(row[key])) for row in metrics if key in row]
+    return [s for s, _ in pairs], [v for _, v in pairs]
+
+
+def cumulative_time(metrics: Sequence[dict], key: str = "time/step_s") -> list[float] | None:
+    """Wall time in seconds at the end of each logged step (None when a step has no time)."""
+    if not metrics or any(key not in row for row in metrics):
+        return None
+    total, out = 0.0, []
+    for row in metrics:
+        total += float(row[key])
+        out.append(total)
+    return out
+
+
+def final_value(metrics: Sequence[dict], key: str) -> float | None:
+    """The last smoothed value of a metric (None without data)."""
+    _, values = series(metrics, key)
+    return smooth(values, window_of(len(values)))[-1] if values else None
+
+
+def step_reaching(metrics: Sequence[dict], key: str, target: float) -> tuple[int, float] | None:
+    """(step, wall seconds) where the smoothed metric first reaches ``target``; None if never (or no timing)."""
+    times = cumulative_time(metrics)
+    steps, values = series(metrics, key)
+    if not values or times is None or len(times) != len(values):
+        return None
+    for step, value, seconds in zip(steps, smooth(values, window_of(len(values))), times):
+        if value >= target - 1e-12:
+            return step, seconds
+    return None
+
+
+def value_at_time(metrics: Sequence[dict], key: str, budget_s: float) -> float | None:
+    """The smoothed metric at the last step finished within ``budget_s`` wall seconds (None if none is)."""
+    times = cumulative_time(metrics)
+    _, values = series(metrics, key)
+    if not values or times is None or len(times) != len(values):
+        return None
+    smoothed = smooth(values, window_of(len(values)))
+    inside = [v for v, t in zip(smoothed, times) if t <= budget_s + 1e-9]
+    return inside[-1] if inside else None

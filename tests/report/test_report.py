@@ -1,0 +1,71 @@
+"""hara.report on hand-made runs: seed statistics, efficiency measures, n/a for missing data, rendering."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from hara.config import load_config
+from hara.report import build_report
+from hara.report.collect import Cell, Run
+from hara.report.stats import mean_se, step_reaching, value_at_time
+from hara.report.tables import efficiency_measures, main_table, seq_tok_table
+from tests.workflow.conftest import REPO
+
+
+def metrics(accuracies, step_s):
+    return [{"step": i + 1, "train/accuracy": a, "time/step_s": step_s, "train/entropy": 1.0,
+             "train/response_length": 10.0} for i, a in enumerate(accuracies)]
+
+
+def test_mean_se_is_the_standard_error_of_the_mean():
+    est = mean_se([1.0, 2.0, 3.0, None])
+    assert est.mean == pytest.approx(2.0) and est.n == 3
+    assert est.se == pytest.approx(1.0 / math.sqrt(3))
+    assert mean_se([0.5]).se is None and mean_se([]).format() == "n/a"
+
+
+def test_steps_and_time_to_reach_and_value_at_equal_time():
+    run = metrics([0.0, 0.2, 0.4, 0.6], step_s=2.0)
+    assert step_reaching(run, "train/accuracy", 0.4) == (3, 6.0)
+    assert step_reaching(run, "train/accuracy", 0.9) is None
+    assert value_at_time(run, "train/accuracy", 4.5) == pytest.approx(0.2)
+
+
+def test_efficiency_pairs_a_method_with_its_baseline():
+    cell = Cell("tiny-s", "grpo", "hara_tok", 0)
+    base = Run(Cell("tiny-s", "grpo", "none", 0), metrics([0.0, 0.1, 0.2, 0.3], step_s=1.0))
+    run = Run(cell, metrics([0.0, 0.3, 0.3, 0.5], step_s=1.5))
+    measures = efficiency_measures(run, base)
+    assert measures["overhead"] == pytest.approx(0.5)
+    assert measures["steps_to_target"] == 2 and measures["seconds_to_target"] == pytest.approx(3.0)
+    assert measures["acc_at_budget"] == pytest.approx(0.3)  # after 4 s: two steps of 1.5 s done
+
+
+def smoke_config():
+    return load_config(REPO / "config" / "smoke.yaml")
+
+
+def test_tables_say_na_for_missing_cells_and_show_scores():
+    config = smoke_config()
+    benchmarks = config["data"]["benchmarks"]
+    runs = {Cell("tiny-s", "grpo", "none", 0): Run(Cell("tiny-s", "grpo", "none", 0), [],
+                                                    {b: 0.25 for b in benchmarks}),
+            Cell("tiny-s", "grpo", "hara_tok", 0): Run(Cell("tiny-s", "grpo", "hara_tok", 0))}
+    rows = main_table(config, runs).rows
+    assert rows[0][2:] == ["25.0 (1 seed)"] * (len(benchmarks) + 1)
+    assert rows[1][2:] == ["n/a"] * (len(benchmarks) + 1)
+    assert seq_tok_table(config, runs).rows[0][-1] == "n/a"  # no hara_seq run: no invented gap
+
+
+def test_build_report_writes_html_markdown_and_figures(tmp_path):
+    config = smoke_config()
+    run_dir = tmp_path / "train" / "tiny-s" / "grpo" / "none" / "seed0"
+    run_dir.mkdir(parents=True)
+    run_dir.joinpath("metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics([0.1, 0.2], 1.0)))
+    summary = build_report(config, tmp_path, tmp_path / "report", mlflow=False)
+    page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    assert summary["figures"]["tiny-s"] and "data:image/png;base64," in page
+    assert "n/a" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")  # no scores were written

@@ -1,0 +1,46 @@
+"""Running Snakemake on the repository's Snakefile from a scratch working directory (results, logs and the MLflow
+store land there, never in the checkout)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEFILE = REPO / "Snakefile"
+BIN = Path(sys.executable).parent
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``snakemake -s <repo>/Snakefile --cores 2 ARGS`` in ``workdir`` with the venv's `hara` on PATH."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
+    cmd = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--cores", "2", *args]
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
+                             f"{proc.stderr[-4000:]}")
+    return proc
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a Snakemake run or dry run: rule -> number of jobs (without the total)."""
+    table = output.split("Job stats:", 1)[1].splitlines() if "Job stats:" in output else []
+    counts = {}
+    for line in table[3:]:
+        match = re.fullmatch(r"\s*(\S+)\s+(\d+)\s*", line)
+        if not match:
+            break
+        counts[match.group(1)] = int(match.group(2))
+    counts.pop("total", None)
+    return counts
+
+
+@pytest.fixture
+def run_snakemake():
+    return snakemake

@@ -1,0 +1,94 @@
+"""The workflow's DAG without running it: the paper grid's job counts, GPU resources under the Slurm profile, lint."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from hara.config import load_config
+from hara.rlvr.presets import PRESETS
+from hara.rlvr.train import METHOD_SECTIONS
+from tests.workflow.conftest import REPO, job_counts, snakemake
+
+PAPER = REPO / "config" / "paper.yaml"
+
+
+def expected_counts(config: dict) -> dict[str, int]:
+    """Jobs per rule implied by the config: one train and one evaluate job per grid cell."""
+    grid, sizes = config["grid"], config["models"]["sizes"]
+    cells = len(sizes) * len(grid["rlvr"]) * len(grid["methods"]) * len(grid["seeds"])
+    return {"prepare_data": 1, "tracking_store": 1, "base_model": len(sizes), "train": cells, "evaluate": cells,
+            "report": 1, "all": 1}
+
+
+def paper_config() -> dict:
+    return load_config(PAPER, skip_checks=("check_local_folders",))
+
+
+def output_of(proc) -> str:
+    return proc.stdout + proc.stderr
+
+
+def test_paper_dry_run_lists_the_full_grid_quickly(tmp_path):
+    config = paper_config()
+    start = time.perf_counter()
+    proc = snakemake(tmp_path, "-n", "--configfile", str(PAPER))
+    seconds = time.perf_counter() - start
+    assert job_counts(output_of(proc)) == expected_counts(config)
+    assert expected_counts(config)["train"] == 3 * 3 * 7 * 3  # sizes x rlvr x methods x seeds of the paper
+    assert seconds < 15, f"dry run took {seconds:.1f} s"
+
+
+def job_blocks(output: str, rule: str) -> list[str]:
+    """The dry run's description block of every job of ``rule``."""
+    blocks = re.split(r"\n(?=\[[A-Z][a-z]{2} )", output)
+    return [b for b in blocks if re.search(rf"^(local)?rule {rule}:", b, re.MULTILINE)]
+
+
+def gpus_of(block: str) -> int:
+    match = re.search(r"resources:.*\bgpu=(\d+)", block)
+    return int(match.group(1)) if match else 0
+
+
+def test_slurm_profile_dry_run_requests_gpus_for_train_and_evaluate(tmp_path):
+    proc = snakemake(tmp_path, "-n", "--profile", str(REPO / "profiles" / "slurm"), "--configfile", str(PAPER))
+    output = output_of(proc)
+    cells = expected_counts(paper_config())["train"]
+    for rule in ("train", "evaluate"):
+        blocks = job_blocks(output, rule)
+        assert len(blocks) == cells
+        assert all(gpus_of(b) == 1 for b in blocks), rule
+    for rule in ("prepare_data", "base_model", "report"):
+        blocks = job_blocks(output, rule)
+        assert blocks and all(gpus_of(b) == 0 for b in blocks), rule
+
+
+def test_embedded_configs_request_no_gpu(tmp_path):
+    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml")))
+    blocks = job_blocks(output, "train")
+    assert blocks and all(gpus_of(b) == 0 for b in blocks)
+
+
+def test_lint_reports_nothing(tmp_path):
+    proc = snakemake(tmp_path, "--lint", "--configfile", str(REPO / "config" / "smoke.yaml"), check=False)
+    output = output_of(proc)
+    assert proc.returncode == 0, output
+    assert "Lints for" not in output and "Congratulations" in output, output
+
+
+def test_bad_config_stops_with_the_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("grid: {methods: [none, not_a_method]}\n", encoding="utf-8")
+    proc = snakemake(tmp_path, "-n", "--configfile", str(bad), check=False)
+    assert proc.returncode != 0
+    assert "grid.methods[1]" in output_of(proc)
+
+
+@pytest.mark.parametrize("key, registry", [("rlvr", PRESETS), ("methods", METHOD_SECTIONS)])
+def test_grid_schema_enums_match_the_registries(key, registry):
+    from hara.config import load_schema
+
+    items = load_schema()["properties"]["grid"]["properties"][key]["items"]
+    assert sorted(items["enum"]) == sorted(registry)

@@ -1,0 +1,91 @@
+"""The smoke DAG run for real, locally: data, base model, two training cells, evaluation, report; then Snakemake's
+incremental behaviour (nothing to redo; one deleted evaluation reruns only itself and the report)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hara.config import load_config
+from tests.workflow.conftest import REPO, job_counts, snakemake
+from tests.workflow.test_dag import expected_counts
+
+SMOKE = REPO / "config" / "smoke.yaml"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """The smoke DAG run once in a scratch folder: (workdir, resolved config, Snakemake's output)."""
+    workdir = tmp_path_factory.mktemp("smoke_dag")
+    proc = snakemake(workdir, "--configfile", str(SMOKE))
+    return workdir, load_config(SMOKE), proc.stdout + proc.stderr
+
+
+def cell_dirs(config: dict, stage: str) -> list[Path]:
+    grid = config["grid"]
+    return [Path(config["results_dir"]) / stage / size / rlvr / method / f"seed{seed}"
+            for size in config["models"]["sizes"] for rlvr in grid["rlvr"] for method in grid["methods"]
+            for seed in grid["seeds"]]
+
+
+def test_smoke_dag_runs_every_job_once(smoke_run):
+    workdir, config, output = smoke_run
+    assert job_counts(output) == expected_counts(config)
+    for run_dir in cell_dirs(config, "train"):
+        assert (workdir / run_dir / "final" / "config.json").is_file()
+        cell = run_dir.relative_to(Path(config["results_dir"]) / "train")
+        assert (workdir / "logs" / "train" / cell).with_suffix(".log").is_file()
+
+
+def test_report_has_numbers_from_the_runs(smoke_run):
+    workdir, config, _ = smoke_run
+    report = workdir / config["results_dir"] / "report"
+    tables = {t["key"]: t for t in json.loads((report / "tables.json").read_text(encoding="utf-8"))}
+    scores = json.loads((workdir / cell_dirs(config, "eval")[0] / "scores.json").read_text(encoding="utf-8"))
+    first = scores["benchmarks"][config["data"]["benchmarks"][0]]["score"] * 100
+    assert tables["main"]["rows"][0][2] == f"{first:.1f} (1 seed)"  # the table shows the evaluated score
+    assert all("n/a" not in cell for row in tables["main"]["rows"] for cell in row)
+    assert all("n/a" not in row[3] for row in tables["efficiency"]["rows"])  # seconds per step measured
+    page = (report / "index.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64," in page and "Efficiency" in page
+    assert (report / "figures" / f"dynamics_{config['models']['sizes'][0]}.png").stat().st_size > 1000
+
+
+def test_mlflow_holds_runs_scores_and_the_report(smoke_run):
+    from mlflow.tracking import MlflowClient
+
+    from hara.tracking import absolute_uri
+
+    workdir, config, _ = smoke_run
+    uri = absolute_uri(config["tracking"]["mlflow_uri"].replace("sqlite:///", f"sqlite:///{workdir}/", 1))
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(config["name"])
+    runs = {run.info.run_name: run for run in client.search_runs([experiment.experiment_id])}
+    benchmark = config["data"]["benchmarks"][0]
+    for method in config["grid"]["methods"]:
+        name = f"{config['models']['sizes'][0]}-{config['grid']['rlvr'][0]}-{method}-seed{config['grid']['seeds'][0]}"
+        assert f"eval/{benchmark}/pass_at_1" in runs[name].data.metrics
+        assert runs[name].data.tags["method"] == method
+    artifacts = [a.path for a in client.list_artifacts(runs["report"].info.run_id, "report")]
+    assert "report/index.html" in artifacts
+
+
+def test_second_run_has_nothing_to_do(smoke_run):
+    workdir, _, _ = smoke_run
+    output = snakemake(workdir, "--configfile", str(SMOKE)).stderr
+    assert "Nothing to be done" in output, output[-2000:]
+
+
+def test_deleting_one_evaluation_reruns_only_it_and_the_report(smoke_run):
+    workdir, config, _ = smoke_run
+    scores = [workdir / d / "scores.json" for d in cell_dirs(config, "eval")]
+    finals = [workdir / d / "final" for d in cell_dirs(config, "train")]
+    before = {p: p.stat().st_mtime_ns for p in scores[1:] + finals}
+    scores[0].unlink()
+    proc = snakemake(workdir, "--configfile", str(SMOKE))
+    assert job_counts(proc.stdout + proc.stderr) == {"evaluate": 1, "report": 1, "all": 1}
+    assert scores[0].is_file()
+    assert {p: p.stat().st_mtime_ns for p in before} == before

@@ -1,0 +1,97 @@
+# The only workflow file with Python definitions: paths, grid expansion, input functions, resources, quoting.
+# The config is already validated and default-filled by the Snakefile (hara.config); rules read it only through
+# the names defined here.
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import shlex
+
+import yaml
+
+RESULTS = config["results_dir"]
+LOGS = "logs"
+THREADS = config["threads"]
+FAMILY = config["models"]["family"]
+SIZES = config["models"]["sizes"]
+GRID = config["grid"]
+BENCHMARKS = config["data"]["benchmarks"]
+TRACKING_URI = config["tracking"]["mlflow_uri"]
+
+# One run folder per grid cell; the MLflow run name (hara.tracking.run_name) is built from the same fields.
+CELL = "{size}/{rlvr}/{method}/seed{seed}"
+RUN_DIR = f"{RESULTS}/train/{CELL}"
+EVAL_DIR = f"{RESULTS}/eval/{CELL}"
+REPORT_DIR = f"{RESULTS}/report"
+
+
+def alternatives(values):
+    """A wildcard regex matching exactly these names (so a path can never match the wrong rule)."""
+    return "|".join(sorted((re.escape(str(value)) for value in values), key=len, reverse=True))
+
+
+
+def grid_cells():
+    """Every training run of the grid: size x rlvr x method x seed, in report order."""
+    names = ("size", "rlvr", "method", "seed")
+    values = (SIZES, GRID["rlvr"], GRID["methods"], GRID["seeds"])
+    return [dict(zip(names, cell)) for cell in itertools.product(*values)]
+
+
+def cell_paths(pattern):
+    """``pattern`` (with the CELL wildcards) filled for every grid cell."""
+    return [pattern.format(**cell) for cell in grid_cells()]
+
+
+def final_targets():
+    """The DAG's targets: the report and every evaluation. Listing the evaluations too makes a deleted scores.json
+    a missing target that is rebuilt (Snakemake does not rebuild a missing input of an up-to-date report), and the
+    new file then reruns the report."""
+    return [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md", *cell_paths(f"{EVAL_DIR}/scores.json")]
+
+
+def _write_if_changed(path, text):
+    """Write ``text`` only when it differs, so the file's mtime moves only when the config does."""
+    if os.path.isfile(path) and open(path, encoding="utf-8").read() == text:
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+# Every `hara` command reads this one resolved file, so Snakemake's --config overrides reach the jobs too.
+CONFIG_FILE = f"{RESULTS}/workflow_config.yaml"
+_write_if_changed(CONFIG_FILE, yaml.safe_dump(dict(config), sort_keys=False))
+
+
+def settings_digest(*sections):
+    """A short hash of the config sections a stage depends on; used as a param so that changing them (and only
+    them) reruns the stage through Snakemake's params trigger, while a grid change reruns nothing."""
+    payload = json.dumps({name: config[name] for name in sections}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def benchmark_args():
+    """``--benchmark NAME`` for every benchmark of the config, quoted for the shell."""
+    return " ".join(f"--benchmark {shlex.quote(name)}" for name in BENCHMARKS)
+
+
+# Resources of each job kind, per model family: the same DAG runs the tiny family on a 2-core laptop and the hub
+# family on GPU nodes. `hara train` and `hara evaluate` are single-process, so a GPU job uses exactly one GPU.
+# Times in minutes; the hub values are provisional until measured on the cluster.
+RESOURCES = {
+    "prepare_data": {"tiny": dict(mem_mb=2000, runtime=20, gpu=0), "hub": dict(mem_mb=16000, runtime=60, gpu=0)},
+    "base_model": {"tiny": dict(mem_mb=4000, runtime=60, gpu=0), "hub": dict(mem_mb=64000, runtime=60, gpu=0)},
+    "train": {"tiny": dict(mem_mb=4000, runtime=120, gpu=0), "hub": dict(mem_mb=160000, runtime=2880, gpu=1)},
+    "evaluate": {"tiny": dict(mem_mb=4000, runtime=60, gpu=0), "hub": dict(mem_mb=64000, runtime=480, gpu=1)},
+    "report": {"tiny": dict(mem_mb=2000, runtime=20, gpu=0), "hub": dict(mem_mb=8000, runtime=30, gpu=0)},
+}
+
+
+def resource(rule_name, key):
+    """The resource ``key`` of ``rule_name`` for the config's model family."""
+    return RESOURCES[rule_name][FAMILY][key]

@@ -1,0 +1,28 @@
+# One job per trained checkpoint, all of the config's benchmarks in one `hara evaluate` call: importing lighteval
+# costs about 10 s per process and the checkpoint is hashed once, against seconds of work per benchmark on the
+# embedded default. Scores go to a JSON file and into the training run's MLflow run.
+
+
+rule evaluate:
+    input:
+        final=rules.train.output.final,
+        manifest=rules.prepare_data.output.manifest,
+    output:
+        scores=f"{EVAL_DIR}/scores.json",
+    log:
+        f"{LOGS}/evaluate/{CELL}.log",
+    params:
+        config=CONFIG_FILE,
+        data=lambda wildcards, input: os.path.dirname(input.manifest),
+        benchmarks=benchmark_args(),
+        settings=settings_digest("evaluation"),
+    threads: THREADS
+    resources:
+        mem_mb=resource("evaluate", "mem_mb"),
+        runtime=resource("evaluate", "runtime"),
+        gpu=resource("evaluate", "gpu"),
+    conda:
+        "../environment.yml"
+    shell:
+        "hara evaluate --config {params.config:q} --checkpoint {input.final:q} {params.benchmarks}"
+        " --data {params.data:q} --out {output.scores:q} > {log:q} 2>&1"

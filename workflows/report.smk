@@ -1,0 +1,25 @@
+# The paper's tables and training-dynamics figures over every grid cell, as HTML + Markdown, logged to MLflow.
+
+
+rule report:
+    input:
+        scores=cell_paths(f"{EVAL_DIR}/scores.json"),
+        finals=cell_paths(f"{RUN_DIR}/final"),
+    output:
+        html=f"{REPORT_DIR}/index.html",
+        markdown=f"{REPORT_DIR}/report.md",
+    log:
+        f"{LOGS}/report/report.log",
+    params:
+        config=CONFIG_FILE,
+        results=lambda wildcards, output: os.path.dirname(os.path.dirname(output.html)),
+        out=lambda wildcards, output: os.path.dirname(output.html),
+    threads: 1
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+        gpu=resource("report", "gpu"),
+    conda:
+        "../environment.yml"
+    shell:
+        "hara report --config {params.config:q} --results {params.results:q} --out {params.out:q} > {log:q} 2>&1"
