@@ -60,6 +60,16 @@ def benchmark_spec(name: str) -> BenchmarkSpec:
     return lookup(BENCHMARKS, name, "benchmark")
 
 
+def restrict_skills(own: Sequence[str] | None, allowed: Sequence[str] | None) -> tuple[str, ...] | None:
+    """A set's skills limited to ``allowed`` (None = no limit); falls back to ``allowed`` if they do not meet."""
+    if allowed is None:
+        return None if own is None else tuple(own)
+    for name in allowed:
+        lookup(SKILLS, name, "skill")
+    kept = tuple(name for name in (own or allowed) if name in allowed)
+    return kept or tuple(allowed)
+
+
 def _set_seed(seed: int, name: str) -> str:
     """The seed of one set: the run seed and the set name, so sets do not share random streams."""
     return f"hara-embedded:{seed}:{name}"
@@ -70,6 +80,7 @@ def build_embedded_datasets(
     train_size: int = 12000,
     benchmark_size: int = 200,
     benchmarks: Sequence[str] | None = None,
+    skills: Sequence[str] | None = None,
 ) -> dict[str, list[dict]]:
     """The training set (key ``"train"``) and the mini benchmarks, all disjoint by normalized problem text.
 
@@ -78,6 +89,8 @@ def build_embedded_datasets(
         train_size: number of training problems (all skills, levels 1..5 uniformly).
         benchmark_size: problems per benchmark.
         benchmarks: names to build (default: all of :data:`BENCHMARKS`, in registry order).
+        skills: restrict every set to these skills (default: all of :data:`SKILLS`). A benchmark keeps the
+            intersection with its own skill mix, or all of ``skills`` when the two do not meet.
 
     Raises:
         UnknownNameError: for a benchmark name not in :data:`BENCHMARKS`.
@@ -87,11 +100,13 @@ def build_embedded_datasets(
     taken: set[str] = set()
     datasets: dict[str, list[dict]] = {}
     for name, spec in specs.items():
-        records = generate_problems(benchmark_size, _set_seed(seed, name), spec.levels, spec.skills,
+        records = generate_problems(benchmark_size, _set_seed(seed, name), spec.levels,
+                                    restrict_skills(spec.skills, skills),
                                     level_weights=spec.level_weights, exclude=taken, id_prefix=name)
         taken.update(normalize_problem(r["problem"]) for r in records)
         datasets[name] = records
-    datasets[TRAIN] = generate_problems(train_size, _set_seed(seed, TRAIN), exclude=taken, id_prefix=TRAIN)
+    datasets[TRAIN] = generate_problems(train_size, _set_seed(seed, TRAIN), skills=restrict_skills(None, skills),
+                                        exclude=taken, id_prefix=TRAIN)
     return {TRAIN: datasets.pop(TRAIN), **datasets}
 
 

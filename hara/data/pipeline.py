@@ -23,7 +23,8 @@ def synthetic_datasets(config: Mapping) -> dict[str, list[dict]]:
     """The embedded world: seeded synthetic train set and mini benchmarks, disjoint by problem text."""
     data = config["data"]
     return build_embedded_datasets(config["seed"], train_size=data["train_size"],
-                                   benchmark_size=data["benchmark_size"], benchmarks=data["benchmarks"])
+                                   benchmark_size=data["benchmark_size"], benchmarks=data["benchmarks"],
+                                   skills=data["skills"])
 
 
 def champ_datasets(config: Mapping) -> dict[str, list[dict]]:

@@ -72,7 +72,7 @@ def load_mini(config: Mapping, benchmark: str, data_dir: str | Path | None) -> l
     names = names if benchmark in names else [*names, benchmark]
     data = config["data"]
     return build_embedded_datasets(config["seed"], train_size=0, benchmark_size=data["benchmark_size"],
-                                   benchmarks=names)[benchmark]
+                                   benchmarks=names, skills=data["skills"])[benchmark]
 
 
 def load_hub(config: Mapping, benchmark: str, data_dir: str | Path | None) -> list[dict]:

@@ -28,14 +28,13 @@ from hara.models.tokenizer import DEFAULT_TOKENIZER, build_tokenizer
 
 __all__ = ["WARMUP_DEFAULTS", "cosine_schedule", "encode_records", "set_threads", "warmup_base_model"]
 
-_COMMON = dict(batch_size=32, warmup_steps=50, min_lr_ratio=0.05, weight_decay=0.1, max_length=256, seed=0,
-               threads=1, tokenizer_name=DEFAULT_TOKENIZER)
-# Per-size defaults: the same number of steps for every size so that accuracy orders by size.
-WARMUP_DEFAULTS: dict[str, dict] = {
-    "tiny-s": dict(_COMMON, steps=1000, lr=3e-3),
-    "tiny-m": dict(_COMMON, steps=1000, lr=2e-3),
-    "tiny-l": dict(_COMMON, steps=1000, lr=1e-3),
-}
+# One setting for every size (the config has one warm-up block), so "larger size, higher accuracy after the same
+# number of steps" compares like with like. Measured on the 2-core CPU (1 thread): tiny-s takes ~35 ms per step,
+# 6000 steps ~3.5 minutes; the step count matters more than the batch size (batch 16 x 4000 steps beat 32 x 2000 on
+# the same examples), and accuracy jumps late in the schedule, when the learning rate is low.
+_DEFAULTS = dict(steps=6000, batch_size=16, lr=3e-3, warmup_steps=50, min_lr_ratio=0.05, weight_decay=0.1,
+                 max_length=256, seed=0, threads=1, tokenizer_name=DEFAULT_TOKENIZER)
+WARMUP_DEFAULTS: dict[str, dict] = {size: dict(_DEFAULTS) for size in TINY_SIZES}
 
 
 def set_threads(threads: int) -> None:
@@ -172,7 +171,8 @@ def warmup_base_model(
     record = {
         "size": size, **args, "n_parameters": count_parameters(model), "n_train_records": len(train_records),
         "n_train_examples": len(examples), "epochs": args["steps"] * args["batch_size"] / len(examples),
-        "final_loss": float(np.mean(losses[-20:])), "last_loss": losses[-1], "loss_curve": losses[:: max(1, len(losses) // 100)],
+        "final_loss": float(np.mean(losses[-20:])), "last_loss": losses[-1],
+        "loss_curve": losses[:: max(1, len(losses) // 100)],  # at most ~100 points
         "train_seconds": train_seconds, "wall_seconds": time.perf_counter() - start,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "numpy": np.__version__, "python": platform.python_version()},

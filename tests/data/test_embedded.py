@@ -94,3 +94,37 @@ def test_benchmark_subset_keeps_train_disjoint():
     assert list(datasets) == ["train", "mini_aime24"]
     bench = {normalize_problem(r["problem"]) for r in datasets["mini_aime24"]}
     assert not bench & {normalize_problem(r["problem"]) for r in datasets["train"]}
+
+
+def test_skills_restrict_every_set_and_unknown_skills_are_named():
+    from hara.data.embedded import build_embedded_datasets
+    from hara.data.io import UnknownNameError
+
+    allowed = ("arithmetic", "fractions")
+    datasets = build_embedded_datasets(3, train_size=300, benchmark_size=20, skills=allowed)
+    for name, records in datasets.items():
+        assert {r["skill"] for r in records} <= set(allowed), name
+    assert {r["skill"] for r in datasets["train"]} == set(allowed)
+    with pytest.raises(UnknownNameError, match="arithmetic"):
+        build_embedded_datasets(3, train_size=10, benchmark_size=2, skills=("algebraic_topology",))
+
+
+def test_schema_skill_enum_matches_the_generator_registry():
+    from hara.config import load_schema
+    from hara.data.synthetic import SKILLS
+
+    skills = load_schema()["properties"]["data"]["properties"]["skills"]
+    assert skills["items"]["enum"] == list(SKILLS)
+    assert set(skills["default"]) <= set(SKILLS)
+
+
+def test_evaluation_generates_the_same_mini_benchmarks_as_the_data_stage():
+    """Evaluation without --data must score exactly the problems `hara data` writes (skills included)."""
+    from hara.config import validate_config
+    from hara.data.pipeline import build_config_datasets
+    from hara.evaluation.tasks import benchmark_records
+
+    config = validate_config({"data": {"train_size": 5, "benchmark_size": 6, "skills": ["fractions", "percent"]}})
+    stage = build_config_datasets(config)
+    for name in config["data"]["benchmarks"]:
+        assert benchmark_records(config, name) == stage[name], name

@@ -27,7 +27,8 @@ def test_cosine_schedule_shape():
 def test_loss_mask_covers_completion_and_eos_only(records):
     tokenizer = build_tokenizer("char")
     (ids, prompt_len), = encode_records(records[:1], tokenizer, max_length=256)
-    assert tokenizer.decode(ids[:prompt_len]).startswith("Question: ") and tokenizer.decode(ids[:prompt_len]).endswith("Answer:")
+    prompt = tokenizer.decode(ids[:prompt_len])
+    assert prompt.startswith("Question: ") and prompt.endswith("Answer:")
     assert ids[-1] == tokenizer.eos_token_id
     assert tokenizer.decode(ids[prompt_len:-1]).endswith("\\boxed{" + records[0]["answer"] + "}.")
     longest = max(len(e[0]) for e in encode_records(records, tokenizer, 10_000))
@@ -65,3 +66,10 @@ def test_bad_arguments_are_named(records, tmp_path):
         warmup_base_model("tiny-q", records, tmp_path, steps=1, progress=False)
     with pytest.raises(ValueError, match="batch_size"):
         warmup_base_model("tiny-s", records[:3], tmp_path, steps=1, batch_size=8, progress=False)
+
+
+def test_qwen3_vocabulary_also_trains(records, tmp_path):
+    result = warmup_base_model("tiny-s", records[:8], tmp_path, steps=1, seed=0,
+                               **dict(FAST, batch_size=2, tokenizer_name="qwen3"))
+    assert result["tokenizer_name"] == "qwen3" and result["n_parameters"] > 151669 * 64  # the 151k-row embedding
+    assert (tmp_path / "tokenizer.json").is_file() and result["final_loss"] > 0
