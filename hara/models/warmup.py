@@ -29,9 +29,12 @@ from hara.models.tokenizer import DEFAULT_TOKENIZER, build_tokenizer
 __all__ = ["WARMUP_DEFAULTS", "cosine_schedule", "encode_records", "set_threads", "warmup_base_model"]
 
 # One setting for every size (the config has one warm-up block), so "larger size, higher accuracy after the same
-# number of steps" compares like with like. Measured on the 2-core CPU (1 thread): tiny-s takes ~35 ms per step,
-# 6000 steps ~3.5 minutes; the step count matters more than the batch size (batch 16 x 4000 steps beat 32 x 2000 on
-# the same examples), and accuracy jumps late in the schedule, when the learning rate is low.
+# number of steps" compares like with like. Measured on the shared 2-core CPU with 1 thread: tiny-s takes ~37 ms per
+# step, so 6000 steps (8 epochs of 12,000 problems) take ~3.8 minutes. On the 9-skill data, at equal examples seen,
+# more and smaller batches learned more (16 x 4000 steps: 8.4% greedy, 32 x 2000: 4.6%); lr 5e-3 and 1e-2 did worse
+# than 3e-3; accuracy arrives late (32 x 2000 steps: 4.6%, 32 x 4000: 12.8%), in the low-learning-rate tail.
+# Threads: 2 threads were 1.7x faster than 1 on an idle machine (tiny-s, batch 32: 78 vs 131 ms per step) but 6x
+# slower as soon as another process used the second core (tiny-l: 10.1 vs 1.6 s per step), hence 1.
 _DEFAULTS = dict(steps=6000, batch_size=16, lr=3e-3, warmup_steps=50, min_lr_ratio=0.05, weight_decay=0.1,
                  max_length=256, seed=0, threads=1, tokenizer_name=DEFAULT_TOKENIZER)
 WARMUP_DEFAULTS: dict[str, dict] = {size: dict(_DEFAULTS) for size in TINY_SIZES}
