@@ -49,10 +49,32 @@ def _ensure_sqlite_folder(uri: str) -> None:
         Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
 
 
+def _migrate_sqlite_store_once(uri: str) -> None:
+    """Create and migrate a sqlite store under an exclusive file lock.
+
+    MLflow creates and migrates a new sqlite store on first use; two processes doing that at the same moment fail
+    with "table _alembic_tmp_experiments already exists". The lock (``<db>.lock`` beside the database) makes the
+    first opener migrate while the others wait; afterwards it costs one uncontended lock and one query.
+    """
+    import fcntl
+
+    from mlflow.tracking import MlflowClient
+
+    database = Path(uri[len("sqlite:///"):])
+    with open(database.with_name(database.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _client(uri: str):
     from mlflow.tracking import MlflowClient
 
     _ensure_sqlite_folder(uri)
+    if uri.startswith("sqlite:///"):
+        _migrate_sqlite_store_once(uri)
     return MlflowClient(tracking_uri=uri)
 
 

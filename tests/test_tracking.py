@@ -76,3 +76,27 @@ def test_hara_train_logs_every_step_with_filterable_tags(tmp_path):
     for key in ("train/reward", "train/entropy", "train/response_length", "train/clip_fraction", "hara/w_std",
                 "time/step_s", "time/hara_s"):
         assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [1, 2], key
+
+
+def _open_and_log(uri: str, index: int) -> str:
+    """One process: open the (possibly brand-new) store, create a run, log a metric; return the run id."""
+    from hara.tracking import _client
+
+    client = _client(uri)
+    run = client.create_run(client.create_experiment(f"concurrent-{index}"))
+    client.log_metric(run.info.run_id, "train/reward", float(index), step=0)
+    return run.info.run_id
+
+
+def test_processes_opening_a_new_sqlite_store_at_once_all_succeed(tmp_path):
+    """First use of a fresh sqlite store by several processes at once must not crash the migration."""
+    import multiprocessing
+
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        run_ids = pool.starmap(_open_and_log, [(uri, i) for i in range(4)])
+    client = MlflowClient(tracking_uri=uri)
+    assert len(set(run_ids)) == 4
+    assert sorted(client.get_run(r).data.metrics["train/reward"] for r in run_ids) == [0.0, 1.0, 2.0, 3.0]
