@@ -2,7 +2,7 @@
 
     snakemake --cores 2                                         # the embedded CPU default (config/default.yaml)
     snakemake --cores 2 --configfile config/smoke.yaml          # the seconds-long test config
-    snakemake --profile profiles/slurm --configfile config/paper.yaml   # the full reproduction on Slurm
+    snakemake --profile slurm --configfile config/paper.yaml    # the full reproduction on Slurm (repo root)
 
 The config is validated by hara.config, the same loader as the `hara` CLI: defaults filled from config/schema.yaml,
 unknown keys rejected, one-line errors naming the key.
@@ -14,6 +14,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, update_config
 
 from hara.config import ConfigError, read_yaml, validate_config
+from hara.analysis.plan import analysis_methods
 
 min_version("9.0")
 
@@ -36,7 +37,7 @@ include: "workflows/common.smk"
 wildcard_constraints:
     size=alternatives(SIZES),
     rlvr=alternatives(GRID["rlvr"]),
-    method=alternatives(GRID["methods"]),
+    method=alternatives([*GRID["methods"], *analysis_methods(config)]),  # + the analyses' extra methods
     seed=r"\d+",
 
 
@@ -44,10 +45,18 @@ include: "workflows/data.smk"
 include: "workflows/models.smk"
 include: "workflows/train.smk"
 include: "workflows/evaluate.smk"
+include: "workflows/analyses.smk"  # before report.smk: the report reads every enabled analysis
+SWEEP_TARGETS = []  # workflows/sweeps.smk sets the studies' summaries when the config lists study files
+if config["sweeps"]:
+
+    include: "workflows/sweeps.smk"
+
+
 include: "workflows/report.smk"
 
 
 rule all:
     input:
         final_targets(),
+        SWEEP_TARGETS,
     default_target: True

@@ -26,19 +26,21 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, dict], int]
     skip_checks: tuple[str, ...] = ()  # config checks that do not apply (fetch-data creates data.local_dir)
+    own_config: bool = False  # the command reads its config itself (sweep: the study file names it)
 
 
 COMMANDS: dict[str, Command] = {}
 
 
 def register_command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None],
-                     skip_checks: tuple[str, ...] = ()):
+                     skip_checks: tuple[str, ...] = (), own_config: bool = False):
     """Decorator adding a subcommand; a second registration under the same name is a bug."""
 
     def decorate(run: Callable[[argparse.Namespace, dict], int]):
         if name in COMMANDS:
             raise ValueError(f"command {name!r} registered twice")
-        COMMANDS[name] = Command(help=help, add_arguments=add_arguments, run=run, skip_checks=skip_checks)
+        COMMANDS[name] = Command(help=help, add_arguments=add_arguments, run=run, skip_checks=skip_checks,
+                                 own_config=own_config)
         return run
 
     return decorate
@@ -121,15 +123,43 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="run folder (rerunning the same command resumes it)")
     parser.add_argument("--base-model", help="folder of the base model (default: <results_dir>/base_model/<size>)")
     parser.add_argument("--data", help="folder written by `hara data` (default: generate in memory from the config)")
+    parser.add_argument("--prompts", help="folder written by `hara select-prompts` (default: all training problems)")
+    parser.add_argument("--processes", type=int, help="training processes (default: training.processes; >1 runs "
+                        "under accelerate launch, one per GPU, or gloo processes on CPU)")
 
 
 @register_command("train", "RL-train one size x rlvr x method x seed (resumes from the last checkpoint)",
                   train_arguments)
 def run_train(args: argparse.Namespace, config: dict) -> int:
+    from hara.rlvr.launch import inside_launched_process, relaunch
     from hara.rlvr.train import train
 
+    processes = args.processes or config["training"]["processes"]
+    if processes < 1:
+        raise UserError(f"--processes: must be at least 1, got {processes}")
+    if processes > 1 and not inside_launched_process():
+        return relaunch(processes, config["training"]["accelerate_config"],
+                        [*args.argv, "--set", f"training.processes={processes}"])
+
     summary = train(config, args.size, args.rlvr, args.method, args.seed, args.out, base_model=args.base_model,
-                    data_dir=args.data)
+                    data_dir=args.data, prompts_dir=args.prompts)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def select_prompts_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="base model folder whose pass rates decide")
+    parser.add_argument("--data", help="folder written by `hara data` (default: generate in memory from the config)")
+    parser.add_argument("--out", required=True, help="output folder (prompts.jsonl, selection.json)")
+
+
+@register_command("select-prompts", "keep the training problems the base model solves sometimes (pass-rate "
+                  "selection of the RL prompts)", select_prompts_arguments)
+def run_select_prompts(args: argparse.Namespace, config: dict) -> int:
+    from hara.models.base import config_datasets
+    from hara.rlvr.prompts import select_prompts
+
+    summary = select_prompts(config, args.model, config_datasets(config, args.data)["train"], args.out)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -186,21 +216,41 @@ def run_report(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    from hara.sweeps.cli import add_sweep_arguments
+
+    add_sweep_arguments(parser)
+
+
+@register_command("sweep", "Optuna sweeps: `run` workers on a study file (sweeps/*.yaml), or `report` its figures",
+                  sweep_arguments, own_config=True)
+def run_sweep(args: argparse.Namespace, config: dict) -> int:
+    from hara.sweeps.cli import sweep_command
+
+    print(json.dumps(sweep_command(args), indent=2, default=str))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hara", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)
-        sub.add_argument("--config", required=True, help="YAML config (validated against config/schema.yaml)")
-        sub.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value")
+        if not command.own_config:
+            sub.add_argument("--config", required=True, help="YAML config (validated against config/schema.yaml)")
+            sub.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                             help="override a config value")
         command.add_arguments(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a relaunch under accelerate repeats
     try:
-        config = load_config(args.config, overrides=args.set, skip_checks=COMMANDS[args.command].skip_checks)
+        command = COMMANDS[args.command]
+        config = {} if command.own_config else load_config(args.config, overrides=args.set,
+                                                           skip_checks=command.skip_checks)
         return COMMANDS[args.command].run(args, config)
     except user_error_types() as error:
         message = " ".join(str(error).split())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -21,6 +22,26 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
 
 class ConfigError(ValueError):
     """A config problem, already formatted as one line that names the file and the key path."""
+
+
+class ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader reading ``1e-4`` and ``3E5`` as floats: YAML 1.1 wants ``1.0e-4`` and would hand the
+    schema the string '1e-4', whose "not of type number" error surprises everyone writing a learning rate."""
+
+
+ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                   |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                   |\.[0-9_]+(?:[eE][-+][0-9]+)?
+                   |[-+]?\.(?:inf|Inf|INF)
+                   |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def load_yaml(stream: Any) -> Any:
+    """``yaml.safe_load`` with :class:`ConfigLoader` (configs, overrides and study files)."""
+    return yaml.load(stream, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def load_schema() -> dict:
@@ -44,7 +65,7 @@ def read_yaml(path: str | os.PathLike) -> dict:
         raise ConfigError(f"{path}: config file not found")
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+            data = load_yaml(handle)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
@@ -169,7 +190,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not parts:
         raise ConfigError(f"--set {text}: empty key path")
     try:
-        return parts, yaml.safe_load(value)
+        return parts, load_yaml(value)
     except yaml.YAMLError:
         raise ConfigError(f"--set {text}: value is not valid YAML") from None
 

@@ -143,7 +143,15 @@ def _experiment_id(client: Any, name: str, uri: str) -> str:
     location = None
     if uri.startswith("sqlite:///"):
         location = (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts" / name).as_uri()
-    return client.create_experiment(name, artifact_location=location)
+    from mlflow.exceptions import MlflowException
+
+    try:  # the kind tag opens the MLflow UI on its training-runs view (MLflow 3 guesses "GenAI" when it is empty)
+        return client.create_experiment(name, artifact_location=location,
+                                        tags={"mlflow.experimentKind": "custom_model_development"})
+    except MlflowException as error:  # another job created it between our lookup and our create
+        if error.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return client.get_experiment_by_name(name).experiment_id
 
 
 def start_run(tracking_uri: str, experiment: str, name: str, out_dir: str | Path, tags: Mapping[str, Any],

@@ -141,3 +141,13 @@ def test_overrides_set_nested_values_and_are_validated(tmp_path):
         load_config(path, ["warmup.steps=-4"])
     with pytest.raises(ConfigError, match="KEY.PATH=VALUE"):
         apply_overrides({}, ["warmup.steps"])
+
+
+def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
+    """YAML 1.1 reads 1e-4 as a string; configs and --set overrides read it as the number users mean."""
+    path = tmp_path / "lr.yaml"
+    path.write_text((REPO / "config" / "smoke.yaml").read_text() + "\n", encoding="utf-8")
+    config = load_config(path, overrides=["training.lr=1e-4", "warmup.lr=2E-3"])
+    assert config["training"]["lr"] == 1e-4 and config["warmup"]["lr"] == 2e-3
+    path.write_text(path.read_text().replace("lr: 1.0e-3", "lr: 5e-4"), encoding="utf-8")
+    assert load_config(path)["training"]["lr"] == 5e-4

@@ -92,6 +92,14 @@ RESOURCES = {
 }
 
 
+def train_processes(wildcards):
+    """Training processes of one run: on the cluster the GPUs its job holds (models.train_gpus), one process per
+    GPU; the tiny family runs training.processes processes on the CPU."""
+    if FAMILY == "hub":
+        return config["models"]["train_gpus"].get(wildcards.size, 1)
+    return config["training"]["processes"]
+
+
 def resource(rule_name, key):
     """The resource ``key`` of ``rule_name`` for the config's model family."""
     return RESOURCES[rule_name][FAMILY][key]

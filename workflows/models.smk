@@ -1,9 +1,34 @@
-# The "Base" model of each size: tiny family = build + SFT warm-up; hub family = copy of the local snapshot.
+# The "Base" model of each size: tiny family = build + SFT warm-up; hub family = copy of the local snapshot, which
+# download_model fetches first. The tiny family never reaches download_model (base_model asks for no snapshot).
+
+MODEL_SNAPSHOTS = config["models"]["local_dir"]
+
+
+# The DAG's only model download, in a job of its own, so the training and evaluation jobs read local files only.
+# A local rule: cluster compute nodes often have no internet access, the login node running Snakemake does.
+rule download_model:
+    output:
+        snapshot=directory(f"{MODEL_SNAPSHOTS}/{{size}}"),
+    log:
+        f"{LOGS}/download_model/{{size}}.log",
+    params:
+        hub_id=lambda wildcards: config["models"]["hub_ids"][wildcards.size],
+    localrule: True
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    conda:
+        "../environment.yml"
+    script:
+        "scripts/download_model.py"
 
 
 rule base_model:
     input:
         manifest=rules.prepare_data.output.manifest,
+        # the hub snapshot the base model is copied from; nothing for the tiny family, which builds its own
+        snapshot=lambda wildcards: f"{MODEL_SNAPSHOTS}/{wildcards.size}" if FAMILY == "hub" else [],
     output:
         model=directory(f"{RESULTS}/base_model/{{size}}"),
     log:

@@ -5,6 +5,8 @@ rule report:
     input:
         scores=cell_paths(f"{EVAL_DIR}/scores.json"),
         finals=cell_paths(f"{RUN_DIR}/final"),
+        analyses=ANALYSIS_JSONS,  # workflows/analyses.smk: [] unless config analyses.enabled
+        sweeps=SWEEP_TARGETS,  # workflows/sweeps.smk: the studies' summaries, [] unless config sweeps lists some
     output:
         html=f"{REPORT_DIR}/index.html",
         markdown=f"{REPORT_DIR}/report.md",

@@ -10,7 +10,6 @@ rule tracking_store:
         f"{LOGS}/tracking_store/tracking_store.log",
     params:
         uri=TRACKING_URI,
-    localrule: True  # seconds of work: not worth a cluster job
     threads: 1
     resources:
         mem_mb=1000,
@@ -21,11 +20,41 @@ rule tracking_store:
         "scripts/tracking_store.py"
 
 
+PROMPTS_DIR = f"{RESULTS}/rl_prompts/{{size}}"
+SELECT_PROMPTS = config["training"]["prompt_selection"]["enabled"]
+
+
+# Pass-rate selection of the RL prompts (hara/rlvr/prompts.py), once per size, shared by its whole grid.
+rule select_prompts:
+    input:
+        base_model=rules.base_model.output.model,
+        manifest=rules.prepare_data.output.manifest,
+    output:
+        prompts=directory(PROMPTS_DIR),
+    log:
+        f"{LOGS}/select_prompts/{{size}}.log",
+    params:
+        config=CONFIG_FILE,
+        data=lambda wildcards, input: os.path.dirname(input.manifest),
+        settings=settings_digest("training"),
+    threads: THREADS
+    resources:
+        mem_mb=resource("evaluate", "mem_mb"),
+        runtime=resource("evaluate", "runtime"),
+        gpu=resource("evaluate", "gpu"),
+    conda:
+        "../environment.yml"
+    shell:
+        "hara select-prompts --config {params.config:q} --model {input.base_model:q} --data {params.data:q}"
+        " --out {output.prompts:q} > {log:q} 2>&1"
+
+
 rule train:
     input:
         store=rules.tracking_store.output.store,
         base_model=rules.base_model.output.model,
         manifest=rules.prepare_data.output.manifest,
+        prompts=lambda wildcards: PROMPTS_DIR.format(size=wildcards.size) if SELECT_PROMPTS else [],
     output:
         final=directory(f"{RUN_DIR}/final"),
     log:
@@ -35,14 +64,17 @@ rule train:
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         run_dir=lambda wildcards, output: os.path.dirname(output.final),
         settings=settings_digest("training", "rlvr", "hara"),
+        prompts=lambda wildcards, input: f"--prompts {shlex.quote(input.prompts)}" if SELECT_PROMPTS else "",
+        processes=train_processes,
     threads: THREADS
     resources:
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
-        gpu=resource("train", "gpu"),
+        gpu=lambda wildcards: train_processes(wildcards) if resource("train", "gpu") else 0,
     conda:
         "../environment.yml"
     shell:
         "hara train --config {params.config:q} --size {wildcards.size:q} --rlvr {wildcards.rlvr:q}"
         " --method {wildcards.method:q} --seed {wildcards.seed:q} --base-model {input.base_model:q}"
-        " --data {params.data:q} --out {params.run_dir:q} > {log:q} 2>&1"
+        " --data {params.data:q} {params.prompts} --processes {params.processes:q} --out {params.run_dir:q}"
+        " > {log:q} 2>&1"

@@ -81,8 +81,12 @@ def read_jsonl(path: str | Path, required_keys: Sequence[str] = ()) -> list[dict
     """
     path = Path(path)
     records = []
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:  # decoded per line, so that bytes that are not UTF-8 get a file:line too
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {err.start + 1} of the line)") from None
             if line.strip():
                 records.append(_parse_line(path, lineno, line, required_keys))
     return records

@@ -8,9 +8,11 @@ depth and width so that "larger model, higher accuracy" holds after the same num
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
+if TYPE_CHECKING:  # imported where used: the config check (hara.config) reads TINY_SIZES at every Snakefile parse
+    import torch
+    from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
 
 __all__ = ["TINY_SIZES", "TinySize", "build_tiny_model", "count_parameters", "tiny_config"]
 
@@ -42,6 +44,8 @@ TINY_SIZES: dict[str, TinySize] = {
 
 def tiny_config(size: str, tokenizer: PreTrainedTokenizerBase, max_position_embeddings: int = 1024) -> Qwen3Config:
     """The ``Qwen3Config`` of a named size for ``tokenizer``'s vocabulary and special tokens."""
+    from transformers import Qwen3Config
+
     if size not in TINY_SIZES:
         raise ValueError(f"unknown model size {size!r}; valid sizes: {', '.join(TINY_SIZES)}")
     return Qwen3Config(
@@ -59,6 +63,9 @@ def tiny_config(size: str, tokenizer: PreTrainedTokenizerBase, max_position_embe
 
 def build_tiny_model(size: str, tokenizer: PreTrainedTokenizerBase, seed: int) -> Qwen3ForCausalLM:
     """A freshly initialised tiny Qwen3 of the named size; the same seed gives the same weights."""
+    import torch
+    from transformers import Qwen3ForCausalLM
+
     config = tiny_config(size, tokenizer)
     with torch.random.fork_rng(devices=[]):  # seeding here must not move the caller's RNG stream
         torch.manual_seed(seed)

@@ -14,6 +14,7 @@ from pathlib import Path
 from hara.report.collect import collect_runs
 from hara.report.figures import write_figures
 from hara.report.render import render_html, render_markdown
+from hara.report.sections import collect_sections
 from hara.report.tables import build_tables
 
 __all__ = ["build_report", "log_report"]
@@ -44,11 +45,17 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = collect_runs(config, results)
     tables, figures = build_tables(config, runs), write_figures(config, runs, out_dir)
+    sections = collect_sections(config, results, out_dir)
     title, summary = f"HarA report: {config['name']}", summary_line(config, runs)
     (out_dir / "tables.json").write_text(json.dumps([dataclasses.asdict(t) for t in tables], indent=2,
                                                     ensure_ascii=False) + "\n", encoding="utf-8")
-    (out_dir / "report.md").write_text(render_markdown(title, summary, tables, figures, out_dir), encoding="utf-8")
-    (out_dir / "index.html").write_text(render_html(title, summary, tables, figures), encoding="utf-8")
+    from hara.sweeps.report_section import sweeps_html, sweeps_markdown  # "" when results/sweeps/ has no study
+
+    (out_dir / "report.md").write_text(render_markdown(title, summary, tables, figures, out_dir, sections)
+                                       + sweeps_markdown(results, out_dir), encoding="utf-8")
+    (out_dir / "index.html").write_text(render_html(title, summary, tables, figures, sections,
+                                                    extra_html=sweeps_html(results)), encoding="utf-8")
     run_id = log_report(config, out_dir) if mlflow else None
     return {"out": str(out_dir), "tables": [t.key for t in tables],
-            "figures": {size: str(path) if path else None for size, path in figures.items()}, "mlflow_run": run_id}
+            "figures": {size: str(path) if path else None for size, path in figures.items()},
+            "analyses": [s.name for s in sections if s.result is not None], "mlflow_run": run_id}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from hara.report.sections import Section, section_html, section_markdown
 from hara.report.tables import Table
 
 __all__ = ["render_html", "render_markdown"]
@@ -25,11 +26,12 @@ def markdown_table(table: Table) -> str:
 
 
 def render_markdown(title: str, summary: str, tables: list[Table], figures: Mapping[str, Path | None],
-                    out_dir: Path) -> str:
+                    out_dir: Path, sections: Sequence[Section] = ()) -> str:
     parts = [f"# {title}", "", summary, ""] + [markdown_table(t) for t in tables] + ["## Training dynamics", ""]
     for size, path in figures.items():
         parts.append(f"![{size}]({path.relative_to(out_dir).as_posix()})" if path else f"{size}: n/a (no metrics)")
         parts.append("")
+    parts += [section_markdown(section, out_dir) for section in sections]  # the analyses (config `analyses`)
     return "\n".join(parts)
 
 
@@ -47,9 +49,12 @@ def html_figure(size: str, path: Path | None) -> str:
     return f'<figure><img alt="training dynamics {html.escape(size)}" src="data:image/png;base64,{data}"></figure>'
 
 
-def render_html(title: str, summary: str, tables: list[Table], figures: Mapping[str, Path | None]) -> str:
+def render_html(title: str, summary: str, tables: list[Table], figures: Mapping[str, Path | None],
+                sections: Sequence[Section] = (), extra_html: str = "") -> str:
     body = "".join(html_table(t) for t in tables)
     body += '<h2 id="dynamics">Training dynamics</h2>' + "".join(html_figure(s, p) for s, p in figures.items())
+    body += "".join(section_html(section) for section in sections)  # the analyses (config `analyses`)
+    body += extra_html  # the Sweeps section (hara.sweeps.report_section), "" when no sweep was run
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p>"
             f"{body}</body></html>\n")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -96,15 +97,22 @@ def truncate_metrics(path: Path, last_step: int) -> None:
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def train_dataset(config: Mapping, data_dir: str | Path | None):
-    """The config's training problems as a ``datasets.Dataset`` with TRL's ``prompt`` and the gold ``answer``."""
+def train_dataset(config: Mapping, data_dir: str | Path | None, prompts_dir: str | Path | None = None):
+    """The RL prompts as a ``datasets.Dataset`` with TRL's ``prompt`` and the gold ``answer``: the problems kept by
+    ``hara select-prompts`` when ``prompts_dir`` is given, else the config's whole training set."""
     from datasets import Dataset
 
     from hara.data.format import format_prompt
     from hara.models.base import config_datasets
+    from hara.rlvr.prompts import read_prompts
 
-    records = config_datasets(config, data_dir)["train"]
+    records = read_prompts(prompts_dir) if prompts_dir else config_datasets(config, data_dir)["train"]
     return Dataset.from_list([{"prompt": format_prompt(r["problem"]), "answer": str(r["answer"])} for r in records])
+
+
+def world_size() -> int:
+    """Number of training processes (set by ``accelerate launch``; 1 when run directly)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
@@ -114,14 +122,19 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
 
     t = config["training"]
     gpu = torch.cuda.is_available()
-    rollouts, accum = t["prompts_per_step"] * t["group_size"], t["grad_accum_steps"]
-    if rollouts % accum:
-        raise ConfigError(f"training.grad_accum_steps: {accum} does not divide the {rollouts} rollouts of a step")
-    # One generation batch per optimizer step, split into `accum` micro-batches after the advantages are computed
-    # on the whole batch (so groups stay whole for the HarA hook).
+    rollouts, accum, world = t["prompts_per_step"] * t["group_size"], t["grad_accum_steps"], world_size()
+    if t["prompts_per_step"] % world:
+        raise ConfigError(f"training.prompts_per_step: {t['prompts_per_step']} prompts cannot be split into whole "
+                          f"groups over {world} processes")
+    if (rollouts // world) % accum:
+        raise ConfigError(f"training.grad_accum_steps: {accum} does not divide the {rollouts // world} rollouts "
+                          f"per process of a step")
+    # One generation batch per optimizer step: prompts_per_step x group_size rollouts in all, each process holding
+    # whole groups (TRL's RepeatSampler lays a prompt's rollouts out consecutively), split into `accum` micro-batches
+    # after the advantages are computed on the whole batch (so groups stay whole for the HarA hook).
     return GRPOConfig(
         output_dir=str(Path(out) / "checkpoints"), seed=seed, data_seed=seed, max_steps=t["steps"],
-        per_device_train_batch_size=rollouts // accum, num_generations=t["group_size"],
+        per_device_train_batch_size=rollouts // (accum * world), num_generations=t["group_size"],
         gradient_accumulation_steps=accum, steps_per_generation=accum, num_iterations=t["num_iterations"],
         max_completion_length=t["max_completion_length"], temperature=t["temperature"], top_p=t["top_p"],
         learning_rate=t["lr"], lr_scheduler_type=t["lr_scheduler"], warmup_steps=t["warmup_steps"],
@@ -148,7 +161,8 @@ def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any
     return HaraGRPOTrainer(
         model=model, processing_class=tokenizer, reward_funcs=funcs, args=grpo_args(config, preset, out, seed),
         train_dataset=dataset, callbacks=callbacks, method=method, method_params=method_params(config, method),
-        hidden_layer=config["hara"]["hidden_layer"], dynamic_sampling=preset.dynamic_sampling, outcome_reward=0,
+        hidden_layer=config["hara"]["hidden_layer"], capture=config["hara"]["capture"],
+        dynamic_sampling=preset.dynamic_sampling, outcome_reward=0,
     )
 
 
@@ -177,15 +191,20 @@ def _tracking(config: Mapping, size: str, rlvr: str, method: str, seed: int, out
 
 
 def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir: str | Path,
-          base_model: str | Path | None = None, data_dir: str | Path | None = None) -> dict:
-    """Run (or resume) one training run; returns a summary with the final step and paths."""
-    from transformers.trainer_utils import get_last_checkpoint
+          base_model: str | Path | None = None, data_dir: str | Path | None = None,
+          reward_funcs: list | None = None, prompts_dir: str | Path | None = None) -> dict:
+    """Run (or resume) one training run; returns a summary with the final step and paths.
 
+    ``prompts_dir``: a `hara select-prompts` folder (the RL prompts); default: the whole training set.
+    ``reward_funcs`` replaces the math-verify correctness reward (tests on random models, whose rollouts are never
+    right, use a deterministic stand-in that splits groups)."""
     from hara.models.base import check_size
+    from hara.rlvr.checkpoints import ManifestCallback, last_valid_checkpoint, refuse_changed_config
     from hara.runinfo import seed_everything, set_threads, write_run_info
 
     check_size(config, size)
     out = Path(out_dir)
+    refuse_changed_config(out, config)  # before anything is resumed or overwritten
     if (out / "final" / "config.json").is_file():
         return {"status": "already finished", "final": str(out / "final")}
     preset = get_preset(rlvr, config["rlvr"][rlvr])
@@ -195,26 +214,46 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     seed_everything(seed)
     model, tokenizer = _load_policy(base)
     out.mkdir(parents=True, exist_ok=True)
-    last = get_last_checkpoint(str(out / "checkpoints")) if (out / "checkpoints").is_dir() else None
-    truncate_metrics(out / "metrics.jsonl", int(last.rsplit("-", 1)[1]) if last else 0)
-    write_run_info(out, config, extra={"stage": "train", "size": size, "rlvr": rlvr, "method": method,
-                                       "train_seed": seed, "base_model": str(base), "resumed_from": last or "",
-                                       "preset": dataclasses.asdict(preset)})
-    run, _ = _tracking(config, size, rlvr, method, seed, out, preset)
-    run.save(out / "checkpoints")  # the evaluation stage looks next to a checkpoint folder and in its parent
-    trainer = build_trainer(config, rlvr, method, seed, model, tokenizer, train_dataset(config, data_dir), out,
-                            callbacks=[MetricsCallback(out / "metrics.jsonl", run)])
+    last = last_valid_checkpoint(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones
+    run = None  # under `accelerate launch` only the main process writes files and talks to MLflow
+    if is_main_process():
+        truncate_metrics(out / "metrics.jsonl", int(last.rsplit("-", 1)[1]) if last else 0)
+        write_run_info(out, config, extra={"stage": "train", "size": size, "rlvr": rlvr, "method": method,
+                                           "train_seed": seed, "base_model": str(base), "resumed_from": last or "",
+                                           "preset": dataclasses.asdict(preset), "processes": world_size()})
+        run, _ = _tracking(config, size, rlvr, method, seed, out, preset)
+        run.save(out / "checkpoints")  # the evaluation stage looks next to a checkpoint folder and in its parent
+    trainer = build_trainer(config, rlvr, method, seed, model, tokenizer, train_dataset(config, data_dir, prompts_dir), out,
+                            reward_funcs=reward_funcs,
+                            callbacks=[MetricsCallback(out / "metrics.jsonl", run), ManifestCallback()])
     try:
         trainer.train(resume_from_checkpoint=last)
     except BaseException:
-        run.finish("FAILED")
+        if run is not None:
+            run.finish("FAILED")
         raise
-    # written aside and renamed: a crash mid-save must not leave a final/ that looks finished
-    partial = out / "final.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    trainer.save_model(str(partial))
-    tokenizer.save_pretrained(str(partial))
-    partial.rename(out / "final")
-    run.finish()
+    save_final(trainer, tokenizer, out)
+    if run is not None:
+        run.finish()
     return {"status": "finished", "steps": trainer.state.global_step, "resumed_from": last,
-            "final": str(out / "final"), "mlflow_run_id": run.run_id}
+            "final": str(out / "final"), "mlflow_run_id": run.run_id if run is not None else None,
+            "processes": trainer.accelerator.num_processes,
+            "distributed_type": str(trainer.accelerator.distributed_type)}
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def save_final(trainer: Any, tokenizer: Any, out: Path) -> None:
+    """Write final/ aside and rename it, so a crash mid-save never leaves a final/ that looks finished. Every
+    process takes part in ``save_model`` (FSDP gathers the shards), the main process writes."""
+    partial = out / "final.partial"
+    if is_main_process():
+        shutil.rmtree(partial, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    trainer.save_model(str(partial))
+    if is_main_process():
+        tokenizer.save_pretrained(str(partial))
+        partial.rename(out / "final")
+    trainer.accelerator.wait_for_everyone()

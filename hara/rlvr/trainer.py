@@ -40,6 +40,17 @@ from hara.weighting import WeightingContext, apply_weighting, available_weightin
 
 __all__ = ["CONTEXT_NEEDS", "HOST_WEIGHTING", "HaraGRPOTrainer", "equal_reward_groups", "group_ids_of"]
 
+def _restore_indexed_cpu_location(storage: Any, location: str) -> Any:
+    """torch.load location hook for ``cpu:<rank>``: the storage is already in host memory."""
+    return storage if location.startswith("cpu:") else None
+
+
+# transformers 5.17 resumes the optimizer of a multi-process run with ``map_location=args.device``, which is
+# ``cpu:<rank>`` for gloo processes on the CPU, a location torch.load does not know ("don't know how to restore data
+# location ... (tagged with cpu:0)"). This deserializer (tagger: never tags, so saving is unchanged) lets
+# the CPU multi-process resume work; GPU runs never reach it.
+torch.serialization.register_package(99, lambda obj: None, _restore_indexed_cpu_location)
+
 #: What each registry method reads from the context: "hidden" (one layer's hidden states), "entropy" (token
 #: entropies). A method missing here is an error at trainer construction (tests check the registry is covered).
 CONTEXT_NEEDS: dict[str, frozenset[str]] = {
@@ -128,6 +139,49 @@ def _capture_rows(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tenso
     return captured.get("h"), entropies
 
 
+class GenerationRecorder:
+    """Forward hooks that record, while ``model.generate`` runs, what :func:`capture_context` would compute with an
+    extra forward: layer ``layer``'s output and the temperature-1 token entropy at every position that predicts a
+    generated token (the prefill's last position, then each decoding step's single position).
+
+    Used as a context manager around one ``generate`` call over the whole generation batch; :meth:`result` returns
+    (B, steps, d) hidden states and (B, steps) entropies, or None for what ``needs`` does not ask for. The entropy is
+    taken from the raw ``lm_head`` logits (before temperature / top-p processing) and reduced at once, so a large
+    vocabulary never holds (B, T, V) logits.
+    """
+
+    def __init__(self, model: torch.nn.Module, layer: int, needs: frozenset[str]) -> None:
+        self.model, self.layer, self.needs = model, layer, needs
+        self.hidden: list[Tensor] = []
+        self.entropies: list[Tensor] = []
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> "GenerationRecorder":
+        if "hidden" in self.needs:
+            self._handles.append(_decoder_layers(self.model)[self.layer].register_forward_hook(self._keep_hidden))
+        if "entropy" in self.needs:
+            self._handles.append(self.model.get_output_embeddings().register_forward_hook(self._keep_entropy))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _keep_hidden(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        out = output[0] if isinstance(output, tuple) else output
+        self.hidden.append(out[:, -1:].detach().float())  # prefill: its last position predicts the first token
+
+    def _keep_entropy(self, module: torch.nn.Module, args: Any, output: Tensor) -> None:
+        logp = torch.log_softmax(output[:, -1:].detach().float(), dim=-1)
+        self.entropies.append(-(logp.exp() * logp).sum(-1))
+
+    def result(self) -> tuple[Tensor | None, Tensor | None]:
+        hidden = torch.cat(self.hidden, 1) if self.hidden else None
+        entropies = torch.cat(self.entropies, 1) if self.entropies else None
+        return hidden, entropies
+
+
 class HaraGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with a registry advantage transform, DAPO-style dynamic sampling and HarA diagnostics.
 
@@ -139,13 +193,17 @@ class HaraGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args: Any, method: str = "none", method_params: dict[str, Any] | None = None,
                  hidden_layer: int = -1, dynamic_sampling: bool = False, outcome_reward: int = 0,
-                 **kwargs: Any) -> None:
+                 capture: str = "generation", **kwargs: Any) -> None:
         if method not in available_weightings() or method not in CONTEXT_NEEDS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(sorted(CONTEXT_NEEDS))}")
+        if capture not in ("generation", "forward"):
+            raise ValueError(f"capture must be 'generation' or 'forward', not {capture!r}")
         super().__init__(*args, **kwargs)
         self.method, self.method_params = method, dict(method_params or {})
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
+        self.capture = capture
         self._rewards_per_func: Tensor | None = None
+        self._recorded: tuple[int, tuple[Tensor | None, Tensor | None]] | None = None  # (rows, GenerationRecorder)
         self.last_advantages: dict[str, Tensor] = {}  # the latest step's (B,) and (B, T) advantages, for tests
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -160,6 +218,50 @@ class HaraGRPOTrainer(GRPOTrainer):
             self._reweight_advantages(output, [x["prompt"] for x in inputs])
             self._metrics["train"]["hara/step_overhead_s"].append(time.perf_counter() - start)
         return output
+
+    def _records_during_generation(self) -> bool:
+        """Hooks can see the generation only when TRL runs transformers' ``generate`` in this process."""
+        return (self.capture == "generation" and not self.use_vllm and self.rollout_func is None
+                and not self.use_transformers_continuous_batching)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's generation, recording hidden states / entropies on the way when the method needs them."""
+        needs = CONTEXT_NEEDS[self.method] if self.model.training else frozenset()
+        self._recorded = None
+        if not (needs and self._records_during_generation()):
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        with GenerationRecorder(self.accelerator.unwrap_model(self.model), self.hidden_layer, needs) as recorder:
+            result = super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                   has_tool_images)
+        self._recorded = (len(prompt_ids), recorder.result())
+        return result
+
+    def _recorded_context(self, batch: int, length: int) -> tuple[Tensor, Tensor] | None:
+        """The generation's recording cut to the (batch, length) completion tensor, or None if it does not fit
+        (no recording, or a batch that TRL assembled otherwise)."""
+        recorded, self._recorded = self._recorded, None
+        if recorded is None or recorded[0] != batch:
+            return None
+        hidden, entropies = recorded[1]
+        if any(x is not None and x.shape[1] < length for x in (hidden, entropies)):
+            return None
+        return tuple(None if x is None else x[:, :length] for x in (hidden, entropies))
+
+    def _capture(self, output: dict[str, Any], needs: frozenset[str]) -> tuple[Tensor | None, Tensor | None]:
+        """Hidden states / entropies of the completion positions: from the generation when recorded, else from one
+        extra no-grad forward over prompt + completion."""
+        mask = output["completion_mask"]
+        recorded = self._recorded_context(*mask.shape) if needs else None
+        self._metrics["train"]["hara/capture_from_generation"].append(float(recorded is not None))
+        if recorded is not None:
+            return recorded
+        # as in TRL's own no-grad passes: checkpointing off (it only warns under no_grad); dropout is off
+        # (GRPOConfig.disable_dropout in hara.rlvr.train)
+        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            return capture_context(self.accelerator.unwrap_model(self.model), output["prompt_ids"],
+                                   output["prompt_mask"], output["completion_ids"], mask, self.hidden_layer, needs,
+                                   chunk=self.args.per_device_train_batch_size)
 
     def _local_rewards(self, batch: int) -> Tensor:
         """This process's outcome (correctness) rewards (B,); TRL gathers rewards across processes."""
@@ -177,12 +279,7 @@ class HaraGRPOTrainer(GRPOTrainer):
             self._mask_equal_reward_groups(output, outcome, group_ids)
         needs = CONTEXT_NEEDS[self.method]
         start = time.perf_counter()
-        # as in TRL's own no-grad passes: checkpointing off (it only warns under no_grad); dropout is off
-        # (GRPOConfig.disable_dropout in hara.rlvr.train)
-        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-            hidden, entropies = capture_context(self.accelerator.unwrap_model(self.model), output["prompt_ids"],
-                                                output["prompt_mask"], output["completion_ids"], mask,
-                                                self.hidden_layer, needs, chunk=self.args.per_device_train_batch_size)
+        hidden, entropies = self._capture(output, needs)
         capture_s = time.perf_counter() - start
         context = WeightingContext(hidden_states=hidden, token_entropies=entropies,
                                    loss_type=HOST_WEIGHTING[self.loss_type], params=self.method_params)

@@ -25,22 +25,12 @@ from hara.models.tiny import build_tiny_model
 from hara.models.tokenizer import build_tokenizer
 from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import build_trainer
-from hara.rlvr.trainer import capture_context, equal_reward_groups, group_ids_of
+from hara.rlvr.trainer import GenerationRecorder, capture_context, equal_reward_groups, group_ids_of
 from hara.weighting import available_weightings
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "config" / "smoke.yaml"
 HARA_METHODS = [m for m in available_weightings() if m.startswith("hara_")]
-
-
-@pytest.fixture(scope="session")
-def tiny_base(tmp_path_factory) -> Path:
-    """A random tiny-s model + char tokenizer saved like `hara base-model` does (no warm-up: seconds)."""
-    folder = tmp_path_factory.mktemp("base")
-    tokenizer = build_tokenizer("char")
-    build_tiny_model("tiny-s", tokenizer, seed=0).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def parity_reward(completions, **kwargs):
@@ -132,6 +122,53 @@ def test_capture_aligns_hidden_states_and_entropies_with_completion_tokens(tiny_
     hidden_only, no_entropy = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, -1,
                                               frozenset({"hidden"}))
     assert hidden_only.shape == (3, 4, model.config.hidden_size) and no_entropy is None
+
+
+def test_generation_recording_equals_an_extra_forward(tiny_base):
+    """What the hooks see while `generate` samples equals what a separate forward over prompt + completion gives
+    at the positions that predict each completion token (left-padded prompts, sequences ending at different steps)."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    prompts = [tokenizer(text)["input_ids"] for text in ("Question: 12+7?\nAnswer:", "Q: 3*4?", "Solve x+1=3.\n")]
+    width = max(map(len, prompts))
+    prompt_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts])
+    prompt_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    needs = frozenset({"hidden", "entropy"})
+    torch.manual_seed(0)
+    with GenerationRecorder(model, 0, needs) as recorder, torch.no_grad():
+        generated = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True,
+                                   max_new_tokens=12, temperature=1.3, pad_token_id=tokenizer.pad_token_id)
+    completion_ids = generated[:, width:]
+    is_eos = completion_ids == tokenizer.eos_token_id
+    ends = torch.where(is_eos.any(1), is_eos.int().argmax(1), completion_ids.shape[1])
+    completion_mask = (torch.arange(completion_ids.shape[1])[None] <= ends[:, None]).long()
+    hidden, entropies = recorder.result()
+    assert hidden.shape[:2] == entropies.shape == completion_ids.shape  # one position per generated token
+    expected = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0, needs)
+    live = completion_mask.bool()
+    torch.testing.assert_close(hidden[live], expected[0][live], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(entropies[live], expected[1][live], rtol=1e-4, atol=1e-4)
+    assert not recorder.hidden or model.model.layers[0]._forward_hooks == {}  # hooks removed on exit
+
+
+@pytest.mark.parametrize("method", ["hara_tok", "gtpo"])
+def test_trainer_takes_context_from_generation_like_an_extra_forward(tiny_base, tmp_path, method):
+    """One training step captured during generation and one with the extra forward give the same advantages."""
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    results = {}
+    for capture in ("generation", "forward"):
+        config = smoke_config()
+        config["hara"]["capture"], config["training"]["steps"] = capture, 1
+        model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+        trainer = build_trainer(config, "grpo", method, 0, model, tokenizer, data, tmp_path / capture,
+                                reward_funcs=[parity_reward])
+        trainer.train()
+        results[capture] = (trainer.last_advantages, trainer.state.log_history[0]["hara/capture_from_generation"])
+    (recorded, from_generation), (forward, from_forward) = results["generation"], results["forward"]
+    assert (from_generation, from_forward) == (1.0, 0.0)
+    assert torch.equal(recorded["mask"], forward["mask"])  # same seed, same rollouts
+    torch.testing.assert_close(recorded["token"], forward["token"], rtol=1e-3, atol=1e-4)
 
 
 def train_args(base: Path, out: Path, tmp: Path, method: str = "hara_tok", rlvr: str = "grpo") -> list[str]:

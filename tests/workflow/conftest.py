@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEFILE = REPO / "Snakefile"
+SMOKE = REPO / "config" / "smoke.yaml"
 BIN = Path(sys.executable).parent
 
 
@@ -44,3 +45,14 @@ def job_counts(output: str) -> dict[str, int]:
 @pytest.fixture
 def run_snakemake():
     return snakemake
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """The smoke DAG run once, locally, in a scratch folder: (workdir, resolved config, Snakemake's output). Shared by
+    test_smoke_run.py and test_slurm.py (which compares the Slurm run's scores with it)."""
+    from hara.config import load_config
+
+    workdir = tmp_path_factory.mktemp("smoke_dag")
+    proc = snakemake(workdir, "--configfile", str(SMOKE))
+    return workdir, load_config(SMOKE), proc.stdout + proc.stderr

@@ -19,8 +19,11 @@ def expected_counts(config: dict) -> dict[str, int]:
     """Jobs per rule implied by the config: one train and one evaluate job per grid cell."""
     grid, sizes = config["grid"], config["models"]["sizes"]
     cells = len(sizes) * len(grid["rlvr"]) * len(grid["methods"]) * len(grid["seeds"])
-    return {"prepare_data": 1, "tracking_store": 1, "base_model": len(sizes), "train": cells, "evaluate": cells,
-            "report": 1, "all": 1}
+    counts = {"prepare_data": 1, "tracking_store": 1, "base_model": len(sizes), "train": cells, "evaluate": cells,
+              "report": 1, "all": 1}
+    if config["models"]["family"] == "hub":
+        counts["download_model"] = len(sizes)  # one snapshot download per size; the tiny family builds its own
+    return counts
 
 
 def paper_config() -> dict:
@@ -53,13 +56,20 @@ def gpus_of(block: str) -> int:
 
 
 def test_slurm_profile_dry_run_requests_gpus_for_train_and_evaluate(tmp_path):
-    proc = snakemake(tmp_path, "-n", "--profile", str(REPO / "profiles" / "slurm"), "--configfile", str(PAPER))
+    proc = snakemake(tmp_path, "-n", "-p", "--profile", str(REPO / "profiles" / "slurm"), "--configfile", str(PAPER))
     output = output_of(proc)
-    cells = expected_counts(paper_config())["train"]
+    config = paper_config()
+    cells = expected_counts(config)["train"]
     for rule in ("train", "evaluate"):
         blocks = job_blocks(output, rule)
         assert len(blocks) == cells
-        assert all(gpus_of(b) == 1 for b in blocks), rule
+        assert all(gpus_of(b) >= 1 for b in blocks), rule
+    # a training job holds models.train_gpus[size] GPUs and runs one process per GPU
+    for block in job_blocks(output, "train"):
+        size = re.search(r"wildcards: size=([^,\s]+)", block).group(1)
+        gpus = config["models"]["train_gpus"].get(size, 1)
+        assert gpus_of(block) == gpus and f"--processes {gpus} " in block, size
+    assert {gpus_of(b) for b in job_blocks(output, "train")} == {1, 4, 8}
     for rule in ("prepare_data", "base_model", "report"):
         blocks = job_blocks(output, rule)
         assert blocks and all(gpus_of(b) == 0 for b in blocks), rule
@@ -69,6 +79,15 @@ def test_embedded_configs_request_no_gpu(tmp_path):
     output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml")))
     blocks = job_blocks(output, "train")
     assert blocks and all(gpus_of(b) == 0 for b in blocks)
+    assert not job_blocks(output, "download_model")  # the CPU path never downloads a model
+
+
+def test_bare_slurm_profile_name_resolves_from_the_repository_root(monkeypatch):
+    from snakemake.cli import get_profile_dir
+
+    monkeypatch.chdir(REPO)  # the README's `snakemake --profile slurm`, looked up the way Snakemake 9 does
+    _, config_file = get_profile_dir("slurm")
+    assert config_file.resolve() == REPO / "profiles" / "slurm" / "config.yaml"
 
 
 def test_lint_reports_nothing(tmp_path):

@@ -8,20 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from hara.config import load_config
-from tests.workflow.conftest import REPO, job_counts, snakemake
+from tests.workflow.conftest import SMOKE, job_counts, snakemake
 from tests.workflow.test_dag import expected_counts
 
-SMOKE = REPO / "config" / "smoke.yaml"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    """The smoke DAG run once in a scratch folder: (workdir, resolved config, Snakemake's output)."""
-    workdir = tmp_path_factory.mktemp("smoke_dag")
-    proc = snakemake(workdir, "--configfile", str(SMOKE))
-    return workdir, load_config(SMOKE), proc.stdout + proc.stderr
+# smoke_run: the local smoke DAG run, a session fixture of tests/workflow/conftest.py (test_slurm.py compares with it).
 
 
 def cell_dirs(config: dict, stage: str) -> list[Path]:

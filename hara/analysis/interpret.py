@@ -1,0 +1,178 @@
+"""The interpretability study on the embedded default: sampled rollouts of a trained checkpoint, their stages from
+the rule-based labeller (:mod:`hara.analysis.stages`), their hidden states (the trainer's capture, same layer), the
+plans of W / GW / FGW barycenters per problem (:mod:`hara.analysis.plans`) and the measures of
+:mod:`hara.analysis.mapping`, for every number of sampled rollouts in ``analyses.interpretability.rollouts``.
+
+On a cluster the paper labels stages with an external LLM; that labeller (vLLM + a versioned prompt) is not built
+yet, so this study always uses the rule-based labeller and says so in its output.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from hara.analysis.claims import CLAIMS
+from hara.analysis.mapping import mapping_scores
+from hara.analysis.output import AnalysisResult, fmt, pyplot, save_figure
+from hara.analysis.plan import probe_checkpoint
+from hara.analysis.plans import VARIANT_LABELS, first_rollouts, problem_plans, variant_alphas
+from hara.analysis.stages import STAGES, token_stages
+from hara.ot.barycenter import BarycenterConfig
+from hara.ot.linearized import support_positions
+
+__all__ = ["Rollouts", "interpretability_study", "sample_rollouts", "score_variants"]
+
+
+class Rollouts:
+    """Sampled rollouts: hidden states h (N, T, d), valid-token mask (N, T), stages (N, T) (-1 = unlabelled) and
+    problem (N,), rows of one problem consecutive."""
+
+    def __init__(self, h: Tensor, mask: Tensor, stages: Tensor, problem: Tensor) -> None:
+        keep = mask.sum(1) >= 2  # a 1-token completion has no position structure
+        self.h, self.mask, self.stages, self.problem = h[keep], mask[keep], stages[keep], problem[keep]
+
+
+@torch.no_grad()
+def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, temperature: float,
+                    max_new_tokens: int, layer: int, seed: int) -> Rollouts:
+    """``rollouts`` sampled completions per problem with their hidden states and stage labels."""
+    from hara.data.format import format_prompt
+    from hara.models.generate import generate_ids
+    from hara.rlvr.trainer import capture_context
+
+    prompts = [format_prompt(p) for p in problems for _ in range(rollouts)]
+    ids = generate_ids(model, tokenizer, prompts, greedy=False, temperature=temperature,
+                       max_new_tokens=max_new_tokens, seed=seed)
+    batch = tokenizer(prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
+    width = max(1, max(len(row) for row in ids))
+    completion = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros(len(ids), width, dtype=torch.bool)
+    stages = torch.full((len(ids), width), -1, dtype=torch.long)
+    decode = lambda row: tokenizer.decode(row, skip_special_tokens=True)
+    for i, row in enumerate(ids):
+        completion[i, :len(row)], mask[i, :len(row)] = torch.tensor(row, dtype=torch.long), True
+        stages[i, :len(row)] = torch.tensor(token_stages(row, decode), dtype=torch.long)
+    h, _ = capture_context(model, batch["input_ids"], batch["attention_mask"], completion, mask.long(), layer,
+                           frozenset({"hidden"}), chunk=64)
+    problem = torch.arange(len(problems)).repeat_interleave(rollouts)
+    return Rollouts(h, mask, stages, problem)
+
+
+def barycenter_config(config: Mapping) -> BarycenterConfig:
+    """The barycenter knobs of the config's hara.hara section (the same loop as training)."""
+    names = {f.name for f in fields(BarycenterConfig)}
+    return BarycenterConfig(**{k: v for k, v in config["hara"]["hara"].items() if k in names})
+
+
+def score_variants(data: Rollouts, alphas: Mapping[str, float], counts: list[int], cfg: BarycenterConfig,
+                   smoothing: float) -> tuple[list[dict], dict[str, Tensor]]:
+    """Measures per (variant, number of rollouts) and the support x stage matrix of each variant at the largest."""
+    rows, matrices = [], {}
+    for variant, alpha in alphas.items():
+        for count in sorted(counts):
+            sel = first_rollouts(data.problem, count)
+            plans = problem_plans(data.h[sel], data.mask[sel], data.problem[sel], alpha, cfg)
+            scores, matrix = mapping_scores(plans, data.stages[sel], data.problem[sel], len(STAGES), smoothing)
+            rows.append({"variant": variant, "alpha": alpha, "rollouts": count, "scores": scores})
+            matrices[variant] = matrix
+    return rows, matrices
+
+
+def interpretability_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
+    """Sample, label, map and score (module docstring); writes the matrices CSV and two figures too."""
+    from hara.data.io import read_jsonl
+    from hara.models.generate import load_model
+    from hara.runinfo import set_threads
+
+    cfg = config["analyses"]["interpretability"]
+    set_threads(config["threads"])
+    benchmark = cfg["benchmark"] or config["data"]["benchmarks"][0]
+    records = read_jsonl(Path(results) / "data" / "benchmarks" / f"{benchmark}.jsonl", ("problem",))
+    chosen = random.Random(cfg["seed"]).sample(records, min(cfg["problems"], len(records)))
+    model, tokenizer = load_model(probe_checkpoint(config))
+    data = sample_rollouts(model, tokenizer, [r["problem"] for r in chosen], max(cfg["rollouts"]),
+                           temperature=cfg["temperature"],
+                           max_new_tokens=cfg["max_new_tokens"] or config["training"]["max_completion_length"],
+                           layer=config["hara"]["hidden_layer"], seed=cfg["seed"])
+    alphas = variant_alphas(["w", "gw", "fgw"], config["hara"]["hara"]["alpha"])
+    scored, matrices = score_variants(data, alphas, cfg["rollouts"], barycenter_config(config), cfg["smoothing"])
+    rows = [[r["variant"], f"{r['alpha']:g}", str(r["rollouts"]), fmt(r["scores"].score), fmt(r["scores"].chance),
+             fmt(r["scores"].gain), fmt(r["scores"].staircase), fmt(r["scores"].staircase_chance),
+             fmt(r["scores"].sparsity)] for r in scored]
+    header = ["variant", "alpha", "rollouts", "likelihood score (nats/token)", "chance", "score - chance",
+              "block-diagonal mass", "block-diagonal chance", "sparsity"]
+    _write_matrices(matrices, out / "support_stage.csv")
+    figures = [_heatmaps(matrices, out / "support_stage.png"), _score_curve(scored, out / "rollouts.png")]
+    share = torch.bincount(data.stages[data.stages >= 0], minlength=len(STAGES)).float()
+    share = share / share.sum().clamp_min(1)
+    note = (f"{len(chosen)} problems of {benchmark}, up to {max(cfg['rollouts'])} rollouts each at temperature "
+            f"{cfg['temperature']:g} from {probe_checkpoint(config)}; stages by the rule-based labeller "
+            f"(hara/analysis/stages.py; token shares " + ", ".join(f"{s} {v:.2f}" for s, v in zip(STAGES, share))
+            + "). Likelihood score: two-fold held-out (by problem) mean log P(stage | soft support assignment); "
+              "block-diagonal mass: share of the support x stage mass on the best in-order staircase.")
+    return AnalysisResult("interpretability", "Interpretability: barycenter supports vs reasoning stages",
+                          CLAIMS["interpretability"], _finding(scored), header, rows, figures, note)
+
+
+def _finding(scored: list[dict]) -> str:
+    top = max(r["rollouts"] for r in scored)
+    at_top = {r["variant"]: r["scores"] for r in scored if r["rollouts"] == top}
+    fgw = [r["scores"].score for r in sorted(scored, key=lambda r: r["rollouts"]) if r["variant"] == "fgw"]
+    monotone = all(b >= a for a, b in itertools.pairwise(fgw))
+    ranked = sorted(at_top, key=lambda v: at_top[v].score, reverse=True)
+    tie = len(ranked) > 1 and at_top[ranked[0]].score - at_top[ranked[1]].score < 1e-6
+    best = "none (tie)" if tie else VARIANT_LABELS[ranked[0]]
+    parts = ", ".join(f"{VARIANT_LABELS[v]} {fmt(s.score)} (chance {fmt(s.chance)}, block-diagonal "
+                      f"{fmt(s.staircase)} vs {fmt(s.staircase_chance)})" for v, s in at_top.items())
+    return (f"At {top} rollouts per problem: {parts}; highest score: {best}. FGW's score vs the "
+            f"number of rollouts is {'monotone non-decreasing' if monotone else 'not monotone'}.")
+
+
+def _write_matrices(matrices: Mapping[str, Tensor], path: Path) -> None:
+    import csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["variant", "support", "position", *STAGES])
+        for variant, matrix in matrices.items():
+            positions = support_positions(matrix.shape[0])
+            for j, row in enumerate(matrix.tolist()):
+                writer.writerow([variant, j, f"{float(positions[j]):.4f}", *(f"{v:.6f}" for v in row)])
+
+
+def _heatmaps(matrices: Mapping[str, Tensor], path: Path) -> str:
+    """Support x stage mass, supports ordered by position (top = start of the reasoning), one panel per variant."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(matrices), figsize=(3.3 * len(matrices), 4.2))
+    for ax, (variant, matrix) in zip(axes, matrices.items()):
+        share = matrix / matrix.sum(1, keepdim=True).clamp_min(1e-12)  # stage distribution of each support
+        ax.imshow(share.numpy(), aspect="auto", cmap="viridis", vmin=0, vmax=1)
+        ax.set_xticks(range(len(STAGES)), STAGES, rotation=30, fontsize=8)
+        ax.set_ylabel("support j (ordered by position s_j)")
+        ax.set_title(VARIANT_LABELS[variant], fontsize=10)
+    fig.suptitle("P(stage | support), largest rollout count", fontsize=10)
+    return save_figure(fig, path)
+
+
+def _score_curve(scored: list[dict], path: Path) -> str:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    for variant in dict.fromkeys(r["variant"] for r in scored):
+        pts = sorted((r["rollouts"], r["scores"].score) for r in scored if r["variant"] == variant)
+        ax.plot(*zip(*pts), marker="o", label=VARIANT_LABELS[variant])
+    chance = sorted((r["rollouts"], r["scores"].chance) for r in scored if r["variant"] == scored[0]["variant"])
+    ax.plot(*zip(*chance), linestyle=":", color="grey", label="chance (stage marginal)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sampled rollouts per problem")
+    ax.set_ylabel("held-out log-likelihood (nats / token)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)

@@ -1,0 +1,59 @@
+"""Transport plans of sampled rollouts against their problem's barycenter, for the W / GW / FGW variants [R].
+
+The same barycenter loop as training (:func:`hara.ot.barycenter.linearized_barycenter`) with the same per-prompt
+whitening (:func:`hara.novelty.whitening_stats`), but one group per *problem* (all its rollouts, whatever their
+outcome): the interpretability study asks what the supports of a problem's barycenter stand for, and an outcome
+split would leave groups of one rollout on problems the model always or never solves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import Tensor
+
+from hara.novelty import whitening_stats
+from hara.ot.barycenter import BarycenterConfig, linearized_barycenter
+from hara.ot.exact import FGW_VARIANTS
+
+__all__ = ["VARIANT_LABELS", "first_rollouts", "problem_plans", "variant_alphas"]
+
+#: Display names of the variants (hara.ot.exact.FGW_VARIANTS keys).
+VARIANT_LABELS = {"w": "W (α=0)", "gw": "GW (α=1)", "fgw": "FGW"}
+
+
+def variant_alphas(variants: list[str], fgw_alpha: float) -> dict[str, float]:
+    """alpha of each variant: W = 0 and GW = 1 by definition, FGW = the config's hara.hara.alpha."""
+    unknown = [v for v in variants if v not in FGW_VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown variant(s) {unknown}; known: {sorted(FGW_VARIANTS)}")
+    return {v: (fgw_alpha if v == "fgw" else FGW_VARIANTS[v]) for v in variants}
+
+
+@torch.no_grad()
+def problem_plans(h: Tensor, mask: Tensor, problem: Tensor, alpha: float,
+                  config: BarycenterConfig | None = None) -> Tensor:
+    """Plans T (N, n, k) of every rollout against its problem's barycenter at FGW trade-off ``alpha``.
+
+    h (N, n, d) hidden states (finite; padding ignored), mask (N, n) valid completion tokens (>= 2 per row),
+    problem (N,) long in [0, P). Whitening per problem as in training. ``config``: the barycenter knobs (default:
+    method.md's); its alpha is replaced by ``alpha``.
+    """
+    config = config or BarycenterConfig()
+    _, index = torch.unique(problem, return_inverse=True)
+    groups = int(index.max()) + 1
+    mask = mask.bool()
+    h = h.float().masked_fill(~mask[..., None], 0.0)
+    mean, inv_rms, h_sq = whitening_stats(h, mask, index, groups, torch.ones(h.shape[0], dtype=torch.bool))
+    result = linearized_barycenter(h, mask, index, groups, dataclasses.replace(config, alpha=alpha),
+                                   mean, inv_rms, h_sq)
+    return result.plan
+
+
+def first_rollouts(problem: Tensor, count: int) -> Tensor:
+    """Row indices of the first ``count`` rollouts (in row order) of every problem."""
+    keep = torch.zeros(problem.numel(), dtype=torch.bool)
+    for value in torch.unique(problem).tolist():
+        keep[torch.nonzero(problem == value).flatten()[:count]] = True
+    return torch.nonzero(keep).flatten()

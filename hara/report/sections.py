@@ -1,0 +1,74 @@
+"""The analyses' report sections: one per enabled analysis (config ``analyses``), each stating the paper's claim
+next to what our run shows, with the analysis' table and figures (read from <results>/analysis/<name>/<name>.json,
+written by `python -m hara.analysis`). An enabled analysis without output reads n/a; nothing is filled in."""
+
+from __future__ import annotations
+
+import base64
+import html
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hara.analysis.output import AnalysisResult, read_result
+from hara.analysis.plan import analysis_outputs, enabled_analyses
+
+__all__ = ["Section", "collect_sections", "section_html", "section_markdown"]
+
+
+@dataclass
+class Section:
+    """One analysis section: its result (None = not produced) and its figures copied into the report folder."""
+
+    name: str
+    result: AnalysisResult | None
+    figures: list[Path] = field(default_factory=list)
+
+
+def collect_sections(config: Mapping, results: str | Path, out_dir: Path) -> list[Section]:
+    """Every enabled analysis' result; figures are copied to <out>/figures/analysis_<file> (Markdown links)."""
+    sections = []
+    for name in enabled_analyses(config):
+        json_path = Path(results) / Path(analysis_outputs(config, name)["json"]).relative_to(config["results_dir"])
+        result = read_result(json_path)
+        figures = []
+        for figure in result.figures if result else []:
+            source = json_path.parent / figure
+            if source.is_file():
+                target = out_dir / "figures" / f"analysis_{figure}"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+                figures.append(target)
+        sections.append(Section(name, result, figures))
+    return sections
+
+
+def _table_md(result: AnalysisResult) -> list[str]:
+    return ["| " + " | ".join(result.header) + " |", "|" + "---|" * len(result.header),
+            *("| " + " | ".join(row) + " |" for row in result.rows)]
+
+
+def section_markdown(section: Section, out_dir: Path) -> str:
+    if section.result is None:
+        return f"## Analysis: {section.name}\n\nn/a (the analysis wrote no output)\n"
+    r = section.result
+    parts = [f"## {r.title}", "", f"**Paper:** {r.claim}", "", f"**Our run:** {r.finding}", "", r.note, "",
+             *_table_md(r), ""]
+    parts += [f"![{r.name}]({p.relative_to(out_dir).as_posix()})\n" for p in section.figures]
+    return "\n".join(parts)
+
+
+def section_html(section: Section) -> str:
+    anchor = f"analysis-{section.name}"
+    if section.result is None:
+        return f'<h2 id="{anchor}">Analysis: {html.escape(section.name)}</h2><p>n/a (the analysis wrote no output)</p>'
+    r = section.result
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in r.header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in r.rows)
+    images = "".join(f'<figure><img alt="{html.escape(p.stem)}" src="data:image/png;base64,'
+                     f'{base64.b64encode(p.read_bytes()).decode("ascii")}"></figure>' for p in section.figures)
+    return (f'<h2 id="{anchor}">{html.escape(r.title)}</h2>'
+            f"<p><b>Paper:</b> {html.escape(r.claim)}</p><p><b>Our run:</b> {html.escape(r.finding)}</p>"
+            f'<p class="note">{html.escape(r.note)}</p>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{images}")

@@ -1,0 +1,198 @@
+"""Which checkpoint a training run resumes from, and whether the run may be resumed at all.
+
+A preempted job can die while it writes a checkpoint, and a disk can corrupt one later. So every checkpoint gets a
+manifest (``hara_manifest.json``: size and sha256 of each file) written last, after TRL/HF has saved everything;
+resuming picks the newest checkpoint that passes :func:`checkpoint_problem` and warns about every newer one it skips
+(moved aside to ``corrupt-checkpoint-<step>``, so HF's rotation and the next save never mistake it for a good one and
+nothing written is deleted). Checkpoints are also loaded the way the resume will load them: tensors through
+safetensors, pickles with ``torch.load(weights_only=True)`` (as HF's Trainer does on resume), so a pickle that
+would run code is rejected like a corrupt file.
+
+A run folder whose saved resolved config differs from the new one is never resumed: :func:`refuse_changed_config`
+names the keys (resuming would mix two experiments under one run id; restarting would silently delete work).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from hara.config import ConfigError
+
+__all__ = ["MANIFEST", "RESUME_IGNORED", "CheckpointWarning", "ManifestCallback", "changed_keys",
+           "checkpoint_problem", "last_valid_checkpoint", "refuse_changed_config", "write_manifest"]
+
+MANIFEST = "hara_manifest.json"
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_PICKLES = (".pt", ".pth", ".bin")
+#: Written by HF as a full pickle for humans and never read back on resume: covered by the manifest, not loaded.
+_NOT_LOADED_ON_RESUME = frozenset({"training_args.bin"})
+
+#: Config keys (and sections) that do not change what a training run computes (other cells, other stages, where
+#: things are stored or tracked, resources): editing them between a crash and the rerun is fine. Everything else
+#: must match the run folder's resolved_config.yaml.
+RESUME_IGNORED = ("grid", "evaluation", "analyses", "sweeps", "tracking", "threads", "models.sizes", "models.hub_ids",
+                  "models.local_dir", "models.train_gpus", "data.benchmarks", "data.benchmark_size", "data.local_dir",
+                  "training.progress")
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint was skipped because it is incomplete or corrupt."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _files(checkpoint: Path) -> list[Path]:
+    return sorted(p for p in checkpoint.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
+def write_manifest(checkpoint: str | Path) -> Path:
+    """Record size and sha256 of every file of a fully written checkpoint (written aside, then renamed)."""
+    checkpoint = Path(checkpoint)
+    files = {str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+             for p in _files(checkpoint)}
+    partial = checkpoint / f"{MANIFEST}.partial"
+    partial.write_text(json.dumps({"files": files}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(partial, checkpoint / MANIFEST)
+    return checkpoint / MANIFEST
+
+
+class ManifestCallback(TrainerCallback):
+    """Writes the manifest of each checkpoint right after HF's Trainer has saved it (main process only)."""
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and folder.is_dir():
+            write_manifest(folder)
+
+
+def _manifest_problem(checkpoint: Path) -> str | None:
+    path = checkpoint / MANIFEST
+    try:
+        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+    except (ValueError, KeyError, TypeError):
+        return f"{MANIFEST} is not valid JSON"
+    for name, expected in sorted(files.items()):
+        file = checkpoint / name
+        if not file.is_file():
+            return f"{name} is missing"
+        if file.stat().st_size != expected["bytes"]:
+            return f"{name} has {file.stat().st_size} bytes, {expected['bytes']} were written (truncated)"
+        if _sha256(file) != expected["sha256"]:
+            return f"{name} does not match its sha256 (corrupted)"
+    return None
+
+
+def _load_problem(file: Path, every_tensor: bool) -> str | None:
+    """Load ``file`` the way a resume does (tensors only when ``every_tensor``: the manifest already vouches for
+    the bytes); the problem, or None."""
+    import torch
+    from safetensors import safe_open
+    from transformers.trainer_pt_utils import safe_globals  # the numpy types HF allowlists for its RNG states
+
+    try:
+        if file.suffix == ".safetensors":
+            with safe_open(str(file), framework="pt") as handle:
+                for key in handle.keys() if every_tensor else ():
+                    handle.get_tensor(key)
+        elif file.suffix in _PICKLES and file.name not in _NOT_LOADED_ON_RESUME:
+            with safe_globals():
+                torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        elif file.suffix == ".json":
+            json.loads(file.read_text(encoding="utf-8"))
+    except Exception as error:  # noqa: BLE001 - any failure to load means the checkpoint cannot be resumed
+        return f"{file.name} does not load ({type(error).__name__}: {' '.join(str(error).split())[:200]})"
+    return None
+
+
+def checkpoint_problem(checkpoint: str | Path) -> str | None:
+    """Why ``checkpoint`` cannot be resumed from (incomplete, truncated, corrupted, unsafe pickle), or None.
+
+    HF writes trainer_state.json after everything else, so without it the save did not finish. Without a manifest
+    (a checkpoint from before manifests, or a kill in the instant between the two writes) every tensor is read.
+    """
+    checkpoint = Path(checkpoint)
+    if not (checkpoint / "trainer_state.json").is_file():
+        return "no trainer_state.json (the save did not finish)"
+    has_manifest = (checkpoint / MANIFEST).is_file()
+    problem = _manifest_problem(checkpoint) if has_manifest else None
+    for file in _files(checkpoint):
+        problem = problem or _load_problem(file, every_tensor=not has_manifest)
+    return problem
+
+
+def _set_aside(checkpoint: Path) -> Path:
+    """Move a bad checkpoint out of HF's ``checkpoint-<step>`` namespace without deleting anything."""
+    target = checkpoint.with_name(f"corrupt-{checkpoint.name}")
+    if target.exists():
+        target = checkpoint.with_name(f"corrupt-{checkpoint.name}-{time.strftime('%Y%m%dT%H%M%S')}")
+    checkpoint.rename(target)
+    return target
+
+
+def last_valid_checkpoint(folder: str | Path) -> str | None:
+    """The newest ``checkpoint-<step>`` under ``folder`` that can be resumed from (None: start from scratch).
+
+    Every newer checkpoint that fails :func:`checkpoint_problem` is reported with a :class:`CheckpointWarning` and
+    moved aside, so the run falls back to the previous one.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    found = sorted((int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := _CHECKPOINT.match(p.name)))
+    for _, checkpoint in reversed(found):
+        problem = checkpoint_problem(checkpoint)
+        if problem is None:
+            return str(checkpoint)
+        # under `accelerate launch` every rank selects; only the main one moves (the others may see it vanish,
+        # which they read as "no trainer_state.json" and skip the same way)
+        moved = _set_aside(checkpoint).name if os.environ.get("RANK", "0") == "0" else "(left to rank 0)"
+        warnings.warn(f"{checkpoint}: {problem}; moved to {moved}, falling back to the previous checkpoint",
+                      CheckpointWarning, stacklevel=2)
+    return None
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, Mapping) and tree:
+        return {k: v for key, value in tree.items() for k, v in _flatten(value, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): tree}
+
+
+def _ignored(key: str) -> bool:
+    return any(key == prefix or key.startswith(prefix + ".") for prefix in RESUME_IGNORED)
+
+
+def changed_keys(saved: Mapping, new: Mapping) -> list[str]:
+    """Key paths whose values differ between two resolved configs (keys in :data:`RESUME_IGNORED` excepted)."""
+    before, after = _flatten(saved), _flatten(new)
+    return sorted(k for k in before.keys() | after.keys() if not _ignored(k) and before.get(k) != after.get(k))
+
+
+def refuse_changed_config(run_dir: str | Path, config: Mapping) -> None:
+    """Raise ConfigError naming the differing keys if ``run_dir`` was made with another resolved config."""
+    import yaml
+
+    saved_path = Path(run_dir) / "resolved_config.yaml"
+    if not saved_path.is_file():
+        return
+    saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
+    changed = changed_keys(saved, json.loads(json.dumps(config, default=str)))
+    if changed:
+        shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+        raise ConfigError(f"{run_dir}: the config differs from the run's saved resolved_config.yaml at {shown}; "
+                          "refusing to resume (restore the config or use a new --out)")

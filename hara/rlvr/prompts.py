@@ -1,0 +1,86 @@
+"""Pass-rate selection of the RL prompts: keep the training problems the base model solves sometimes, not always
+and not never.
+
+A group whose rollouts all get the same reward has zero advantage everywhere and teaches GRPO nothing (measured on
+the embedded default: with unselected problems about half of the groups of a step were all-wrong or all-right).
+Before the training grid, one job per size samples the base model ``samples`` times on a seeded pool of training
+problems, at the training temperature and completion budget, and keeps those whose pass rate lies in
+``[min_pass, max_pass]`` (offline difficulty filtering, as in several RLVR recipes; DAPO's dynamic sampling does the
+same online, per step). Every training run of that size then draws its prompts from the kept problems.
+
+Output folder: ``prompts.jsonl`` (problem, answer, pass_rate per kept problem, in pool order) and
+``selection.json`` (settings, counts, pass-rate histogram of the whole pool, wall time).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from hara.config import ConfigError
+
+__all__ = ["pass_rates", "read_prompts", "select_prompts"]
+
+PROMPTS_FILE = "prompts.jsonl"
+
+
+def pass_rates(model_dir: str | Path, records: list[dict], *, samples: int, temperature: float, top_p: float,
+               max_new_tokens: int, seed: int, batch_size: int = 256) -> list[float]:
+    """Fraction of ``samples`` sampled completions per record that the RL reward scores correct."""
+    from hara.data.format import format_prompt
+    from hara.models.generate import generate_completions, load_model
+    from hara.rlvr.rewards import math_reward
+
+    model, tokenizer = load_model(model_dir)
+    prompts = [format_prompt(r["problem"]) for r in records for _ in range(samples)]
+    texts = generate_completions(model, tokenizer, prompts, greedy=False, temperature=temperature, top_p=top_p,
+                                 max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
+    correct = [math_reward(text, str(records[i // samples]["answer"])) for i, text in enumerate(texts)]
+    return [sum(correct[i * samples:(i + 1) * samples]) / samples for i in range(len(records))]
+
+
+def select_prompts(config: Mapping, model_dir: str | Path, train_records: list[dict], out_dir: str | Path) -> dict:
+    """Measure pass rates on the pool, write the kept problems and the selection summary; return the summary."""
+    from hara.runinfo import set_threads
+
+    settings, training = config["training"]["prompt_selection"], config["training"]
+    if settings["min_pass"] > settings["max_pass"]:
+        raise ConfigError(f"training.prompt_selection: min_pass {settings['min_pass']} is above max_pass "
+                          f"{settings['max_pass']}")
+    set_threads(config["threads"])
+    pool = random.Random(settings["seed"]).sample(train_records, min(settings["pool"], len(train_records)))
+    start = time.perf_counter()
+    rates = pass_rates(model_dir, pool, samples=settings["samples"], temperature=training["temperature"],
+                       top_p=training["top_p"], max_new_tokens=training["max_completion_length"],
+                       seed=settings["seed"])
+    kept = [dict(record, pass_rate=rate) for record, rate in zip(pool, rates)
+            if settings["min_pass"] <= rate <= settings["max_pass"]]
+    if len(kept) < training["prompts_per_step"]:
+        raise ConfigError(f"training.prompt_selection: only {len(kept)} of {len(pool)} problems have a pass rate in "
+                          f"[{settings['min_pass']}, {settings['max_pass']}], fewer than training.prompts_per_step")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / PROMPTS_FILE, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(record, sort_keys=True) + "\n" for record in kept)
+    histogram = {f"{k}/{settings['samples']}": sum(round(r * settings["samples"]) == k for r in rates)
+                 for k in range(settings["samples"] + 1)}
+    summary = {"model": str(model_dir), **settings, "temperature": training["temperature"],
+               "max_new_tokens": training["max_completion_length"], "pool_size": len(pool), "kept": len(kept),
+               "pool_mean_pass_rate": sum(rates) / len(rates), "kept_mean_pass_rate":
+               sum(r["pass_rate"] for r in kept) / len(kept), "histogram": histogram,
+               "seconds": time.perf_counter() - start}
+    (out / "selection.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def read_prompts(folder: str | Path) -> list[dict]:
+    """The kept problems written by :func:`select_prompts` (file:line errors for corrupt lines)."""
+    from hara.data.io import read_jsonl
+
+    path = Path(folder) / PROMPTS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"--prompts: no {PROMPTS_FILE} in {folder} (run `hara select-prompts` first)")
+    return read_jsonl(path)

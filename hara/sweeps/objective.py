@@ -1,0 +1,170 @@
+"""One trial: train with the trial's config, measure the objective at each report step, report it to the pruner.
+
+The objective is never measured on a test benchmark. :func:`write_validation_split` holds a seeded sample of the
+training set out as ``validation.jsonl`` and writes the rest as the trials' training set (a `hara data` folder), so
+the RL prompts and the validation problems are disjoint. ``validation/pass@1`` is scored by the evaluation stage's
+own lighteval task and pass@1 metric (avg@evaluation.n) on that split.
+
+The trial trains in-process with the training stage's own trainer (``hara.rlvr.train.build_trainer``, its
+``MetricsCallback`` logging every step into the trial's MLflow run). :class:`PruningCallback` measures the metric
+at each report step, reports it (``trial.report``) and, when the pruner says so, stops training there. A trial is
+never resumed (a killed trial is failed and a new one runs), so it keeps no checkpoints unless the study asks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+__all__ = ["METRICS", "VALIDATION", "run_trial", "write_validation_split"]
+
+VALIDATION = "validation"
+
+
+def write_validation_split(config: Mapping, held_out: int, seed: int, out_dir: Path) -> Path:
+    """Write the trials' data folder once: train.jsonl without the held-out problems, the config's benchmarks (the
+    training stage expects them) and validation.jsonl. Written aside and renamed, so a reader never sees half."""
+    from hara.data.embedded import TRAIN, write_datasets
+    from hara.data.pipeline import build_config_datasets
+
+    if (out_dir / "manifest.json").is_file():
+        return out_dir
+    datasets = build_config_datasets(config)
+    problems = list(datasets[TRAIN])
+    random.Random(f"sweep-validation:{seed}").shuffle(problems)
+    datasets[TRAIN] = problems[held_out:]
+    partial = Path(tempfile.mkdtemp(prefix=".data-", dir=out_dir.parent))
+    write_datasets(datasets, partial, seed=config["seed"])
+    (partial / f"{VALIDATION}.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in problems[:held_out]), encoding="utf-8")
+    partial.rename(out_dir)
+    return out_dir
+
+
+def validation_records(data_dir: Path) -> list[dict]:
+    from hara.data.io import read_jsonl
+
+    return read_jsonl(data_dir / f"{VALIDATION}.jsonl", required_keys=("id", "problem", "answer"))
+
+
+def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> float:
+    """pass@1 (avg@n, the evaluation stage's lighteval task and metric) of ``run_dir/final`` on the validation split."""
+    from hara.evaluation.models import (
+        BACKENDS,
+        checkpoint_fingerprint,
+        make_model_config,
+        resolve_backend,
+    )
+    from hara.evaluation.runner import evaluate_benchmark
+    from hara.evaluation.settings import benchmark_settings
+    from hara.evaluation.tasks import build_task
+
+    checkpoint = run_dir / "final"
+    settings = benchmark_settings(config, VALIDATION)  # the evaluation defaults (no per-benchmark override)
+    backend = resolve_backend(config["evaluation"]["backend"])
+    model_config = make_model_config(checkpoint, settings, backend, run_dir / "lighteval_cache",
+                                     batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
+                                     fingerprint=checkpoint_fingerprint(checkpoint))
+    task = build_task(VALIDATION, validation_records(data_dir), settings)
+    with tempfile.TemporaryDirectory(prefix="hara-sweep-eval-") as work_dir:
+        return evaluate_benchmark(task, BACKENDS[backend](model_config), settings, work_dir)["score"]
+
+
+def train_reward(config: Mapping, run_dir: Path, data_dir: Path) -> float:
+    """Mean train/reward over the steps trained so far (metrics.jsonl of the run)."""
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    rewards = [line["train/reward"] for line in lines
+               if "train/reward" in line and line["step"] <= config["training"]["steps"]]
+    if not rewards:
+        raise ValueError(f"{run_dir / 'metrics.jsonl'}: no train/reward logged")
+    return sum(rewards) / len(rewards)
+
+
+#: objective.metric -> fn(trial config at the step, run folder, data folder) -> value
+METRICS: dict[str, Callable[[Mapping, Path, Path], float]] = {
+    "validation/pass@1": validation_pass_at_1,
+    "train/reward": train_reward,
+}
+#: metrics that read the policy from ``<run folder>/final`` (saved at each report step only for these)
+NEEDS_MODEL = {"validation/pass@1"}
+
+
+def load_policy(base_model: Path):
+    """Model + tokenizer from a local folder (never the hub), as the training stage loads them."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(base_model), local_files_only=True)
+    return AutoModelForCausalLM.from_pretrained(str(base_model), local_files_only=True, dtype="float32"), tokenizer
+
+
+class PruningCallback(TrainerCallback):
+    """At each report step: save the policy to ``final/`` (if the metric reads it), measure the metric, report it;
+    stop training when the pruner says so."""
+
+    def __init__(self, trial, config: Mapping, metric: str, steps: list[int], run_dir: Path, data_dir: Path,
+                 on_value: Callable[[float, int], None]) -> None:
+        self.trial, self.config, self.metric, self.steps = trial, config, metric, steps
+        self.run_dir, self.data_dir, self.on_value = run_dir, data_dir, on_value
+        self.pruned_at: tuple[int, float] | None = None
+        self.value = math.nan
+
+    def on_log(self, args, state, control, logs=None, model=None, processing_class=None, **kwargs):
+        # on_log, not on_step_end: the step's metrics.jsonl line (MetricsCallback, called first) is written by now
+        step = state.global_step
+        if not logs or "loss" not in logs or step not in self.steps:
+            return
+        if self.metric in NEEDS_MODEL:
+            final = self.run_dir / "final"
+            shutil.rmtree(final, ignore_errors=True)
+            model.save_pretrained(str(final))
+            processing_class.save_pretrained(str(final))
+        config = {**self.config, "training": {**self.config["training"], "steps": step}}
+        self.value = float(METRICS[self.metric](config, self.run_dir, self.data_dir))
+        if not math.isfinite(self.value):
+            raise ValueError(f"objective {self.metric} is {self.value} at step {step}")
+        self.trial.report(self.value, step)
+        self.on_value(self.value, step)
+        if step != self.steps[-1] and self.trial.should_prune():
+            self.pruned_at = (step, self.value)
+            control.should_training_stop = True
+
+
+def trial_training_config(config: Mapping, keep_checkpoints: bool) -> dict:
+    """No checkpoints unless kept (the training schema's largest save_steps never comes)."""
+    if keep_checkpoints:
+        return dict(config)
+    return {**config, "training": {**config["training"], "save_steps": 10_000_000}}
+
+
+def run_trial(spec, trial, config: Mapping, run_dir: Path, data_dir: Path, base_model: Path, run,
+              on_value: Callable[[float, int], None]) -> float:
+    """Train the trial's config, measuring at every report step; returns the objective (raises TrialPruned)."""
+    import optuna
+
+    from hara.rlvr.train import MetricsCallback, build_trainer, train_dataset
+    from hara.runinfo import seed_everything, set_threads, write_run_info
+
+    fields = spec.fields
+    config = trial_training_config(config, fields["keep_checkpoints"])
+    set_threads(config["threads"])
+    seed_everything(fields["seed"])
+    write_run_info(run_dir, config, extra={"stage": "sweep", "study": fields["name"], "trial": trial.number,
+                                           "params": trial.params, "base_model": str(base_model)})
+    model, tokenizer = load_policy(base_model)
+    metric = fields["objective"]["metric"]
+    pruning = PruningCallback(trial, config, metric, spec.report_steps(config), run_dir, data_dir, on_value)
+    trainer = build_trainer(config, fields["rlvr"], fields["method"], fields["seed"], model, tokenizer,
+                            train_dataset(config, data_dir), run_dir,
+                            callbacks=[MetricsCallback(run_dir / "metrics.jsonl", run), pruning])
+    trainer.train()
+    if pruning.pruned_at is not None:
+        step, value = pruning.pruned_at
+        raise optuna.TrialPruned(f"pruned at step {step} ({metric} = {value:.4g})")
+    return pruning.value

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# A real single-node Slurm cluster on this machine, for tests: munged, slurmctld and slurmd from the Debian packages
+# (munge, slurmctld, slurmd, slurm-client), started by hand as root (no systemd) and stopped by their PIDs.
+#
+#   scripts/slurm/local_cluster.sh start [STATE_DIR]   # prints the SLURM_CONF line to export
+#   scripts/slurm/local_cluster.sh stop  [STATE_DIR]
+#   scripts/slurm/local_cluster.sh env   [STATE_DIR]   # prints the SLURM_CONF line again
+#
+# Everything lives in STATE_DIR (default $HARA_SLURM_DIR or /tmp/hara-slurm): slurm.conf, the munge key and socket,
+# state, spool, logs and PID files. Nothing is written under /etc. Slurm commands find the config through
+# SLURM_CONF, or, where that is unset, through /run/slurm/conf/slurm.conf, the fallback location of Slurm's clients
+# (slurmd's configless cache): the script links it to STATE_DIR/slurm.conf while the cluster runs. The link is
+# needed because snakemake's job step drops SLURM_CONF from the environment of the `srun` it runs inside each job.
+#
+# Accounting is off (no slurmdbd): `sacct` then fails, so snakemake's Slurm plugin must poll with `squeue`
+# (profiles/slurm sets slurm-status-command: squeue), which needs finished jobs to stay listed: MinJobAge=3600.
+set -euo pipefail
+
+ACTION=${1:-}
+STATE_DIR=$(realpath -m "${2:-${HARA_SLURM_DIR:-/tmp/hara-slurm}}")
+CONF="$STATE_DIR/slurm.conf"
+CTLD_PORT=${HARA_SLURMCTLD_PORT:-6817}
+SLURMD_PORT=${HARA_SLURMD_PORT:-6818}
+DAEMONS=(slurmd slurmctld munged)   # stop order: the reverse of the start order
+FALLBACK_CONF=/run/slurm/conf/slurm.conf
+
+die() { echo "local_cluster.sh: $*" >&2; exit 1; }
+
+check_prerequisites() {
+    [ "$(id -u)" -eq 0 ] || die "must run as root (slurmd starts jobs as their submitting user)"
+    local binary
+    for binary in munged mungekey slurmctld slurmd sbatch squeue sinfo scontrol; do
+        command -v "$binary" >/dev/null 2>&1 \
+            || die "$binary not found (apt-get install munge slurmctld slurmd slurm-client)"
+    done
+}
+
+write_munge_key() {
+    [ -s "$STATE_DIR/key/munge.key" ] && return 0
+    mungekey --create --keyfile="$STATE_DIR/key/munge.key"
+    chmod 400 "$STATE_DIR/key/munge.key"
+}
+
+# The node's CPUs and memory as slurmd detects them, so slurmd registers exactly what slurm.conf declares.
+node_line() {
+    slurmd -C | head -1 | sed -e 's/^NodeName=[^ ]*/NodeName='"$(hostname -s)"' NodeAddr=127.0.0.1/'
+}
+
+write_slurm_conf() {
+    cat >"$CONF" <<EOF
+# Written by scripts/slurm/local_cluster.sh: a one-node test cluster, all state under $STATE_DIR.
+ClusterName=hara-test
+SlurmctldHost=$(hostname -s)(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$STATE_DIR/munge/munge.socket
+StateSaveLocation=$STATE_DIR/ctld
+SlurmdSpoolDir=$STATE_DIR/spool
+SlurmctldPidFile=$STATE_DIR/slurmctld.pid
+SlurmdPidFile=$STATE_DIR/slurmd.pid
+SlurmctldLogFile=$STATE_DIR/log/slurmctld.log
+SlurmdLogFile=$STATE_DIR/log/slurmd.log
+MpiDefault=none
+# No cgroups (containers and CI machines rarely delegate them): track processes by their parent chain.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+# Finished jobs stay visible to squeue for an hour: the status poll of snakemake's Slurm plugin relies on it (it needs
+# at least 3 x its first-check delay), and the tests read each run's job history from it.
+MinJobAge=3600
+MailProg=/bin/true
+ReturnToService=2
+# Memory is not a consumable resource on this one-machine cluster: requests are checked against the node's
+# RealMemory but not reserved, so two small jobs share a 2-core CI machine as they do under \`snakemake --cores 2\`.
+# DefMemPerCPU keeps a job without --mem from claiming the whole node if this is switched to CR_CPU_Memory.
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+DefMemPerCPU=1000
+SchedulerType=sched/backfill
+$(node_line) State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+}
+
+link_fallback_conf() {
+    if [ -e "$FALLBACK_CONF" ] && [ "$(readlink -f "$FALLBACK_CONF")" != "$CONF" ]; then
+        die "$FALLBACK_CONF belongs to another Slurm installation; not replacing it"
+    fi
+    mkdir -p "$(dirname "$FALLBACK_CONF")"
+    ln -sfn "$CONF" "$FALLBACK_CONF"
+}
+
+unlink_fallback_conf() {
+    if [ -L "$FALLBACK_CONF" ] && [ "$(readlink "$FALLBACK_CONF")" = "$CONF" ]; then
+        rm -f "$FALLBACK_CONF"
+    fi
+}
+
+pid_of() { cat "$STATE_DIR/$1.pid" 2>/dev/null || true; }
+
+is_running() { local pid; pid=$(pid_of "$1"); [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
+
+wait_for_node() {
+    local attempt state
+    for attempt in $(seq 60); do
+        state=$(SLURM_CONF="$CONF" sinfo --noheader --format=%T 2>/dev/null | head -1 || true)
+        case "$state" in
+            idle|mixed|allocated) return 0 ;;
+        esac
+        sleep 0.5
+    done
+    die "node not idle after 30 s (state: '${state:-none}'); see $STATE_DIR/log/"
+}
+
+start() {
+    check_prerequisites
+    is_running slurmctld && die "already running in $STATE_DIR (stop it first)"
+    # munged insists on a private key folder and a socket folder that everyone may enter.
+    mkdir -p "$STATE_DIR"/{key,munge,ctld,spool,log}
+    chmod 700 "$STATE_DIR/key"
+    chmod 755 "$STATE_DIR" "$STATE_DIR/munge"
+    write_munge_key
+    write_slurm_conf
+    link_fallback_conf
+    munged --key-file="$STATE_DIR/key/munge.key" --socket="$STATE_DIR/munge/munge.socket" \
+        --pid-file="$STATE_DIR/munged.pid" --log-file="$STATE_DIR/log/munged.log" \
+        --seed-file="$STATE_DIR/key/munged.seed"
+    # -c: a fresh cluster every start (no jobs recovered from a previous test session).
+    SLURM_CONF="$CONF" slurmctld -c
+    SLURM_CONF="$CONF" slurmd
+    wait_for_node
+    echo "export SLURM_CONF=$CONF"
+}
+
+stop_daemon() {
+    local name=$1 pid attempt
+    pid=$(pid_of "$name")
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || { rm -f "$STATE_DIR/$name.pid"; return 0; }
+    kill "$pid"
+    for attempt in $(seq 50); do
+        kill -0 "$pid" 2>/dev/null || { rm -f "$STATE_DIR/$name.pid"; return 0; }
+        sleep 0.2
+    done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$STATE_DIR/$name.pid"
+}
+
+stop() {
+    local name
+    for name in "${DAEMONS[@]}"; do
+        stop_daemon "$name"
+    done
+    unlink_fallback_conf
+}
+
+case "$ACTION" in
+    start) start ;;
+    stop) stop ;;
+    env) echo "export SLURM_CONF=$CONF" ;;
+    *) die "usage: $0 start|stop|env [STATE_DIR]" ;;
+esac

@@ -1,0 +1,129 @@
+"""Real servers, browsers and process crowds for the reliability tests: an `mlflow server` on 127.0.0.1, headless
+Chromium, and N worker processes released at the same moment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Headless and quiet: no sandbox (CI runs as root), no GPU, and nothing that phones home.
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                  "--disable-default-apps", "--disable-extensions", "--mute-audio")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def mlflow_server(folder: Path, timeout: float = 180.0):
+    """A real `mlflow server` on 127.0.0.1 (sqlite backend, artifacts on disk under ``folder``); yields its URI.
+
+    Started in its own process group and stopped with it (the server forks uvicorn workers)."""
+    port = free_port()
+    cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+           "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
+           "--artifacts-destination", str(folder / "artifacts")]
+    uri = f"http://127.0.0.1:{port}"
+    with open(folder / "mlflow_server.log", "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_until_healthy(uri, proc, timeout, folder / "mlflow_server.log")
+            yield uri
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def wait_until_healthy(uri: str, proc: subprocess.Popen, timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mlflow server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"mlflow server at {uri} not healthy after {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def chromium(url: str, *mode: str, budget_ms: int = 30000, window: str = "1400,2800") -> subprocess.CompletedProcess:
+    """Run headless Chromium once on ``url`` with a fresh profile; ``mode`` is --dump-dom or --screenshot=PATH.
+
+    --virtual-time-budget lets the single-page app finish its API calls before the DOM is dumped or drawn."""
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
+        cmd = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={window}",
+               f"--virtual-time-budget={budget_ms}", *mode, url]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=True)
+
+
+def visible_text(dom: str) -> str:
+    """The visible text of a dumped DOM (tags, scripts and styles stripped, spaces collapsed)."""
+    import html
+    import re
+
+    dom = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.DOTALL)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", dom)).split())
+
+
+def compared_metrics(dom: str) -> dict[str, list[str]]:
+    """metric name -> the cells shown for it (one per compared run, in the URL's order) in the Metrics table of
+    MLflow's run-comparison page. The table is a virtualized grid: names and value cells are absolutely positioned
+    divs matched by their ``top``; only the rows drawn in its viewport are in the DOM."""
+    import html
+    import re
+
+    section = dom[dom.index('aria-label="Metrics - Show diff only"'):]
+    section = section[:section.index(">Artifacts<")] if ">Artifacts<" in section else section
+    names = {int(top): html.unescape(name) for top, name in
+             re.findall(r'top: (\d+)px;[^"]*"><a title="Plot chart"[^>]*>([^<]+)<i', section)}
+    rows: dict[str, dict[int, str]] = {}
+    for left, top, text in re.findall(
+            r'left: (\d+)px; position: absolute; top: (\d+)px; width: \d+px;"><span[^>]*>([^<]*)</span>', section):
+        if int(top) in names:
+            rows.setdefault(names[int(top)], {})[int(left)] = html.unescape(text)
+    return {name: [cells[left] for left in sorted(cells)] for name, cells in rows.items()}
+
+
+def run_together(commands: list[list[str]], root: Path, timeout: float = 300.0) -> None:
+    """Start every command, wait until each touched ``root/ready<i>`` (i = its index; imports done), then create
+    ``root/go`` so that they all hit the shared store at once; every command must exit 0."""
+    logs = [root / f"worker{i}.log" for i in range(len(commands))]  # files, not pipes: a chatty worker never blocks
+    procs = [subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT) for cmd, log in zip(commands, logs)]
+    problem = ""
+    try:
+        deadline = time.monotonic() + timeout
+        while sum((root / f"ready{i}").exists() for i in range(len(procs))) < len(procs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                problem = "a worker exited (or hung) before all were ready"
+                return
+            time.sleep(0.05)
+        (root / "go").touch()
+        for proc in procs:
+            proc.wait(timeout=timeout)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        failed = [(i, p.returncode, logs[i].read_text()[-2000:]) for i, p in enumerate(procs) if p.wait() != 0]
+        assert not problem and failed == [], (problem, failed)

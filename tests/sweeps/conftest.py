@@ -1,0 +1,74 @@
+"""Sweeps on the smoke study (sweeps/smoke.yaml over config/smoke.yaml): a random tiny-s base model, every store
+(Optuna journal, MLflow sqlite, trial folders) in a scratch folder, workers as real `hara sweep run` processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from hara.models.tiny import build_tiny_model
+from hara.models.tokenizer import build_tokenizer
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE_STUDY = REPO / "sweeps" / "smoke.yaml"
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory) -> Path:
+    """A random tiny-s model + char tokenizer saved like `hara base-model` does (no warm-up: seconds)."""
+    folder = tmp_path_factory.mktemp("base")
+    tokenizer = build_tokenizer("char")
+    build_tiny_model("tiny-s", tokenizer, seed=0).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def write_study(folder: Path, **changes) -> Path:
+    """The smoke study with ``changes`` (top-level keys), its base config made absolute, written into ``folder``."""
+    study = yaml.safe_load(SMOKE_STUDY.read_text())
+    study["base_config"] = str(REPO / "config" / "smoke.yaml")
+    study.update(changes)
+    path = folder / f"{study['name']}.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
+def store_args(results: Path) -> list[str]:
+    return ["--set", f"results_dir={results}", "--set", f"tracking.mlflow_uri=sqlite:///{results}/mlflow.db"]
+
+
+def sweep_command(study: Path, results: Path, base: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "hara.cli", "sweep", *args, "--study", str(study), "--base-model", str(base),
+            *store_args(results)]
+
+
+def run_sweep(study: Path, results: Path, base: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(sweep_command(study, results, base, *args), capture_output=True, text=True, env=env,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def load_trials(results: Path, name: str = "smoke") -> list[optuna.trial.FrozenTrial]:
+    """The study's trials, read from its journal by a separate reader (as any other process would)."""
+    from optuna.storages.journal import JournalFileBackend
+
+    storage = optuna.storages.JournalStorage(JournalFileBackend(str(results / "sweeps" / name / "journal.log")))
+    return sorted(optuna.load_study(study_name=name, storage=storage).trials, key=lambda t: t.number)
+
+
+def mlflow_runs(results: Path) -> tuple[list, list]:
+    """(sweep parent runs, sweep child runs) of the scratch MLflow store."""
+    client = MlflowClient(f"sqlite:///{results}/mlflow.db")
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    sweep = [r for r in runs if r.data.tags.get("stage") == "sweep"]
+    return ([r for r in sweep if "mlflow.parentRunId" not in r.data.tags],
+            [r for r in sweep if "mlflow.parentRunId" in r.data.tags])

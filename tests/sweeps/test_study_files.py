@@ -1,0 +1,70 @@
+"""Study files: the shipped ones validate; a bad one fails with one line naming the file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import REPO, write_study
+
+from hara.cli import main
+from hara.config import ConfigError
+from hara.sweeps.study import load_study
+
+STUDIES = sorted(p for p in (REPO / "sweeps").glob("*.yaml") if p.name != "schema.yaml")
+
+
+def test_the_four_studies_of_issue_7_and_the_smoke_study_are_shipped():
+    assert [p.stem for p in STUDIES] == ["alpha", "barycenter_size", "epsilon", "joint", "smoke"]
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
+def test_shipped_studies_validate(path: Path):
+    spec = load_study(path)
+    assert spec.fields["name"] == path.stem and spec.fields["space"]
+    assert spec.report_steps(spec.base_config)[-1] == spec.base_config["training"]["steps"]
+
+
+BAD = [
+    ({"trials": None}, "trials: None is not of type 'integer'"),
+    ({"sampler": {"name": "anneal"}}, "sampler.name: 'anneal' is not one of"),
+    ({"surprise": 1}, "surprise: unknown key"),
+    ({"space": {"hara.hara.barycenter_sizes": {"type": "int", "low": 2, "high": 8}}},
+     "space.hara.hara.barycenter_sizes: not a config key of config/schema.yaml"),
+    ({"space": {"hara.hara.alpha": {"type": "float", "low": 0.5, "high": 1.5}}},
+     "space.hara.hara.alpha: value 1.5 is invalid for the config (hara.hara.alpha: 1.5 is greater than"),
+    ({"space": {"hara.hara.alpha": {"type": "float", "low": 0.5, "high": 0.2}}}, "space.hara.hara.alpha.high"),
+    ({"space": {"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0, "log": True}}},
+     "space.hara.hara.alpha.log: a log scale needs low > 0"),
+    ({"space": {"data.train_size": {"type": "int", "low": 10, "high": 20}}}, "space.data.train_size: every trial"),
+    ({"sampler": {"name": "grid"}}, "sampler.name: grid needs every parameter of space to be categorical"),
+    ({"sampler": {"name": "tpe", "options": {"n_startup": 3}}}, "sampler.options.n_startup: not an option of"),
+    ({"objective": {"metric": "validation/pass@1", "direction": "maximize", "report_steps": [5]}},
+     "objective.report_steps: steps beyond training.steps (2)"),
+    ({"overrides": {"training.lr_scheduler": "cosine"}},
+     "objective.report_steps: intermediate steps train in resumed segments"),
+    ({"objective": {"metric": "test/pass@1", "direction": "maximize"}}, "objective.metric: 'test/pass@1'"),
+    ({"validation": {"size": 500}}, "validation.size: 500 leaves no training problems"),
+    ({"size": "tiny-xl"}, "size: 'tiny-xl' is not a size of the tiny family"),
+    ({"base_config": "missing.yaml"}, "base_config: config file missing.yaml not found"),
+]
+
+
+@pytest.mark.parametrize("changes,message", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_study_is_one_line_naming_file_and_key(tmp_path, changes, message):
+    if "base_config" in changes:
+        changes = {"base_config": str(tmp_path / changes["base_config"])}
+        message = message.replace("missing.yaml", str(tmp_path / "missing.yaml"))
+    path = write_study(tmp_path, **changes)
+    with pytest.raises(ConfigError) as error:
+        load_study(path)
+    text = str(error.value)
+    assert text.startswith(f"{path}: ") and message in text and "\n" not in text
+
+
+def test_missing_required_key_and_cli_exit_code(tmp_path, capsys):
+    path = write_study(tmp_path)
+    path.write_text(path.read_text().replace("method: hara_tok\n", ""))
+    assert main(["sweep", "run", "--study", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {path}: method: missing (required)\n"

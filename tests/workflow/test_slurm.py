@@ -1,0 +1,174 @@
+"""The workflow on a real single-node Slurm cluster (scripts/slurm/local_cluster.sh: munged, slurmctld and slurmd from
+the Debian packages, started as root for the session and stopped by PID afterwards).
+
+The smoke DAG runs through profiles/slurm: every job that is not a declared local rule is a Slurm job, read back from
+the cluster's job history, and the scores and generated completions equal the local run's. A job that fails once is
+resubmitted and succeeds; a job that always fails is submitted 1 + `retries` times (the profile's value) and then
+reported with its rule and its Slurm log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import BIN, REPO, SMOKE, SNAKEFILE, job_counts
+from tests.workflow.test_smoke_run import cell_dirs
+
+CLUSTER_SCRIPT = REPO / "scripts" / "slurm" / "local_cluster.sh"
+PROFILE = REPO / "profiles" / "slurm"
+RETRY_SNAKEFILE = REPO / "tests" / "workflow" / "slurm_retry" / "Snakefile"
+# The binaries the cluster needs, by the Debian package that ships them.
+SLURM_BINARIES = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client"}
+# Rules that run on the submitting machine by design: `all` (no command) and tracking_store (seconds of work,
+# `localrule: True` in workflows/train.smk). Every other job must be a Slurm job.
+LOCAL_RULES = {"all", "tracking_store"}
+pytestmark = pytest.mark.slow
+
+
+def missing_requirement() -> str | None:
+    """Why this machine cannot run the test cluster, or None."""
+    if os.geteuid() != 0:
+        return "the test Slurm cluster needs root (slurmd starts jobs as their user; run as root, as .ci/run does)"
+    missing = sorted({package for binary, package in SLURM_BINARIES.items() if shutil.which(binary) is None})
+    if missing:
+        return f"Debian packages not installed: {', '.join(missing)} (.ci/run installs them)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running cluster for the session; yields the environment its commands need."""
+    reason = missing_requirement()
+    if reason:
+        pytest.skip(reason)
+    state_dir = Path(tempfile.mkdtemp(prefix="hara-slurm-"))
+    start = subprocess.run([str(CLUSTER_SCRIPT), "start", str(state_dir)], capture_output=True, text=True,
+                           timeout=120, check=False)
+    try:
+        assert start.returncode == 0, f"cluster did not start:\n{start.stdout}{start.stderr}"
+        yield {"SLURM_CONF": str(state_dir / "slurm.conf")}
+    finally:
+        subprocess.run([str(CLUSTER_SCRIPT), "stop", str(state_dir)], capture_output=True, timeout=60, check=False)
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def start_snakemake_on_slurm(workdir: Path, cluster_env: dict, snakefile: Path, *args: str) -> subprocess.Popen:
+    """Start ``snakemake -s SNAKEFILE --profile profiles/slurm ARGS`` in ``workdir``, its output going to
+    ``workdir/snakemake.out``; the jobs inherit PATH (the venv's `hara`).
+
+    Two test-only settings on top of the profile: the first status check after 1 s (the smoke jobs take seconds) and
+    the Slurm logs of successful jobs kept, so that the test can read every job's log.
+    """
+    env = {**os.environ, **cluster_env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "OMP_NUM_THREADS": "1"}
+    cmd = [str(BIN / "snakemake"), "-s", str(snakefile), "--profile", str(PROFILE),
+           "--slurm-init-seconds-before-status-checks", "1", "--slurm-keep-successful-logs", *args]
+    with open(workdir / "snakemake.out", "w", encoding="utf-8") as out:
+        return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+
+
+def slurm_history(output: str, cluster_env: dict) -> dict[str, list[tuple[str, str]]]:
+    """The run's Slurm jobs from the cluster (squeue lists finished jobs for MinJobAge): rule -> [(job id, state)]
+    in submission order. The plugin names every job after the run's id and comments it with its rule."""
+    run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
+    listing = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T|%k", "--name", run_id],
+                             env={**os.environ, **cluster_env}, capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+    history = defaultdict(list)
+    for job_id, state, comment in sorted((line.split("|") for line in listing.split()), key=lambda j: int(j[0])):
+        rule = re.fullmatch(r"rule_(.+?)(?:_wildcards_.*)?", comment).group(1)
+        history[rule].append((job_id, state))
+    return dict(history)
+
+
+def slurm_log(workdir: Path, rule: str, job_id: str) -> Path:
+    """The Slurm log of one job: .snakemake/slurm_logs/rule_<rule>/[<wildcards>/]<job id>.log."""
+    (path,) = (workdir / ".snakemake" / "slurm_logs" / f"rule_{rule}").rglob(f"{job_id}.log")
+    return path
+
+
+@pytest.fixture(scope="module")
+def slurm_runs(slurm_cluster, tmp_path_factory):
+    """The smoke DAG and the failing-jobs workflow, run at the same time on the cluster (the smoke run leaves it idle
+    between status checks, so this saves most of the second run's time): name -> (workdir, exit code, output)."""
+    runs = {"smoke": (SNAKEFILE, "--configfile", str(SMOKE)), "retry": (RETRY_SNAKEFILE, "--keep-going")}
+    workdirs = {name: tmp_path_factory.mktemp(f"{name}_slurm") for name in runs}
+    procs = {name: start_snakemake_on_slurm(workdirs[name], slurm_cluster, *args) for name, args in runs.items()}
+    results = {}
+    for name, proc in procs.items():
+        try:
+            proc.wait(timeout=900)
+        finally:
+            proc.kill()  # no-op once it has exited; never leave a Snakemake behind on a timeout
+        results[name] = (workdirs[name], proc.returncode,
+                         (workdirs[name] / "snakemake.out").read_text(encoding="utf-8"))
+    return results
+
+
+@pytest.fixture(scope="module")
+def slurm_smoke_run(slurm_runs):
+    """The smoke DAG's run through the Slurm profile: (workdir, Snakemake's output)."""
+    workdir, returncode, output = slurm_runs["smoke"]
+    assert returncode == 0, output[-6000:]
+    return workdir, output
+
+
+def test_every_smoke_job_is_a_slurm_job(slurm_smoke_run, slurm_cluster):
+    workdir, output = slurm_smoke_run
+    counts = job_counts(output)
+    local = set(re.findall(r"^localrule (\w+):", output, re.MULTILINE))
+    assert local == LOCAL_RULES
+    history = slurm_history(output, slurm_cluster)
+    assert {rule: len(jobs) for rule, jobs in history.items()} == {
+        rule: n for rule, n in counts.items() if rule not in local}
+    for rule, jobs in history.items():
+        for job_id, state in jobs:
+            assert state == "COMPLETED", (rule, job_id, state)
+            log = slurm_log(workdir, rule, job_id).read_text(encoding="utf-8")
+            assert re.search(rf"^rule {rule}:", log, re.MULTILINE), log[-2000:]  # the job ran the rule
+
+
+def comparable_scores(scores: dict) -> dict:
+    """What must not depend on where a job ran: the checkpoint's hash, and every benchmark's score and completions."""
+    return {"fingerprint": scores["fingerprint"],
+            "benchmarks": {name: {"score": result["score"], "stderr": result["stderr"],
+                                  "predictions": [(p["id"], p["completions"], p["pass@1"])
+                                                  for p in result["predictions"]]}
+                           for name, result in scores["benchmarks"].items()}}
+
+
+def test_slurm_scores_equal_the_local_run(slurm_smoke_run, smoke_run):
+    slurm_workdir, _ = slurm_smoke_run
+    local_workdir, config, _ = smoke_run
+    for eval_dir in cell_dirs(config, "eval"):
+        local, on_slurm = (json.loads((w / eval_dir / "scores.json").read_text(encoding="utf-8"))
+                           for w in (local_workdir, slurm_workdir))
+        assert comparable_scores(on_slurm) == comparable_scores(local), eval_dir
+    assert (slurm_workdir / config["results_dir"] / "report" / "index.html").is_file()
+
+
+def test_failing_slurm_job_is_resubmitted_per_retries_and_reported(slurm_runs, slurm_cluster):
+    retries = yaml.safe_load((PROFILE / "config.yaml").read_text(encoding="utf-8"))["retries"]
+    assert retries >= 1
+    workdir, returncode, output = slurm_runs["retry"]
+    assert returncode != 0, output[-4000:]
+    history = slurm_history(output, slurm_cluster)
+    assert [state for _, state in history["flaky"]] == ["FAILED", "COMPLETED"]
+    assert (workdir / "flaky.txt").is_file()
+    assert [state for _, state in history["broken"]] == ["FAILED"] * (1 + retries)
+    assert not (workdir / "broken.txt").exists()
+    for job_id, _ in history["broken"]:
+        log = slurm_log(workdir, "broken", job_id)
+        report = output.split(f"external_jobid: {job_id}\n")[0].rsplit("Error in rule ", 1)[1]
+        assert report.startswith("broken:") and str(log) in report, report  # names the rule and its Slurm log
+        assert "broken: failing on every attempt" in log.read_text(encoding="utf-8")

@@ -1,0 +1,66 @@
+# Optuna sweeps (config `sweeps`: study files, e.g. sweeps/alpha.yaml; included by the Snakefile only when the list
+# is not empty). Per study: N worker jobs (one Slurm job each) share the study's Optuna journal until its trial budget
+# is spent, then one summary job writes results/sweeps/<study>/ (sensitivity figures, best params, summary.json),
+# which the report shows as its "Sweeps" section. A failed or preempted worker job is simply rerun: the study
+# continues, the interrupted trial is marked FAIL.
+
+from hara.sweeps.workflow import sweep_plans
+
+SWEEPS = sweep_plans(config["sweeps"], CONFIG_FILE, workflow.basedir)
+SWEEP_DIR = f"{RESULTS}/sweeps/{{sweep}}"
+SWEEP_TARGETS = [f"{RESULTS}/sweeps/{name}/summary.json" for name in SWEEPS]
+
+
+wildcard_constraints:
+    sweep=alternatives(SWEEPS),
+    worker=r"\d+",
+
+
+rule sweep_worker:
+    input:
+        store=rules.tracking_store.output.store,
+        base_model=lambda wildcards: f"{RESULTS}/base_model/{SWEEPS[wildcards.sweep].size}",
+    output:
+        done=f"{SWEEP_DIR}/jobs/worker{{worker}}.json",
+    log:
+        f"{LOGS}/sweep_worker/{{sweep}}/worker{{worker}}.log",
+    params:
+        config=CONFIG_FILE,
+        study=lambda wildcards: SWEEPS[wildcards.sweep].file,
+        settings=lambda wildcards: SWEEPS[wildcards.sweep].digest,
+    threads: THREADS
+    resources:
+        mem_mb=resource("train", "mem_mb"),
+        runtime=lambda wildcards: resource("train", "runtime") * SWEEPS[wildcards.sweep].trials_per_worker,
+        gpu=resource("train", "gpu"),
+    conda:
+        "../environment.yml"
+    shell:
+        "hara sweep run --study {params.study:q} --config {params.config:q} --workers 1"
+        " --base-model {input.base_model:q} --out {output.done:q} > {log:q} 2>&1"
+
+
+rule sweep_summary:
+    input:
+        workers=lambda wildcards: expand(
+            f"{RESULTS}/sweeps/{wildcards.sweep}/jobs/worker{{worker}}.json",
+            worker=range(SWEEPS[wildcards.sweep].workers),
+        ),
+    output:
+        summary=f"{SWEEP_DIR}/summary.json",
+        best=f"{SWEEP_DIR}/best_params.yaml",
+        history=f"{SWEEP_DIR}/history.png",
+    log:
+        f"{LOGS}/sweep_summary/{{sweep}}.log",
+    params:
+        config=CONFIG_FILE,
+        study=lambda wildcards: SWEEPS[wildcards.sweep].file,
+    threads: 1
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+        gpu=resource("report", "gpu"),
+    conda:
+        "../environment.yml"
+    shell:
+        "hara sweep report --study {params.study:q} --config {params.config:q} > {log:q} 2>&1"
