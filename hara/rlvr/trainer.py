@@ -6,19 +6,19 @@ scored and normalised a generation batch (``_generate_and_score_completions``). 
 1. takes each rollout's outcome reward (the correctness reward function's column, captured in
    ``_calculate_rewards``) and its prompt group (consecutive blocks of ``num_generations`` rows: TRL's RepeatSampler
    keeps a prompt's rollouts together in a generation batch; checked on the prompt texts every step),
-2. captures what the method needs (``CONTEXT_NEEDS``) in one no-grad forward of the policy over prompt + completion:
-   one decoder layer's output through a forward hook (never all layers' hidden states) and, if needed, the token
-   entropies at temperature 1 from the same pass,
+2. takes what the method needs (``CONTEXT_NEEDS``): one decoder layer's output (forward hook; never all layers'
+   hidden states) and, if needed, the token entropies at temperature 1. By default (``hara.capture: generation``)
+   both are recorded by forward hooks while TRL's transformers ``generate`` samples the batch
+   (:class:`GenerationRecorder`), so no pass is added; under vLLM or continuous batching, which cannot be hooked,
+   and with ``hara.capture: forward``, one extra no-grad forward over prompt + completion computes them,
 3. calls :func:`hara.weighting.apply_weighting` and stores the (B, T) result in ``output["advantages"]``; TRL's
    ``_compute_loss`` accepts (B, T) advantages.
 
 Alignment: hidden state and entropy at completion position t are those of the position that *predicts* token t
 (prompt position P-1+t), the same positions whose log-probs enter the loss.
 
-Cost note (measured once on a shared 2-core CPU, 1 thread, tiny-s, config/default.yaml's 8 prompts x 8 rollouts,
-~105-token completions, grpo): the extra forward took ~0.10 s (hidden states only; ~0.12 s with entropies) and the
-hara_tok OT ~0.04 s, against a plain step of ~0.9 s, i.e. ~15% overhead. Capturing the hidden states during
-generation instead is the planned optimisation (benchmarks/bench_step.py, issue 4 "Must show" 4).
+Cost (benchmarks/bench_step.py, tiny-s default config, 8 prompts x 8 rollouts, 1 thread): the extra forward cost
+about 0.10 s of a ~0.9 s step (~15%); recording during generation leaves the HarA hook at ~0.01 s per step.
 
 DAPO dynamic sampling (see :mod:`hara.rlvr.presets`): groups whose outcome (accuracy) rewards are all equal, as in
 DAPO (the overlong term does not count), are removed from the loss

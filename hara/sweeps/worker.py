@@ -123,7 +123,8 @@ def open_storage(spec: StudySpec):
     import optuna
 
     if spec.fields["storage"]:
-        return optuna.storages.RDBStorage(spec.fields["storage"])
+        with study_lock(spec):  # the first workers to open a fresh database would all create its tables at once
+            return optuna.storages.RDBStorage(spec.fields["storage"])
     from optuna.storages.journal import JournalFileBackend
 
     spec.study_dir.mkdir(parents=True, exist_ok=True)
@@ -134,8 +135,9 @@ def open_study(spec: StudySpec, storage: Any = None):
     """Create or load the study (under the study lock: two first workers must not both create it)."""
     import optuna
 
+    storage = storage or open_storage(spec)  # before the lock: opening an RDB storage takes it itself
     with study_lock(spec):
-        return optuna.create_study(study_name=spec.fields["name"], storage=storage or open_storage(spec),
+        return optuna.create_study(study_name=spec.fields["name"], storage=storage,
                                    direction=spec.fields["objective"]["direction"], load_if_exists=True,
                                    sampler=make_sampler(spec, 0), pruner=make_pruner(spec))
 
