@@ -33,6 +33,8 @@ rule analysis_train:
         store=rules.tracking_store.output.store,
         base_model=rules.base_model.output.model,
         manifest=rules.prepare_data.output.manifest,
+        # the grid's RL prompts (workflows/train.smk), so an extra run differs from its grid cell only by its study
+        prompts=lambda wildcards: PROMPTS_DIR.format(size=wildcards.size) if SELECT_PROMPTS else [],
     output:
         final=directory(f"{ANALYSIS_TRAIN}/final"),
     log:
@@ -45,6 +47,7 @@ rule analysis_train:
             f"--set {shlex.quote(arg)}" for arg in override_args(config, ANALYSIS_RUNS[os.path.dirname(output.final)])
         ),
         settings=settings_digest("training", "rlvr", "hara"),
+        prompts=lambda wildcards, input: f"--prompts {shlex.quote(input.prompts)}" if SELECT_PROMPTS else "",
     threads: THREADS
     resources:
         mem_mb=resource("train", "mem_mb"),
@@ -55,7 +58,8 @@ rule analysis_train:
     shell:
         "hara train --config {params.config:q} {params.overrides} --size {wildcards.size:q}"
         " --rlvr {wildcards.rlvr:q} --method {wildcards.method:q} --seed {wildcards.seed:q}"
-        " --base-model {input.base_model:q} --data {params.data:q} --out {params.run_dir:q} > {log:q} 2>&1"
+        " --base-model {input.base_model:q} --data {params.data:q} {params.prompts} --out {params.run_dir:q}"
+        " > {log:q} 2>&1"
 
 
 rule analysis_evaluate:

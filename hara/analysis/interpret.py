@@ -1,15 +1,17 @@
-"""The interpretability study on the embedded default: sampled rollouts of a trained checkpoint, their stages from
-the rule-based labeller (:mod:`hara.analysis.stages`), their hidden states (the trainer's capture, same layer), the
-plans of W / GW / FGW barycenters per problem (:mod:`hara.analysis.plans`) and the measures of
+"""The interpretability study: sampled rollouts of a trained checkpoint, their stages from the configured labeller
+(:mod:`hara.analysis.labellers`: the rule-based labeller of the synthetic solutions on the embedded default, a local
+LLM with a versioned prompt on the cluster, as in the paper), their hidden states (the trainer's capture, same
+layer), the plans of W / GW / FGW barycenters per problem (:mod:`hara.analysis.plans`) and the measures of
 :mod:`hara.analysis.mapping`, for every number of sampled rollouts in ``analyses.interpretability.rollouts``.
 
-On a cluster the paper labels stages with an external LLM; that labeller (vLLM + a versioned prompt) is not built
-yet, so this study always uses the rule-based labeller and says so in its output.
+The output names the labeller, the prompt version and sha256 and the share of segments the LLM labeller left to
+the rules (the table's last columns, the note, and ``labels.json`` next to the CSV).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import fields
@@ -19,11 +21,12 @@ import torch
 from torch import Tensor
 
 from hara.analysis.claims import CLAIMS
+from hara.analysis.labellers import Labeller, Labels, build_labeller
 from hara.analysis.mapping import mapping_scores
 from hara.analysis.output import AnalysisResult, fmt, pyplot, save_figure
 from hara.analysis.plan import probe_checkpoint
 from hara.analysis.plans import VARIANT_LABELS, first_rollouts, problem_plans, variant_alphas
-from hara.analysis.stages import STAGES, token_stages
+from hara.analysis.stages import STAGES
 from hara.ot.barycenter import BarycenterConfig
 from hara.ot.linearized import support_positions
 
@@ -41,8 +44,8 @@ class Rollouts:
 
 @torch.no_grad()
 def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, temperature: float,
-                    max_new_tokens: int, layer: int, seed: int) -> Rollouts:
-    """``rollouts`` sampled completions per problem with their hidden states and stage labels."""
+                    max_new_tokens: int, layer: int, seed: int, labeller: Labeller) -> tuple[Rollouts, Labels]:
+    """``rollouts`` sampled completions per problem with their hidden states and stage labels (by ``labeller``)."""
     from hara.data.format import format_prompt
     from hara.models.generate import generate_ids
     from hara.rlvr.trainer import capture_context
@@ -55,14 +58,14 @@ def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, tem
     completion = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
     mask = torch.zeros(len(ids), width, dtype=torch.bool)
     stages = torch.full((len(ids), width), -1, dtype=torch.long)
-    decode = lambda row: tokenizer.decode(row, skip_special_tokens=True)
+    labels = labeller.label(ids, lambda row: tokenizer.decode(row, skip_special_tokens=True))
     for i, row in enumerate(ids):
         completion[i, :len(row)], mask[i, :len(row)] = torch.tensor(row, dtype=torch.long), True
-        stages[i, :len(row)] = torch.tensor(token_stages(row, decode), dtype=torch.long)
+        stages[i, :len(row)] = torch.tensor(labels.stages[i], dtype=torch.long)
     h, _ = capture_context(model, batch["input_ids"], batch["attention_mask"], completion, mask.long(), layer,
                            frozenset({"hidden"}), chunk=64)
     problem = torch.arange(len(problems)).repeat_interleave(rollouts)
-    return Rollouts(h, mask, stages, problem)
+    return Rollouts(h, mask, stages, problem), labels
 
 
 def barycenter_config(config: Mapping) -> BarycenterConfig:
@@ -96,29 +99,53 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
     benchmark = cfg["benchmark"] or config["data"]["benchmarks"][0]
     records = read_jsonl(Path(results) / "data" / "benchmarks" / f"{benchmark}.jsonl", ("problem",))
     chosen = random.Random(cfg["seed"]).sample(records, min(cfg["problems"], len(records)))
+    labeller = build_labeller(cfg)  # before sampling: a bad labeller config fails at once
     model, tokenizer = load_model(probe_checkpoint(config))
-    data = sample_rollouts(model, tokenizer, [r["problem"] for r in chosen], max(cfg["rollouts"]),
-                           temperature=cfg["temperature"],
-                           max_new_tokens=cfg["max_new_tokens"] or config["training"]["max_completion_length"],
-                           layer=config["hara"]["hidden_layer"], seed=cfg["seed"])
+    data, labels = sample_rollouts(model, tokenizer, [r["problem"] for r in chosen], max(cfg["rollouts"]),
+                                   temperature=cfg["temperature"],
+                                   max_new_tokens=cfg["max_new_tokens"] or config["training"]["max_completion_length"],
+                                   layer=config["hara"]["hidden_layer"], seed=cfg["seed"], labeller=labeller)
     alphas = variant_alphas(["w", "gw", "fgw"], config["hara"]["hara"]["alpha"])
     scored, matrices = score_variants(data, alphas, cfg["rollouts"], barycenter_config(config), cfg["smoothing"])
     rows = [[r["variant"], f"{r['alpha']:g}", str(r["rollouts"]), fmt(r["scores"].score), fmt(r["scores"].chance),
              fmt(r["scores"].gain), fmt(r["scores"].staircase), fmt(r["scores"].staircase_chance),
-             fmt(r["scores"].sparsity)] for r in scored]
+             fmt(r["scores"].sparsity), *label_columns(labels)] for r in scored]
     header = ["variant", "alpha", "rollouts", "likelihood score (nats/token)", "chance", "score - chance",
-              "block-diagonal mass", "block-diagonal chance", "sparsity"]
+              "block-diagonal mass", "block-diagonal chance", "sparsity", *LABEL_HEADER]
     _write_matrices(matrices, out / "support_stage.csv")
+    (out / "labels.json").write_text(json.dumps(labels.summary(), indent=2) + "\n", encoding="utf-8")
     figures = [_heatmaps(matrices, out / "support_stage.png"), _score_curve(scored, out / "rollouts.png")]
     share = torch.bincount(data.stages[data.stages >= 0], minlength=len(STAGES)).float()
     share = share / share.sum().clamp_min(1)
     note = (f"{len(chosen)} problems of {benchmark}, up to {max(cfg['rollouts'])} rollouts each at temperature "
-            f"{cfg['temperature']:g} from {probe_checkpoint(config)}; stages by the rule-based labeller "
-            f"(hara/analysis/stages.py; token shares " + ", ".join(f"{s} {v:.2f}" for s, v in zip(STAGES, share))
-            + "). Likelihood score: two-fold held-out (by problem) mean log P(stage | soft support assignment); "
+            f"{cfg['temperature']:g} from {probe_checkpoint(config)}; stages by {describe_labels(labels)}; token "
+            f"shares " + ", ".join(f"{s} {v:.2f}" for s, v in zip(STAGES, share))
+            + ". Likelihood score: two-fold held-out (by problem) mean log P(stage | soft support assignment); "
               "block-diagonal mass: share of the support x stage mass on the best in-order staircase.")
     return AnalysisResult("interpretability", "Interpretability: barycenter supports vs reasoning stages",
                           CLAIMS["interpretability"], _finding(scored), header, rows, figures, note)
+
+
+#: Table columns saying which labeller made the stages (the prompt sha256 shortened; in full in the note).
+LABEL_HEADER = ["labeller", "prompt version", "prompt sha256", "label fallback fraction"]
+
+
+def label_columns(labels: Labels) -> list[str]:
+    p = labels.provenance
+    return [p["labeller"], p.get("prompt_version", "n/a"), p.get("prompt_sha256", "n/a")[:12],
+            fmt(labels.fallback_fraction)]
+
+
+def describe_labels(labels: Labels) -> str:
+    """Which labeller made the stages, in words; for the LLM: model, backend, prompt version and sha256, and how
+    many segments fell back to the rules and why."""
+    p = labels.provenance
+    if p["labeller"] != "llm":
+        return f"the rule-based labeller ({p['source']})"
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(labels.reasons.items())) or "none"
+    return (f"the LLM labeller (model {p['model']}, backend {p['backend']}, prompt {p['prompt_version']} sha256 "
+            f"{p['prompt_sha256']}); {labels.fallbacks} of {labels.segments} segments "
+            f"({fmt(labels.fallback_fraction)}) fell back to the rule-based labels (reasons: {reasons})")
 
 
 def _finding(scored: list[dict]) -> str:

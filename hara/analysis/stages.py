@@ -23,10 +23,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-__all__ = ["STAGES", "char_stages", "token_stages"]
+__all__ = ["STAGES", "STAGE_DEFINITIONS", "char_stages", "token_stages"]
 
 #: Stage names in their reading order (index = label).
 STAGES = ("restate", "compute", "result", "answer")
+#: What each stage means, in words: the rules above, and the definitions an LLM labeller is given
+#: (hara/analysis/labellers.py fills them into its prompt).
+STAGE_DEFINITIONS = {
+    "restate": "restates the problem: the expression or equation to be solved, before any calculation",
+    "compute": "an intermediate calculation or reasoning step that does not yet give the final value",
+    "result": "the last calculation, which gives the final value",
+    "answer": "states the final answer, e.g. 'The answer is \\boxed{...}'",
+}
 _ANSWER = re.compile(r"the answer is", re.IGNORECASE)
 
 
@@ -46,12 +54,14 @@ def char_stages(text: str) -> list[int]:
     return labels
 
 
-def token_stages(token_ids: Sequence[int], decode: Callable[[list[int]], str]) -> list[int]:
+def token_stages(token_ids: Sequence[int], decode: Callable[[list[int]], str],
+                 labels_of: Callable[[str], Sequence[int]] = char_stages) -> list[int]:
     """Stage of every token: the stage of its first character in the decoded completion, -1 for tokens adding no
     text. ``decode`` maps a prefix of ids to text (special tokens skipped); spans come from decoding prefixes, so
-    any tokenizer works (the char tokenizer and BPE alike)."""
+    any tokenizer works (the char tokenizer and BPE alike). ``labels_of`` gives the characters' stages (by default
+    these rules; the LLM labeller passes its own)."""
     text = decode(list(token_ids))
-    labels = char_stages(text)
+    labels = labels_of(text)
     out, start = [], 0
     for t in range(len(token_ids)):
         end = len(decode(list(token_ids[: t + 1])))
