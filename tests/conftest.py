@@ -1,7 +1,12 @@
-"""Settings shared by the whole suite."""
+"""Settings and fixtures shared by the whole suite."""
+
+from pathlib import Path
 
 import pytest
 import torch
+
+from hara.models.tiny import build_tiny_model
+from hara.models.tokenizer import build_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -12,3 +17,14 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory) -> Path:
+    """A random tiny-s model + char tokenizer saved like `hara base-model` does (no warm-up: seconds); its answers
+    are never right, so tests that need both outcomes use a stand-in reward."""
+    folder = tmp_path_factory.mktemp("base")
+    tokenizer = build_tokenizer("char")
+    build_tiny_model("tiny-s", tokenizer, seed=0).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -20,7 +20,6 @@ from hara.analysis.labellers import (
 )
 from hara.analysis.stages import STAGE_DEFINITIONS, STAGES, char_stages, token_stages
 from hara.config import ConfigError, load_config, validate_config
-from hara.models.tiny import build_tiny_model
 from hara.models.tokenizer import build_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,13 +33,10 @@ def char_tokenizer():
 
 
 @pytest.fixture(scope="module")
-def tiny_labeller_model(tmp_path_factory) -> Path:
-    """A random tiny-s model + char tokenizer in a local folder: a real model whose answers are garbage."""
-    folder = tmp_path_factory.mktemp("labeller")
-    tokenizer = build_tokenizer("char")
-    build_tiny_model("tiny-s", tokenizer, seed=0).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+def tiny_labeller_model(tiny_base) -> Path:
+    """A random tiny-s model + char tokenizer in a local folder (tests/conftest.py): a real model whose answers are
+    garbage."""
+    return tiny_base
 
 
 def llm_section(folder: Path | str, **changes) -> dict:

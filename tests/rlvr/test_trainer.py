@@ -21,8 +21,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hara.cli import main
 from hara.config import ConfigError, load_config
-from hara.models.tiny import build_tiny_model
-from hara.models.tokenizer import build_tokenizer
 from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import build_trainer
 from hara.rlvr.trainer import GenerationRecorder, capture_context, equal_reward_groups, group_ids_of

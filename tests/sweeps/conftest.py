@@ -9,25 +9,14 @@ import sys
 from pathlib import Path
 
 import optuna
-import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from hara.models.tiny import build_tiny_model
-from hara.models.tokenizer import build_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_STUDY = REPO / "sweeps" / "smoke.yaml"
 
 
-@pytest.fixture(scope="session")
-def tiny_base(tmp_path_factory) -> Path:
-    """A random tiny-s model + char tokenizer saved like `hara base-model` does (no warm-up: seconds)."""
-    folder = tmp_path_factory.mktemp("base")
-    tokenizer = build_tokenizer("char")
-    build_tiny_model("tiny-s", tokenizer, seed=0).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def write_study(folder: Path, **changes) -> Path:

@@ -29,9 +29,8 @@ PROFILE = REPO / "profiles" / "slurm"
 RETRY_SNAKEFILE = REPO / "tests" / "workflow" / "slurm_retry" / "Snakefile"
 # The binaries the cluster needs, by the Debian package that ships them.
 SLURM_BINARIES = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client"}
-# Rules that run on the submitting machine by design: `all` (no command) and tracking_store (seconds of work,
-# `localrule: True` in workflows/train.smk). Every other job must be a Slurm job.
-LOCAL_RULES = {"all", "tracking_store"}
+# The one job that never reaches Slurm: `all` (no command). Every other job of the smoke DAG must be a Slurm job.
+LOCAL_RULES = {"all"}
 pytestmark = pytest.mark.slow
 
 
