@@ -87,6 +87,31 @@ rule analysis_evaluate:
         " --data {params.data:q} --out {output.scores:q} > {log:q} 2>&1"
 
 
+LABELLING = config["analyses"]["interpretability"]
+
+
+# The interpretability study's labelling model (labeller: llm), downloaded like the policy models (download_model):
+# a local rule, in a job of its own, so the analysis job reads local files only.
+if LABELLING["labeller"] == "llm" and LABELLING["llm_hub_id"]:
+
+    rule download_labeller:
+        output:
+            snapshot=directory(LABELLING["llm_model"]),
+        log:
+            f"{LOGS}/download_labeller/labeller.log",
+        params:
+            hub_id=LABELLING["llm_hub_id"],
+        localrule: True
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=120,
+        conda:
+            "../environment.yml"
+        script:
+            "scripts/download_model.py"
+
+
 rule analysis:
     input:
         lambda wildcards: ANALYSIS_INPUTS[wildcards.analysis],

@@ -176,7 +176,9 @@ def analysis_inputs(config: Mapping, name: str) -> list[str]:
     if name == "efficiency":
         return _grid_finals(config)
     if name == "interpretability":
-        return [probe_checkpoint(config), f"{config['results_dir']}/data/manifest.json"]
+        labelling = config["analyses"]["interpretability"]
+        model = [labelling["llm_model"]] if labelling["labeller"] == "llm" else []  # download_labeller's output
+        return [probe_checkpoint(config), f"{config['results_dir']}/data/manifest.json", *model]
     paths = [p for r in study_runs(config, name)
              for p in (f"{run_dir(config, r)}/final", f"{eval_dir(config, r)}/scores.json")]
     if name == "group_size" and "interpretability" in enabled_analyses(config):

@@ -46,6 +46,18 @@ def test_default_with_analyses_dry_run_lists_the_extra_jobs(tmp_path):
     assert counts["analysis_train"] == counts["analysis_evaluate"] == extra
     assert counts["analysis"] == len(enabled_analyses(config)) == 5
     assert counts["train"] == 9 and counts["report"] == 1
+    assert "download_labeller" not in counts  # the rule-based labeller needs no model
+
+
+def test_paper_with_analyses_downloads_the_labelling_model_once(tmp_path):
+    """config/paper.yaml labels stages with an LLM: its snapshot comes from a download job of its own, which the
+    interpretability job waits for."""
+    paper = REPO / "config" / "paper.yaml"
+    proc = snakemake(tmp_path, "-n", "--configfile", str(paper), str(ANALYSES))
+    output = proc.stdout + proc.stderr
+    assert job_counts(output)["download_labeller"] == 1
+    labelling = load_config(paper, skip_checks=("check_local_folders",))["analyses"]["interpretability"]
+    assert labelling["labeller"] == "llm" and f"output: {labelling['llm_model']}" in output
 
 
 @pytest.mark.parametrize("name", ["default.yaml", "smoke.yaml", "paper.yaml"])
