@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from hara.config import load_config
-from hara.rlvr.train import _load_policy, build_trainer, train_dataset
+from hara.rlvr.train import build_trainer, load_policy, train_dataset
 from hara.runinfo import seed_everything, set_threads
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def make_trainers(config: dict, base: Path, seed: int, out: Path) -> dict:
     dataset = train_dataset(config, None)
     for method in METHODS:
         seed_everything(seed)
-        model, tokenizer = _load_policy(base)
+        model, tokenizer = load_policy(base)
         trainer = build_trainer(config, "grpo", method, seed, model, tokenizer, dataset, out / method)
         trainer.create_optimizer_and_scheduler(num_training_steps=config["training"]["steps"])
         trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train()'s loop, which is not used here

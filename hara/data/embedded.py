@@ -11,7 +11,6 @@ stable across runs and platforms), so adding a benchmark or resizing one does no
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 import hara
 from hara.data.io import lookup, write_jsonl
 from hara.data.synthetic import SKILLS, generate_problems, normalize_problem
+from hara.runinfo import file_sha256
 
 __all__ = ["BenchmarkSpec", "BENCHMARKS", "TRAIN", "build_embedded_datasets", "write_datasets", "benchmark_spec"]
 
@@ -110,11 +110,6 @@ def build_embedded_datasets(
     return {TRAIN: datasets.pop(TRAIN), **datasets}
 
 
-def _sha256(path: Path) -> str:
-    """Hex sha256 of a file."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def write_datasets(datasets: Mapping[str, list[dict]], out_dir: str | Path, *, seed: int | None = None) -> dict:
     """Write ``train.jsonl``, ``benchmarks/<name>.jsonl`` and ``manifest.json`` under ``out_dir``.
 
@@ -126,7 +121,7 @@ def write_datasets(datasets: Mapping[str, list[dict]], out_dir: str | Path, *, s
     for name, records in datasets.items():
         rel = f"{TRAIN}.jsonl" if name == TRAIN else f"benchmarks/{name}.jsonl"
         count = write_jsonl(out_dir / rel, records)
-        files[rel] = {"count": count, "sha256": _sha256(out_dir / rel)}
+        files[rel] = {"count": count, "sha256": file_sha256(out_dir / rel)}
     manifest = {
         "seed": seed,
         "hara_version": hara.__version__,

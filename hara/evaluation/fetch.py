@@ -11,7 +11,6 @@ Never called by tests or the embedded default; its plan and writing are tested w
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from hara.data.catalog import HUB_BENCHMARKS
 from hara.data.hub import HUB_DATASETS
+from hara.runinfo import file_sha256
 
 __all__ = ["FetchItem", "fetch_datasets", "fetch_plan"]
 
@@ -67,6 +67,6 @@ def fetch_datasets(plan: list[FetchItem], out_dir: str | Path, loader: Callable 
         dataset.to_parquet(str(tmp))
         tmp.replace(path)
         manifest[item.hub_id] = {**asdict(item), "rows": len(dataset),
-                                  "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+                                  "sha256": file_sha256(path)}
     Path(out_dir, "fetch_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest

@@ -29,6 +29,7 @@ from lighteval.tasks.requests import Doc, SamplingMethod
 from lighteval.utils.cache_management import SampleCache, cached
 
 from hara.evaluation.settings import SamplingSettings
+from hara.runinfo import stream_into
 
 __all__ = ["BACKENDS", "CheckpointModelConfig", "TransformersCheckpointModel", "VLLMCheckpointModel",
            "checkpoint_fingerprint", "make_model_config", "resolve_backend"]
@@ -52,9 +53,7 @@ def checkpoint_fingerprint(checkpoint: str | Path) -> str:
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0")
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        stream_into(digest, path)
         digest.update(b"\0")
     return digest.hexdigest()
 

@@ -14,7 +14,6 @@ names the keys (resuming would mix two experiments under one run id; restarting 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from hara.config import ConfigError
+from hara.runinfo import file_sha256
 
 __all__ = ["MANIFEST", "RESUME_IGNORED", "CheckpointWarning", "ManifestCallback", "changed_keys",
            "checkpoint_problem", "last_valid_checkpoint", "refuse_changed_config", "write_manifest"]
@@ -49,14 +49,6 @@ class CheckpointWarning(UserWarning):
     """A checkpoint was skipped because it is incomplete or corrupt."""
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _files(checkpoint: Path) -> list[Path]:
     return sorted(p for p in checkpoint.rglob("*") if p.is_file() and p.name != MANIFEST)
 
@@ -64,7 +56,7 @@ def _files(checkpoint: Path) -> list[Path]:
 def write_manifest(checkpoint: str | Path) -> Path:
     """Record size and sha256 of every file of a fully written checkpoint (written aside, then renamed)."""
     checkpoint = Path(checkpoint)
-    files = {str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+    files = {str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
              for p in _files(checkpoint)}
     partial = checkpoint / f"{MANIFEST}.partial"
     partial.write_text(json.dumps({"files": files}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -93,7 +85,7 @@ def _manifest_problem(checkpoint: Path) -> str | None:
             return f"{name} is missing"
         if file.stat().st_size != expected["bytes"]:
             return f"{name} has {file.stat().st_size} bytes, {expected['bytes']} were written (truncated)"
-        if _sha256(file) != expected["sha256"]:
+        if file_sha256(file) != expected["sha256"]:
             return f"{name} does not match its sha256 (corrupted)"
     return None
 
@@ -103,7 +95,9 @@ def _load_problem(file: Path, every_tensor: bool) -> str | None:
     the bytes); the problem, or None."""
     import torch
     from safetensors import safe_open
-    from transformers.trainer_pt_utils import safe_globals  # the numpy types HF allowlists for its RNG states
+    from transformers.trainer_pt_utils import (
+        safe_globals,  # the numpy types HF allowlists for its RNG states
+    )
 
     try:
         if file.suffix == ".safetensors":

@@ -34,7 +34,8 @@ from hara.rlvr.presets import (
     soft_overlong_reward,
 )
 
-__all__ = ["METHOD_SECTIONS", "METRIC_KEYS", "build_trainer", "method_params", "rename_metrics", "train"]
+__all__ = ["METHOD_SECTIONS", "METRIC_KEYS", "build_trainer", "load_policy", "method_params", "rename_metrics",
+           "train"]
 
 #: Which ``hara.<section>`` of the config holds each registry method's knobs (None: the method takes none).
 METHOD_SECTIONS: dict[str, str | None] = {
@@ -166,7 +167,7 @@ def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any
     )
 
 
-def _load_policy(base_model: Path):
+def load_policy(base_model: Path):
     """Model + tokenizer from a local folder (never the hub)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -199,7 +200,11 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     ``reward_funcs`` replaces the math-verify correctness reward (tests on random models, whose rollouts are never
     right, use a deterministic stand-in that splits groups)."""
     from hara.models.base import check_size
-    from hara.rlvr.checkpoints import ManifestCallback, last_valid_checkpoint, refuse_changed_config
+    from hara.rlvr.checkpoints import (
+        ManifestCallback,
+        last_valid_checkpoint,
+        refuse_changed_config,
+    )
     from hara.runinfo import seed_everything, set_threads, write_run_info
 
     check_size(config, size)
@@ -212,7 +217,7 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     base = Path(base_model) if base_model else Path(config["results_dir"]) / "base_model" / size
     set_threads(config["threads"])
     seed_everything(seed)
-    model, tokenizer = _load_policy(base)
+    model, tokenizer = load_policy(base)
     out.mkdir(parents=True, exist_ok=True)
     last = last_valid_checkpoint(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones
     run = None  # under `accelerate launch` only the main process writes files and talks to MLflow

@@ -96,14 +96,6 @@ METRICS: dict[str, Callable[[Mapping, Path, Path], float]] = {
 NEEDS_MODEL = {"validation/pass@1"}
 
 
-def load_policy(base_model: Path):
-    """Model + tokenizer from a local folder (never the hub), as the training stage loads them."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(base_model), local_files_only=True)
-    return AutoModelForCausalLM.from_pretrained(str(base_model), local_files_only=True, dtype="float32"), tokenizer
-
-
 class PruningCallback(TrainerCallback):
     """At each report step: save the policy to ``final/`` (if the metric reads it), measure the metric, report it;
     stop training when the pruner says so."""
@@ -148,7 +140,12 @@ def run_trial(spec, trial, config: Mapping, run_dir: Path, data_dir: Path, base_
     """Train the trial's config, measuring at every report step; returns the objective (raises TrialPruned)."""
     import optuna
 
-    from hara.rlvr.train import MetricsCallback, build_trainer, train_dataset
+    from hara.rlvr.train import (
+        MetricsCallback,
+        build_trainer,
+        load_policy,
+        train_dataset,
+    )
     from hara.runinfo import seed_everything, set_threads, write_run_info
 
     fields = spec.fields

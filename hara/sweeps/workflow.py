@@ -4,12 +4,12 @@ digest that reruns it when the study file changes."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from hara.config import ConfigError
+from hara.runinfo import file_sha256
 
 __all__ = ["SweepPlan", "resolve_study_file", "sweep_plans"]
 
@@ -44,5 +44,5 @@ def sweep_plans(study_files: list[str], config_file: str | Path, basedir: str | 
             raise ConfigError(f"sweeps[{index}]: study name {name!r} is used twice ({plans[name].file}, {found})")
         plans[name] = SweepPlan(file=str(found), workers=spec.fields["workers"], size=spec.fields["size"],
                                 trials_per_worker=math.ceil(spec.fields["trials"] / spec.fields["workers"]),
-                                digest=hashlib.sha256(found.read_bytes()).hexdigest()[:16])
+                                digest=file_sha256(found)[:16])
     return plans
