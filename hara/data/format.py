@@ -7,6 +7,7 @@ evaluation are identical for both worlds. The instruction is kept short because 
 
 PROMPT_TEMPLATE = "Question: {problem}\nAnswer:"
 COMPLETION_TEMPLATE = " {solution} The answer is \\boxed{{{answer}}}."
+DIRECT_TEMPLATE = " The answer is \\boxed{{{answer}}}."
 
 
 def format_prompt(problem: str, template: str = PROMPT_TEMPLATE) -> str:
@@ -17,3 +18,8 @@ def format_prompt(problem: str, template: str = PROMPT_TEMPLATE) -> str:
 def format_completion(solution: str, answer: str) -> str:
     """A worked solution ending in a boxed answer: the supervised target of the warm-up."""
     return COMPLETION_TEMPLATE.format(solution=solution.strip(), answer=answer.strip())
+
+
+def format_direct_answer(answer: str) -> str:
+    """The boxed answer with no working: how much web maths is written, and the warm-up's "direct" style."""
+    return DIRECT_TEMPLATE.format(answer=answer.strip())

@@ -15,7 +15,8 @@ from typing import Mapping
 from hara.config import ConfigError, valid_model_sizes
 from hara.runinfo import write_run_info
 
-WARMUP_KEYS = ("steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "weight_decay", "max_length")
+WARMUP_KEYS = ("steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "weight_decay", "max_length",
+               "direct_fraction")
 
 
 def config_datasets(config: Mapping, data_dir: str | Path | None) -> dict[str, list[dict]]:

@@ -22,7 +22,7 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from hara.data.format import format_completion, format_prompt
+from hara.data.format import format_completion, format_direct_answer, format_prompt
 from hara.models.tiny import TINY_SIZES, build_tiny_model, count_parameters
 from hara.models.tokenizer import DEFAULT_TOKENIZER, build_tokenizer
 
@@ -36,7 +36,7 @@ __all__ = ["WARMUP_DEFAULTS", "cosine_schedule", "encode_records", "set_threads"
 # Threads: 2 threads were 1.7x faster than 1 on an idle machine (tiny-s, batch 32: 78 vs 131 ms per step) but 6x
 # slower as soon as another process used the second core (tiny-l: 10.1 vs 1.6 s per step), hence 1.
 _DEFAULTS = dict(steps=6000, batch_size=16, lr=3e-3, warmup_steps=50, min_lr_ratio=0.05, weight_decay=0.1,
-                 max_length=256, seed=0, threads=1, tokenizer_name=DEFAULT_TOKENIZER)
+                 max_length=256, direct_fraction=0.0, seed=0, threads=1, tokenizer_name=DEFAULT_TOKENIZER)
 WARMUP_DEFAULTS: dict[str, dict] = {size: dict(_DEFAULTS) for size in TINY_SIZES}
 
 
@@ -61,16 +61,37 @@ def cosine_schedule(step: int, *, steps: int, warmup_steps: int, min_lr_ratio: f
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def encode_records(records: list[dict], tokenizer, max_length: int) -> list[tuple[list[int], int]]:
-    """Token ids of prompt + completion + eos and the prompt length, per record; longer than ``max_length``: dropped.
+def direct_answer_mask(n: int, fraction: float, seed: int) -> list[bool]:
+    """Which of ``n`` records also get a direct-answer example: exactly ``round(fraction * n)``, chosen by ``seed``."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"warmup.direct_fraction must be in [0, 1], got {fraction}")
+    chosen = set(random.Random(f"hara-direct:{seed}").sample(range(n), round(fraction * n)))
+    return [i in chosen for i in range(n)]
+
+
+def warmup_texts(records: list[dict], direct_fraction: float, seed: int) -> list[tuple[str, str]]:
+    """(prompt, completion) pairs: every record's worked solution, then the direct answers of a seeded share.
+
+    The direct examples are added, not substituted, so the worked skill sees as many examples as without them.
+    """
+    texts = [(format_prompt(r["problem"]), format_completion(r["solution"], str(r["answer"]))) for r in records]
+    direct = direct_answer_mask(len(records), direct_fraction, seed)
+    texts += [(format_prompt(r["problem"]), format_direct_answer(str(r["answer"])))
+              for r, chosen in zip(records, direct) if chosen]
+    return texts
+
+
+def encode_records(records: list[dict], tokenizer, max_length: int, *, direct_fraction: float = 0.0,
+                   seed: int = 0) -> list[tuple[list[int], int]]:
+    """Token ids of prompt + completion + eos and the prompt length, per example; longer than ``max_length``: dropped.
 
     Prompt and completion are tokenized separately because that is what the model sees at generation time. Long
     examples are dropped rather than truncated: a completion cut before its boxed answer and eos would teach the
-    model to ramble.
+    model to ramble. ``direct_fraction`` adds direct-answer examples (see :func:`warmup_texts`).
     """
-    prompts = tokenizer([format_prompt(r["problem"]) for r in records], add_special_tokens=False)["input_ids"]
-    completions = tokenizer([format_completion(r["solution"], str(r["answer"])) for r in records],
-                            add_special_tokens=False)["input_ids"]
+    texts = warmup_texts(records, direct_fraction, seed)
+    prompts = tokenizer([prompt for prompt, _ in texts], add_special_tokens=False)["input_ids"]
+    completions = tokenizer([completion for _, completion in texts], add_special_tokens=False)["input_ids"]
     encoded = []
     for prompt, completion in zip(prompts, completions):
         ids = prompt + completion + [tokenizer.eos_token_id]
@@ -122,7 +143,7 @@ def warmup_base_model(
     size: str, train_records: list[dict], out_dir: str | Path, *, steps: int | None = None,
     batch_size: int | None = None, lr: float | None = None, warmup_steps: int | None = None,
     min_lr_ratio: float | None = None, weight_decay: float | None = None, max_length: int | None = None,
-    seed: int | None = None, threads: int | None = None, tokenizer_name: str | None = None, progress: bool = True,
+    direct_fraction: float | None = None, seed: int | None = None, threads: int | None = None, tokenizer_name: str | None = None, progress: bool = True,
 ) -> dict:
     """Build ``size`` and fine-tune it on ``train_records``; save model, tokenizer and ``warmup.json`` in ``out_dir``.
 
@@ -133,7 +154,7 @@ def warmup_base_model(
     if size not in TINY_SIZES:
         raise ValueError(f"unknown model size {size!r}; valid sizes: {', '.join(TINY_SIZES)}")
     given = dict(steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, min_lr_ratio=min_lr_ratio,
-                 weight_decay=weight_decay, max_length=max_length, seed=seed, threads=threads,
+                 weight_decay=weight_decay, max_length=max_length, direct_fraction=direct_fraction, seed=seed, threads=threads,
                  tokenizer_name=tokenizer_name)
     args = {k: (WARMUP_DEFAULTS[size][k] if v is None else v) for k, v in given.items()}
     start = time.perf_counter()
@@ -142,7 +163,8 @@ def warmup_base_model(
 
     tokenizer = build_tokenizer(args["tokenizer_name"])
     model = build_tiny_model(size, tokenizer, seed=args["seed"])
-    examples = encode_records(train_records, tokenizer, args["max_length"])
+    examples = encode_records(train_records, tokenizer, args["max_length"],
+                              direct_fraction=args["direct_fraction"], seed=args["seed"])
     if len(examples) < args["batch_size"]:
         raise ValueError(f"{len(examples)} usable training examples, fewer than batch_size={args['batch_size']}")
     optimizer = _optimizer(model, args["lr"], args["weight_decay"])

@@ -4,7 +4,8 @@ import pytest
 
 from hara.data.synthetic import generate_problems
 from hara.models.tokenizer import build_tokenizer
-from hara.models.warmup import WARMUP_DEFAULTS, cosine_schedule, encode_records, warmup_base_model
+from hara.models.warmup import (WARMUP_DEFAULTS, cosine_schedule, direct_answer_mask, encode_records,
+                                 warmup_base_model)
 
 FAST = dict(batch_size=8, lr=3e-3, warmup_steps=2, min_lr_ratio=0.1, weight_decay=0.1, max_length=256, threads=1,
             tokenizer_name="char", progress=False)
@@ -33,6 +34,23 @@ def test_loss_mask_covers_completion_and_eos_only(records):
     assert tokenizer.decode(ids[prompt_len:-1]).endswith("\\boxed{" + records[0]["answer"] + "}.")
     longest = max(len(e[0]) for e in encode_records(records, tokenizer, 10_000))
     assert len(encode_records(records, tokenizer, longest - 1)) < len(records)  # too long: dropped, not cut
+
+
+def test_direct_answers_are_added_for_a_seeded_share_of_problems(records):
+    tokenizer = build_tokenizer("char")
+    mask = direct_answer_mask(len(records), 0.25, seed=3)
+    assert sum(mask) == 24 and mask == direct_answer_mask(len(records), 0.25, seed=3)
+    assert mask != direct_answer_mask(len(records), 0.25, seed=4)
+    worked_only = encode_records(records, tokenizer, 10_000)
+    encoded = encode_records(records, tokenizer, 10_000, direct_fraction=0.25, seed=3)
+    assert encoded[: len(records)] == worked_only and len(encoded) == len(records) + 24
+    direct_records = [r for r, chosen in zip(records, mask) if chosen]
+    for record, (ids, prompt_len) in zip(direct_records, encoded[len(records):]):
+        assert tokenizer.decode(ids[:prompt_len]).endswith(record["problem"] + "\nAnswer:")
+        assert tokenizer.decode(ids[prompt_len:-1]) == " The answer is \\boxed{" + record["answer"] + "}."
+    assert worked_only == encode_records(records, tokenizer, 10_000, direct_fraction=0.0, seed=3)
+    with pytest.raises(ValueError, match="direct_fraction"):
+        direct_answer_mask(10, 1.5, seed=0)
 
 
 def test_same_seed_same_losses(records, tmp_path):
