@@ -5,9 +5,12 @@ embedded models learn the same shape during the warm-up, so the reward (math-ver
 evaluation are identical for both worlds. The instruction is kept short because the tiny models read characters.
 """
 
+import re
+
 PROMPT_TEMPLATE = "Question: {problem}\nAnswer:"
 COMPLETION_TEMPLATE = " {solution} The answer is \\boxed{{{answer}}}."
 DIRECT_TEMPLATE = " The answer is \\boxed{{{answer}}}."
+_DIRECT_ANSWER = re.compile(r"\s*The answer is \\boxed\{[^{}]*\}\.?\s*")
 
 
 def format_prompt(problem: str, template: str = PROMPT_TEMPLATE) -> str:
@@ -23,3 +26,8 @@ def format_completion(solution: str, answer: str) -> str:
 def format_direct_answer(answer: str) -> str:
     """The boxed answer with no working: how much web maths is written, and the warm-up's "direct" style."""
     return DIRECT_TEMPLATE.format(answer=answer.strip())
+
+
+def is_direct_answer(completion: str) -> bool:
+    """True when a completion is a bare boxed answer (the direct style), with no working before it."""
+    return _DIRECT_ANSWER.fullmatch(completion) is not None

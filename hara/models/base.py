@@ -73,16 +73,17 @@ def accuracy_report(config: Mapping, model_dir: str | Path, data_dir: str | Path
 
 
 def format_accuracy_table(report: Mapping) -> str:
-    """A plain-text table: one row per benchmark, greedy and sampled accuracy in percent."""
+    """A plain-text table: one row per benchmark, greedy and sampled accuracy and sampled direct answers, in percent."""
     names = list(report["greedy"]["accuracy"])
     width = max(len(name) for name in [*names, "average"])
     sampled_label = f"sampled@T={report['sampled']['temperature']}"
-    lines = [f"{'benchmark':<{width}}  {'greedy':>8}  {sampled_label:>16}"]
-    for name in names:
-        lines.append(f"{name:<{width}}  {100 * report['greedy']['accuracy'][name]:7.1f}%"
-                     f"  {100 * report['sampled']['accuracy'][name]:15.1f}%")
-    lines.append(f"{'average':<{width}}  {100 * report['greedy']['average']:7.1f}%"
-                 f"  {100 * report['sampled']['average']:15.1f}%")
+    lines = [f"{'benchmark':<{width}}  {'greedy':>8}  {sampled_label:>16}  {'direct answers':>14}"]
+    rows = [(name, report["greedy"]["accuracy"][name], report["sampled"]["accuracy"][name],
+             report["sampled"]["direct"][name]) for name in names]
+    rows.append(("average", report["greedy"]["average"], report["sampled"]["average"],
+                 sum(report["sampled"]["direct"].values()) / len(names)))
+    for name, greedy, sampled, direct in rows:
+        lines.append(f"{name:<{width}}  {100 * greedy:7.1f}%  {100 * sampled:15.1f}%  {100 * direct:13.1f}%")
     return "\n".join(lines)
 
 
@@ -100,4 +101,5 @@ def make_base_model(config: Mapping, size: str, out_dir: str | Path, data_dir: s
         (out / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         print(format_accuracy_table(report))
         summary["accuracy"] = {mode: report[mode]["average"] for mode in ("greedy", "sampled")}
+        summary["sampled_direct_share"] = sum(report["sampled"]["direct"].values()) / len(report["sampled"]["direct"])
     return summary

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase, Qwen3ForCausalLM
 
-from hara.data.format import format_prompt
+from hara.data.format import format_prompt, is_direct_answer
 from hara.models.tokenizer import load_tokenizer
 from hara.models.warmup import set_threads
 
@@ -69,14 +69,15 @@ def measure_accuracy(
     Each benchmark is a list of records with ``problem`` and ``answer``; ``limit`` keeps the first n of each.
     Completions are scored with ``reward_fn(completion, gold)``, by default the RL reward
     (``hara.rlvr.rewards.math_reward``: math-verify on the last ``\\boxed{}``). ``boxed`` is the share of completions
-    that contain a ``\\boxed{`` at all, i.e. that follow the answer format.
+    that contain a ``\\boxed{`` at all, i.e. that follow the answer format; ``direct`` the share that are a bare
+    boxed answer with no working (:func:`hara.data.format.is_direct_answer`).
     """
     if reward_fn is None:
         from hara.rlvr.rewards import math_reward as reward_fn
     set_threads(threads)
     model, tokenizer = load_model(model_dir)
     start = time.perf_counter()
-    accuracy, boxed, counts = {}, {}, {}
+    accuracy, boxed, direct, counts = {}, {}, {}, {}
     for name, records in benchmarks.items():
         records = records[:limit] if limit is not None else records
         if not records:
@@ -88,9 +89,11 @@ def measure_accuracy(
         rewards = [reward_fn(text, str(r["answer"])) for text, r in zip(texts, records)]
         accuracy[name] = sum(rewards) / len(rewards)
         boxed[name] = sum("\\boxed{" in text for text in texts) / len(texts)
+        direct[name] = sum(map(is_direct_answer, texts)) / len(texts)
         counts[name] = len(records)
     return {
-        "accuracy": accuracy, "average": sum(accuracy.values()) / len(accuracy), "boxed": boxed, "n": counts,
+        "accuracy": accuracy, "average": sum(accuracy.values()) / len(accuracy), "boxed": boxed, "direct": direct,
+        "n": counts,
         "greedy": greedy, "temperature": None if greedy else temperature, "top_p": None if greedy else top_p,
         "max_new_tokens": max_new_tokens, "seed": seed, "threads": threads, "model_dir": str(model_dir),
         "seconds": time.perf_counter() - start,

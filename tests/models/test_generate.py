@@ -72,3 +72,4 @@ def test_measure_accuracy_scores_each_benchmark(model_dir):
     untrained = measure_accuracy(model_dir, benchmarks, greedy=False, temperature=0.8, max_new_tokens=8, seed=0)
     assert untrained["accuracy"] == {"easy": 0.0, "hard": 0.0}  # default reward: math-verify on a \boxed{} answer
     assert untrained["temperature"] == 0.8 and set(untrained["boxed"]) == {"easy", "hard"}
+    assert set(untrained["direct"]) == {"easy", "hard"} and untrained["direct"]["easy"] == 0.0
