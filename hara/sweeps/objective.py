@@ -2,7 +2,9 @@
 
 The objective is never measured on a test benchmark. :func:`write_validation_split` holds a seeded sample of the
 training set out as ``validation.jsonl`` and writes the rest as the trials' training set (a `hara data` folder), so
-the RL prompts and the validation problems are disjoint. ``validation/pass@1`` is scored by the evaluation stage's
+the RL prompts and the validation problems are disjoint. When the config selects its RL prompts
+(``training.prompt_selection``, on in the embedded default), :func:`write_trial_prompts` selects them once per study
+from that split with the study's base model, so trials train on the same kind of prompts as the grid. ``validation/pass@1`` is scored by the evaluation stage's
 own lighteval task and pass@1 metric (avg@evaluation.n) on that split.
 
 The trial trains in-process with the training stage's own trainer (``hara.rlvr.train.build_trainer``, its
@@ -23,9 +25,10 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-__all__ = ["METRICS", "VALIDATION", "run_trial", "write_validation_split"]
+__all__ = ["METRICS", "VALIDATION", "run_trial", "write_trial_prompts", "write_validation_split"]
 
 VALIDATION = "validation"
+PROMPTS = "prompts"
 
 
 def write_validation_split(config: Mapping, held_out: int, seed: int, out_dir: Path) -> Path:
@@ -45,6 +48,21 @@ def write_validation_split(config: Mapping, held_out: int, seed: int, out_dir: P
     (partial / f"{VALIDATION}.jsonl").write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in problems[:held_out]), encoding="utf-8")
     partial.rename(out_dir)
+    return out_dir
+
+
+def write_trial_prompts(config: Mapping, base_model: Path, data_dir: Path, out_dir: Path) -> Path | None:
+    """The study's RL prompts: ``hara select-prompts`` on the split's training problems (never the validation ones),
+    written once, aside and renamed like the split; None when the config trains on every problem."""
+    from hara.models.base import config_datasets
+    from hara.rlvr.prompts import select_prompts
+
+    if not config["training"]["prompt_selection"]["enabled"]:
+        return None
+    if not (out_dir / "selection.json").is_file():
+        partial = Path(tempfile.mkdtemp(prefix=".prompts-", dir=out_dir.parent))
+        select_prompts(config, base_model, config_datasets(config, data_dir)["train"], partial)
+        partial.rename(out_dir)
     return out_dir
 
 
@@ -136,8 +154,9 @@ def trial_training_config(config: Mapping, keep_checkpoints: bool) -> dict:
 
 
 def run_trial(spec, trial, config: Mapping, run_dir: Path, data_dir: Path, base_model: Path, run,
-              on_value: Callable[[float, int], None]) -> float:
-    """Train the trial's config, measuring at every report step; returns the objective (raises TrialPruned)."""
+              on_value: Callable[[float, int], None], prompts_dir: Path | None = None) -> float:
+    """Train the trial's config on ``prompts_dir``'s selected prompts (None: every training problem of
+    ``data_dir``), measuring at every report step; returns the objective (raises TrialPruned)."""
     import optuna
 
     from hara.rlvr.train import (
@@ -153,12 +172,13 @@ def run_trial(spec, trial, config: Mapping, run_dir: Path, data_dir: Path, base_
     set_threads(config["threads"])
     seed_everything(fields["seed"])
     write_run_info(run_dir, config, extra={"stage": "sweep", "study": fields["name"], "trial": trial.number,
-                                           "params": trial.params, "base_model": str(base_model)})
+                                           "params": trial.params, "base_model": str(base_model),
+                                           "prompts": str(prompts_dir or "")})
     model, tokenizer = load_policy(base_model)
     metric = fields["objective"]["metric"]
     pruning = PruningCallback(trial, config, metric, spec.report_steps(config), run_dir, data_dir, on_value)
     trainer = build_trainer(config, fields["rlvr"], fields["method"], fields["seed"], model, tokenizer,
-                            train_dataset(config, data_dir), run_dir,
+                            train_dataset(config, data_dir, prompts_dir), run_dir,
                             callbacks=[MetricsCallback(run_dir / "metrics.jsonl", run), pruning])
     trainer.train()
     if pruning.pruned_at is not None:

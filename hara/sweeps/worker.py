@@ -166,6 +166,7 @@ class Worker:
         self.callback = TrialRunCallback(spec, lambda number: trial_dir(spec, number))
         self.study_id = self.storage.get_study_id_from_name(spec.fields["name"])
         self.data_dir = spec.study_dir / "data"
+        self.prompts_dir = None
         self.parent = None
 
     def fail_stale_trials(self) -> list[int]:
@@ -191,7 +192,7 @@ class Worker:
         """Under the study lock: fail stale trials, check the budget, ask for a trial with all params sampled.
         Returns (trial, None) or (None, why the worker stops)."""
         from hara.sweeps.mlflow_runs import parent_run
-        from hara.sweeps.objective import write_validation_split
+        from hara.sweeps.objective import PROMPTS, write_trial_prompts, write_validation_split
 
         with study_lock(self.spec):
             self.fail_stale_trials()
@@ -205,6 +206,8 @@ class Worker:
             self.parent = self.parent or parent_run(self.spec, self.config)
             write_validation_split(self.config, self.spec.fields["validation"]["size"],
                                    self.spec.fields["validation"]["seed"], self.data_dir)
+            self.prompts_dir = write_trial_prompts(self.config, self.base_model, self.data_dir,
+                                                   self.spec.study_dir / PROMPTS)
             self.study.sampler = make_sampler(self.spec, len(trials))
             trial = self.study.ask(fixed_distributions=distributions(self.spec))
             trial.set_user_attr("worker", self.identity.as_dict())
@@ -224,7 +227,8 @@ class Worker:
             config = trial_config(self.spec, trial.params)
             run.log_params(run_params(self.spec, config))
             value = run_trial(self.spec, trial, config, folder, self.data_dir, self.base_model, run,
-                              on_value=lambda v, step: run.log_metrics({"sweep/intermediate": v}, step=step))
+                              on_value=lambda v, step: run.log_metrics({"sweep/intermediate": v}, step=step),
+                              prompts_dir=self.prompts_dir)
             frozen = self.study.tell(trial, value)
         except optuna.TrialPruned:
             frozen = self.study.tell(trial, state=TrialState.PRUNED)

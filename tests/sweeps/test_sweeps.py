@@ -150,3 +150,39 @@ def test_summary_draws_sensitivity_figures_from_the_trials(parallel_study, tiny_
     parents, _ = mlflow_runs(results)
     assert parents[0].info.status == "FINISHED"
     assert parents[0].data.metrics["sweep/best_objective"] == best.value
+
+
+def test_trials_train_on_prompts_selected_once_from_the_split(tmp_path, tiny_base, monkeypatch):
+    """With training.prompt_selection on (as in the embedded default), the study selects its RL prompts once from
+    the split's training problems and every trial trains on exactly those, never on a validation problem."""
+    import hara.rlvr.train as train_module
+    from hara.data.format import format_prompt
+    from hara.data.io import read_jsonl
+
+    selection = {"enabled": True, "pool": 12, "samples": 1, "min_pass": 0.0, "max_pass": 1.0}
+    path = write_study(tmp_path, name="selected", trials=2, pruner={"name": "none"},
+                       overrides={"rlvr.dapo.dynamic_sampling": False,
+                                  **{f"training.prompt_selection.{key}": value for key, value in selection.items()}})
+    overrides = [f"results_dir={tmp_path / 'results'}", f"tracking.mlflow_uri=sqlite:///{tmp_path}/results/mlflow.db"]
+    spec = load_study(path, overrides=overrides)
+    seen = []
+    original = train_module.train_dataset
+
+    def recording(config, data_dir, prompts_dir=None):
+        dataset = original(config, data_dir, prompts_dir)
+        seen.append(sorted(dataset["prompt"]))
+        return dataset
+
+    monkeypatch.setattr(train_module, "train_dataset", recording)
+    summary = run_worker(spec, base_model=tiny_base)
+    assert summary["trials"] == {0: "COMPLETE", 1: "COMPLETE"}
+
+    prompts_dir = spec.study_dir / "prompts"
+    chosen = read_jsonl(prompts_dir / "prompts.jsonl")
+    assert json.loads((prompts_dir / "selection.json").read_text())["pool_size"] == len(chosen) == 12
+    held_out = {r["id"] for r in read_jsonl(spec.study_dir / "data" / "validation.jsonl")}
+    assert not held_out & {r["id"] for r in chosen}
+    assert seen == [sorted(format_prompt(r["problem"]) for r in chosen)] * 2
+    for number in (0, 1):
+        run_info = json.loads((spec.study_dir / "trials" / f"trial{number:04d}" / "run_info.json").read_text())
+        assert run_info["prompts"] == str(prompts_dir)
