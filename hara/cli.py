@@ -134,7 +134,7 @@ def run_train(args: argparse.Namespace, config: dict) -> int:
     from hara.rlvr.launch import inside_launched_process, relaunch
     from hara.rlvr.train import train
 
-    processes = args.processes or config["training"]["processes"]
+    processes = config["training"]["processes"] if args.processes is None else args.processes
     if processes < 1:
         raise UserError(f"--processes: must be at least 1, got {processes}")
     if processes > 1 and not inside_launched_process():

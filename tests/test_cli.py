@@ -91,3 +91,12 @@ def test_fetch_data_plan_does_not_require_the_folder_it_creates(tmp_path, capsys
     assert any("MATH-500" in step["path"] for step in plan["plan"]) and not target.exists()
     assert main(["config", "--config", paper, "--set", f"data.local_dir={target}"]) == 2
     assert "data.local_dir" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("processes", ["0", "-2"])
+def test_train_refuses_fewer_than_one_process(tmp_path, capsys, processes):
+    code = main(["train", "--config", SMOKE, "--size", "tiny-s", "--rlvr", "grpo", "--method", "none", "--seed", "0",
+                 "--out", str(tmp_path / "run"), "--processes", processes])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--processes: must be at least 1, got {processes}" in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
