@@ -70,14 +70,15 @@ def measure_accuracy(
     Completions are scored with ``reward_fn(completion, gold)``, by default the RL reward
     (``hara.rlvr.rewards.math_reward``: math-verify on the last ``\\boxed{}``). ``boxed`` is the share of completions
     that contain a ``\\boxed{`` at all, i.e. that follow the answer format; ``direct`` the share that are a bare
-    boxed answer with no working (:func:`hara.data.format.is_direct_answer`).
+    boxed answer with no working (:func:`hara.data.format.is_direct_answer`) and ``direct_correct`` the share that
+    are both direct and right, so accuracy splits into direct and worked answers.
     """
     if reward_fn is None:
         from hara.rlvr.rewards import math_reward as reward_fn
     set_threads(threads)
     model, tokenizer = load_model(model_dir)
     start = time.perf_counter()
-    accuracy, boxed, direct, counts = {}, {}, {}, {}
+    accuracy, boxed, direct, direct_correct, counts = {}, {}, {}, {}, {}
     for name, records in benchmarks.items():
         records = records[:limit] if limit is not None else records
         if not records:
@@ -89,11 +90,13 @@ def measure_accuracy(
         rewards = [reward_fn(text, str(r["answer"])) for text, r in zip(texts, records)]
         accuracy[name] = sum(rewards) / len(rewards)
         boxed[name] = sum("\\boxed{" in text for text in texts) / len(texts)
-        direct[name] = sum(map(is_direct_answer, texts)) / len(texts)
+        is_direct = [is_direct_answer(text) for text in texts]
+        direct[name] = sum(is_direct) / len(texts)
+        direct_correct[name] = sum(r for r, d in zip(rewards, is_direct) if d) / len(texts)
         counts[name] = len(records)
     return {
         "accuracy": accuracy, "average": sum(accuracy.values()) / len(accuracy), "boxed": boxed, "direct": direct,
-        "n": counts,
+        "direct_correct": direct_correct, "n": counts,
         "greedy": greedy, "temperature": None if greedy else temperature, "top_p": None if greedy else top_p,
         "max_new_tokens": max_new_tokens, "seed": seed, "threads": threads, "model_dir": str(model_dir),
         "seconds": time.perf_counter() - start,

@@ -73,3 +73,16 @@ def test_measure_accuracy_scores_each_benchmark(model_dir):
     assert untrained["accuracy"] == {"easy": 0.0, "hard": 0.0}  # default reward: math-verify on a \boxed{} answer
     assert untrained["temperature"] == 0.8 and set(untrained["boxed"]) == {"easy", "hard"}
     assert set(untrained["direct"]) == {"easy", "hard"} and untrained["direct"]["easy"] == 0.0
+
+
+def test_direct_answers_are_counted_with_their_correctness(model_dir, monkeypatch):
+    import hara.models.generate as generate
+
+    benchmarks = {"b": generate_problems(4, seed=1, levels=(1,))}
+    answers = [r["answer"] for r in benchmarks["b"]]
+    texts = [f" The answer is \\boxed{{{answers[0]}}}.", " The answer is \\boxed{-99999}.",
+             f" 1 + 1 = 2. The answer is \\boxed{{{answers[2]}}}.", " 3 * 3 = 9."]
+    monkeypatch.setattr(generate, "generate_completions", lambda *args, **kwargs: texts)
+    report = measure_accuracy(model_dir, benchmarks, greedy=True)
+    assert report["accuracy"] == {"b": 0.5} and report["boxed"] == {"b": 0.75}
+    assert report["direct"] == {"b": 0.5} and report["direct_correct"] == {"b": 0.25}
