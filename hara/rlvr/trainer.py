@@ -252,7 +252,9 @@ class HaraGRPOTrainer(GRPOTrainer):
         """Hidden states / entropies of the completion positions: from the generation when recorded, else from one
         extra no-grad forward over prompt + completion."""
         mask = output["completion_mask"]
-        recorded = self._recorded_context(*mask.shape) if needs else None
+        if not needs:  # nothing to capture, so no capture_from_generation to log either
+            return None, None
+        recorded = self._recorded_context(*mask.shape)
         self._metrics["train"]["hara/capture_from_generation"].append(float(recorded is not None))
         if recorded is not None:
             return recorded

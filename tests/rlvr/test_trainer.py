@@ -169,6 +169,18 @@ def test_trainer_takes_context_from_generation_like_an_extra_forward(tiny_base, 
     torch.testing.assert_close(recorded["token"], forward["token"], rtol=1e-3, atol=1e-4)
 
 
+def test_method_without_context_captures_and_logs_nothing(tiny_base, tmp_path):
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    config = smoke_config()
+    config["training"]["steps"] = 1
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    trainer = build_trainer(config, "grpo", "none", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward])
+    trainer.train()
+    logged = trainer.state.log_history[0]
+    assert "hara/capture_s" in logged and "hara/capture_from_generation" not in logged
+
+
 def train_args(base: Path, out: Path, tmp: Path, method: str = "hara_tok", rlvr: str = "grpo") -> list[str]:
     return ["train", "--config", str(SMOKE), "--size", "tiny-s", "--rlvr", rlvr, "--method", method, "--seed", "3",
             "--out", str(out), "--base-model", str(base), "--set", f"tracking.mlflow_uri=sqlite:///{tmp}/mlflow.db",
