@@ -53,7 +53,8 @@ def write_validation_split(config: Mapping, held_out: int, seed: int, out_dir: P
 
 def write_trial_prompts(config: Mapping, base_model: Path, data_dir: Path, out_dir: Path) -> Path | None:
     """The study's RL prompts: ``hara select-prompts`` on the split's training problems (never the validation ones),
-    written once, aside and renamed like the split; None when the config trains on every problem."""
+    written once, aside and renamed like the split; None when the config trains on every problem. Selected with the
+    study's base config (a swept training.temperature does not reselect), so every trial sees the same prompts."""
     from hara.models.base import config_datasets
     from hara.rlvr.prompts import select_prompts
 
