@@ -24,6 +24,7 @@ TRACKING_URI = config["tracking"]["mlflow_uri"]
 CELL = "{size}/{rlvr}/{method}/seed{seed}"
 RUN_DIR = f"{RESULTS}/train/{CELL}"
 EVAL_DIR = f"{RESULTS}/eval/{CELL}"
+BASE_EVAL_DIR = f"{RESULTS}/eval/{{size}}/base"  # the Base model of a size before RL: the report's "base" row
 REPORT_DIR = f"{RESULTS}/report"
 
 
@@ -49,7 +50,13 @@ def final_targets():
     """The DAG's targets: the report and every evaluation. Listing the evaluations too makes a deleted scores.json
     a missing target that is rebuilt (Snakemake does not rebuild a missing input of an up-to-date report), and the
     new file then reruns the report."""
-    return [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md", *cell_paths(f"{EVAL_DIR}/scores.json")]
+    return [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md", *cell_paths(f"{EVAL_DIR}/scores.json"),
+            *base_score_paths()]
+
+
+def base_score_paths():
+    """The Base models' scores, one per size."""
+    return [f"{BASE_EVAL_DIR}/scores.json".format(size=size) for size in SIZES]
 
 
 def _write_if_changed(path, text):

@@ -1,6 +1,7 @@
 # One job per trained checkpoint, all of the config's benchmarks in one `hara evaluate` call: importing lighteval
 # costs about 10 s per process and the checkpoint is hashed once, against seconds of work per benchmark on the
-# embedded default. Scores go to a JSON file and into the training run's MLflow run.
+# embedded default. Scores go to a JSON file and into the training run's MLflow run. The Base model of every size is
+# evaluated the same way (evaluate_base; no training run, so no MLflow run), so the report shows what RL adds.
 
 
 rule evaluate:
@@ -26,3 +27,13 @@ rule evaluate:
     shell:
         "hara evaluate --config {params.config:q} --checkpoint {input.final:q} {params.benchmarks}"
         " --data {params.data:q} --out {output.scores:q} > {log:q} 2>&1"
+
+
+use rule evaluate as evaluate_base with:
+    input:
+        final=rules.base_model.output.model,
+        manifest=rules.prepare_data.output.manifest,
+    output:
+        scores=f"{BASE_EVAL_DIR}/scores.json",
+    log:
+        f"{LOGS}/evaluate_base/{{size}}.log",

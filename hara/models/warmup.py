@@ -143,7 +143,8 @@ def warmup_base_model(
     size: str, train_records: list[dict], out_dir: str | Path, *, steps: int | None = None,
     batch_size: int | None = None, lr: float | None = None, warmup_steps: int | None = None,
     min_lr_ratio: float | None = None, weight_decay: float | None = None, max_length: int | None = None,
-    direct_fraction: float | None = None, seed: int | None = None, threads: int | None = None, tokenizer_name: str | None = None, progress: bool = True,
+    direct_fraction: float | None = None, seed: int | None = None, threads: int | None = None,
+    tokenizer_name: str | None = None, progress: bool = True,
 ) -> dict:
     """Build ``size`` and fine-tune it on ``train_records``; save model, tokenizer and ``warmup.json`` in ``out_dir``.
 
@@ -154,8 +155,8 @@ def warmup_base_model(
     if size not in TINY_SIZES:
         raise ValueError(f"unknown model size {size!r}; valid sizes: {', '.join(TINY_SIZES)}")
     given = dict(steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, min_lr_ratio=min_lr_ratio,
-                 weight_decay=weight_decay, max_length=max_length, direct_fraction=direct_fraction, seed=seed, threads=threads,
-                 tokenizer_name=tokenizer_name)
+                 weight_decay=weight_decay, max_length=max_length, direct_fraction=direct_fraction, seed=seed,
+                 threads=threads, tokenizer_name=tokenizer_name)
     args = {k: (WARMUP_DEFAULTS[size][k] if v is None else v) for k, v in given.items()}
     start = time.perf_counter()
     set_threads(args["threads"])

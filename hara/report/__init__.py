@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.report.collect import collect_runs
+from hara.report.collect import collect_runs, read_base_scores
 from hara.report.figures import write_figures
 from hara.report.render import render_html, render_markdown
 from hara.report.sections import collect_sections
@@ -44,7 +44,8 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = collect_runs(config, results)
-    tables, figures = build_tables(config, runs), write_figures(config, runs, out_dir)
+    tables = build_tables(config, runs, read_base_scores(config, results))
+    figures = write_figures(config, runs, out_dir)
     sections = collect_sections(config, results, out_dir)
     title, summary = f"HarA report: {config['name']}", summary_line(config, runs)
     (out_dir / "tables.json").write_text(json.dumps([dataclasses.asdict(t) for t in tables], indent=2,

@@ -1,7 +1,8 @@
 """Read what the workflow wrote for every grid cell: training metrics (metrics.jsonl) and scores (scores.json).
 
 Paths follow the workflow (workflows/common.smk): ``<results>/train/<size>/<rlvr>/<method>/seed<k>/metrics.jsonl``
-and ``<results>/eval/<size>/<rlvr>/<method>/seed<k>/scores.json``. A missing or unreadable file leaves the cell
+and ``<results>/eval/<size>/<rlvr>/<method>/seed<k>/scores.json``; the Base model of a size, before RL, at
+``<results>/eval/<size>/base/scores.json`` (:func:`read_base_scores`). A missing or unreadable file leaves the cell
 empty (the report then says "n/a"); nothing is filled in.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cell", "Run", "collect_runs", "grid_cells"]
+__all__ = ["Cell", "Run", "collect_runs", "grid_cells", "read_base_scores"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +69,9 @@ def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:
     return {cell: Run(cell, read_metrics(results / "train" / cell.path() / "metrics.jsonl"),
                       read_scores(results / "eval" / cell.path() / "scores.json"))
             for cell in grid_cells(config)}
+
+
+def read_base_scores(config: Mapping, results: str | Path) -> dict[str, dict[str, float]]:
+    """pass@1 per benchmark of each size's Base model ({} for a size not evaluated)."""
+    return {size: read_scores(Path(results) / "eval" / size / "base" / "scores.json")
+            for size in config["models"]["sizes"]}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.report.collect import Cell, Run
@@ -16,6 +17,7 @@ from hara.report.stats import NA, Estimate, final_value, mean_se, step_reaching,
 __all__ = ["TABLES", "Table", "build_tables"]
 
 BASELINE = "none"
+BASE_ROW = "base (no RL)"
 ACCURACY = "train/accuracy"
 
 
@@ -42,10 +44,15 @@ def runs_of(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> list
 
 
 def average_score(run: Run, benchmarks: list[str]) -> float | None:
+    """Mean pass@1 of a run over the benchmarks (see :func:`benchmark_mean`)."""
+    return benchmark_mean(run.scores, benchmarks)
+
+
+def benchmark_mean(scores: Mapping[str, float], benchmarks: list[str]) -> float | None:
     """Mean pass@1 over the benchmarks; None unless every benchmark was scored (a partial mean would mislead)."""
-    if not all(name in run.scores for name in benchmarks):
+    if not all(name in scores for name in benchmarks):
         return None
-    return sum(run.scores[name] for name in benchmarks) / len(benchmarks)
+    return sum(scores[name] for name in benchmarks) / len(benchmarks)
 
 
 def score_estimate(group: list[Run], benchmark: str | None, benchmarks: list[str]) -> Estimate:
@@ -59,19 +66,29 @@ def pct(estimate: Estimate, seeds: int) -> str:
     return estimate.format(scale=100.0, digits=1, expected=seeds)
 
 
-def main_table(config: Mapping, runs: Mapping[Cell, Run]) -> Table:
-    """Size x method rows, one column per benchmark plus the average (host preset GRPO)."""
+def main_table(config: Mapping, runs: Mapping[Cell, Run],
+               base_scores: Mapping[str, Mapping[str, float]] | None = None) -> Table:
+    """Size x method rows, one column per benchmark plus the average (host preset GRPO); each size's Base model
+    first, before RL (``base_scores``: pass@1 per benchmark per size, from :func:`read_base_scores`)."""
     benchmarks, rlvr, seeds = config["data"]["benchmarks"], host_rlvr(config), len(config["grid"]["seeds"])
     rows = []
     for size in config["models"]["sizes"]:
+        base = (base_scores or {}).get(size, {})
+        rows.append([size, BASE_ROW, *(_plain_pct(base.get(b)) for b in benchmarks),
+                     _plain_pct(benchmark_mean(base, benchmarks))])
         for method in config["grid"]["methods"]:
             group = runs_of(runs, size, rlvr, method)
             rows.append([size, method, *(pct(score_estimate(group, b, benchmarks), seeds) for b in benchmarks),
                          pct(score_estimate(group, None, benchmarks), seeds)])
     return Table("main", f"Main results ({rlvr})",
                  f"pass@1 (%) per benchmark, mean ± standard error over {seeds} seed(s); host preset {rlvr}. "
+                 f"'{BASE_ROW}' is the Base model before RL (one evaluation). "
                  f"Paper (its own models and benchmarks): {PAPER_NUMBERS['gain_vs_grpo']}.",
                  ["size", "method", *benchmarks, "average"], rows)
+
+
+def _plain_pct(value: float | None) -> str:
+    return NA if value is None else f"{100 * value:.1f}"
 
 
 def rlvr_table(config: Mapping, runs: Mapping[Cell, Run]) -> Table:
@@ -239,5 +256,8 @@ TABLES: list[Callable[[Mapping, Mapping[Cell, Run]], Table]] = [paper_table, mai
                                                                  efficiency_table]
 
 
-def build_tables(config: Mapping, runs: Mapping[Cell, Run]) -> list[Table]:
-    return [make(config, runs) for make in TABLES]
+def build_tables(config: Mapping, runs: Mapping[Cell, Run],
+                 base_scores: Mapping[str, Mapping[str, float]] | None = None) -> list[Table]:
+    """Every table of :data:`TABLES`; the main table also gets the Base models' scores."""
+    return [partial(make, base_scores=base_scores)(config, runs) if make is main_table else make(config, runs)
+            for make in TABLES]

@@ -4,8 +4,9 @@ The objective is never measured on a test benchmark. :func:`write_validation_spl
 training set out as ``validation.jsonl`` and writes the rest as the trials' training set (a `hara data` folder), so
 the RL prompts and the validation problems are disjoint. When the config selects its RL prompts
 (``training.prompt_selection``, on in the embedded default), :func:`write_trial_prompts` selects them once per study
-from that split with the study's base model, so trials train on the same kind of prompts as the grid. ``validation/pass@1`` is scored by the evaluation stage's
-own lighteval task and pass@1 metric (avg@evaluation.n) on that split.
+from that split with the study's base model, so trials train on the same kind of prompts as the grid.
+``validation/pass@1`` is scored by the evaluation stage's own lighteval task and pass@1 metric (avg@evaluation.n) on
+that split.
 
 The trial trains in-process with the training stage's own trainer (``hara.rlvr.train.build_trainer``, its
 ``MetricsCallback`` logging every step into the trial's MLflow run). :class:`PruningCallback` measures the metric

@@ -55,8 +55,14 @@ def test_tables_say_na_for_missing_cells_and_show_scores():
                                                     {b: 0.25 for b in benchmarks}),
             Cell("tiny-s", "grpo", "hara_tok", 0): Run(Cell("tiny-s", "grpo", "hara_tok", 0))}
     rows = main_table(config, runs).rows
-    assert rows[0][2:] == ["25.0 (1 seed)"] * (len(benchmarks) + 1)
-    assert rows[1][2:] == ["n/a"] * (len(benchmarks) + 1)
+    assert [row[1] for row in rows] == ["base (no RL)", "none", "hara_tok"]
+    assert rows[0][2:] == ["n/a"] * (len(benchmarks) + 1)  # the Base model was not evaluated
+    assert rows[1][2:] == ["25.0 (1 seed)"] * (len(benchmarks) + 1)
+    assert rows[2][2:] == ["n/a"] * (len(benchmarks) + 1)
+    base = {"tiny-s": {b: 0.125 * (i + 1) for i, b in enumerate(benchmarks)}}
+    base_row = main_table(config, runs, base).rows[0]
+    expected_mean = 0.125 * (len(benchmarks) + 1) / 2
+    assert base_row[2:] == [f"{12.5 * (i + 1):.1f}" for i in range(len(benchmarks))] + [f"{100 * expected_mean:.1f}"]
     assert seq_tok_table(config, runs).rows[0][-1] == "n/a"  # no hara_seq run: no invented gap
 
 
@@ -65,7 +71,14 @@ def test_build_report_writes_html_markdown_and_figures(tmp_path):
     run_dir = tmp_path / "train" / "tiny-s" / "grpo" / "none" / "seed0"
     run_dir.mkdir(parents=True)
     run_dir.joinpath("metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics([0.1, 0.2], 1.0)))
+    base_dir = tmp_path / "eval" / "tiny-s" / "base"
+    base_dir.mkdir(parents=True)
+    base_dir.joinpath("scores.json").write_text(json.dumps(
+        {"benchmarks": {b: {"score": 0.175} for b in config["data"]["benchmarks"]}}))
     summary = build_report(config, tmp_path, tmp_path / "report", mlflow=False)
     page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    base_line = next(line for line in (tmp_path / "report" / "report.md").read_text().splitlines()
+                     if line.startswith("| tiny-s | base (no RL) |"))
+    assert base_line.count("17.5") == len(config["data"]["benchmarks"]) + 1
     assert summary["figures"]["tiny-s"] and "data:image/png;base64," in page
     assert "n/a" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")  # no scores were written

@@ -16,11 +16,12 @@ PAPER = REPO / "config" / "paper.yaml"
 
 
 def expected_counts(config: dict) -> dict[str, int]:
-    """Jobs per rule implied by the config: one train and one evaluate job per grid cell."""
+    """Jobs per rule implied by the config: one train and one evaluate job per grid cell, one Base model and its
+    evaluation per size."""
     grid, sizes = config["grid"], config["models"]["sizes"]
     cells = len(sizes) * len(grid["rlvr"]) * len(grid["methods"]) * len(grid["seeds"])
-    counts = {"prepare_data": 1, "tracking_store": 1, "base_model": len(sizes), "train": cells, "evaluate": cells,
-              "report": 1, "all": 1}
+    counts = {"prepare_data": 1, "tracking_store": 1, "base_model": len(sizes), "evaluate_base": len(sizes),
+              "train": cells, "evaluate": cells, "report": 1, "all": 1}
     if config["models"]["family"] == "hub":
         counts["download_model"] = len(sizes)  # one snapshot download per size; the tiny family builds its own
     return counts
@@ -60,9 +61,9 @@ def test_slurm_profile_dry_run_requests_gpus_for_train_and_evaluate(tmp_path):
     output = output_of(proc)
     config = paper_config()
     cells = expected_counts(config)["train"]
-    for rule in ("train", "evaluate"):
+    for rule, jobs in (("train", cells), ("evaluate", cells), ("evaluate_base", len(config["models"]["sizes"]))):
         blocks = job_blocks(output, rule)
-        assert len(blocks) == cells
+        assert len(blocks) == jobs
         assert all(gpus_of(b) >= 1 for b in blocks), rule
     # a training job holds models.train_gpus[size] GPUs and runs one process per GPU
     for block in job_blocks(output, "train"):

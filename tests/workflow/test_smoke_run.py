@@ -39,7 +39,12 @@ def test_report_has_numbers_from_the_runs(smoke_run):
     tables = {t["key"]: t for t in json.loads((report / "tables.json").read_text(encoding="utf-8"))}
     scores = json.loads((workdir / cell_dirs(config, "eval")[0] / "scores.json").read_text(encoding="utf-8"))
     first = scores["benchmarks"][config["data"]["benchmarks"][0]]["score"] * 100
-    assert tables["main"]["rows"][0][2] == f"{first:.1f} (1 seed)"  # the table shows the evaluated score
+    base_row, first_row = tables["main"]["rows"][:2]
+    assert first_row[2] == f"{first:.1f} (1 seed)"  # the table shows the evaluated score
+    size = config["models"]["sizes"][0]
+    base = json.loads((workdir / config["results_dir"] / "eval" / size / "base" / "scores.json").read_text())
+    base_first = 100 * base["benchmarks"][config["data"]["benchmarks"][0]]["score"]
+    assert base_row[:3] == [size, "base (no RL)", f"{base_first:.1f}"]
     assert all("n/a" not in cell for row in tables["main"]["rows"] for cell in row)
     assert all("n/a" not in row[3] for row in tables["efficiency"]["rows"])  # seconds per step measured
     page = (report / "index.html").read_text(encoding="utf-8")
