@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.report.collect import Cell, Run
@@ -18,6 +17,7 @@ __all__ = ["TABLES", "Table", "build_tables"]
 
 BASELINE = "none"
 BASE_ROW = "base (no RL)"
+BaseScores = Mapping[str, Mapping[str, float]]  # pass@1 per benchmark of each size's Base model (read_base_scores)
 ACCURACY = "train/accuracy"
 
 
@@ -66,10 +66,9 @@ def pct(estimate: Estimate, seeds: int) -> str:
     return estimate.format(scale=100.0, digits=1, expected=seeds)
 
 
-def main_table(config: Mapping, runs: Mapping[Cell, Run],
-               base_scores: Mapping[str, Mapping[str, float]] | None = None) -> Table:
+def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Size x method rows, one column per benchmark plus the average (host preset GRPO); each size's Base model
-    first, before RL (``base_scores``: pass@1 per benchmark per size, from :func:`read_base_scores`)."""
+    first, before RL."""
     benchmarks, rlvr, seeds = config["data"]["benchmarks"], host_rlvr(config), len(config["grid"]["seeds"])
     rows = []
     for size in config["models"]["sizes"]:
@@ -91,7 +90,7 @@ def _plain_pct(value: float | None) -> str:
     return NA if value is None else f"{100 * value:.1f}"
 
 
-def rlvr_table(config: Mapping, runs: Mapping[Cell, Run]) -> Table:
+def rlvr_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """RLVR preset x method: the benchmark-average pass@1, per size."""
     benchmarks, methods, seeds = config["data"]["benchmarks"], config["grid"]["methods"], len(config["grid"]["seeds"])
     rows = [[size, rlvr, *(pct(score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks), seeds)
@@ -102,7 +101,7 @@ def rlvr_table(config: Mapping, runs: Mapping[Cell, Run]) -> Table:
                  "config's grid read n/a.", ["size", "rlvr", *methods], rows)
 
 
-def seq_tok_table(config: Mapping, runs: Mapping[Cell, Run]) -> Table:
+def seq_tok_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Sequence- vs token-level HarA against the baseline, per size and preset."""
     benchmarks, seeds = config["data"]["benchmarks"], len(config["grid"]["seeds"])
     methods = [BASELINE, "hara_seq", "hara_tok"]
@@ -150,7 +149,7 @@ EFFICIENCY_COLUMNS: list[tuple[str, str, Callable[[Estimate, int], str]]] = [
 ]
 
 
-def efficiency_table(config: Mapping, runs: Mapping[Cell, Run]) -> Table:
+def efficiency_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Per (size, rlvr, method): cost per step and the steps / time / accuracy trade-off against the baseline."""
     seeds = len(config["grid"]["seeds"])
     rows = []
@@ -219,7 +218,7 @@ def _efficiency_extremes(config: Mapping, runs: Mapping[Cell, Run]) -> dict[str,
     return out
 
 
-def paper_table(config: Mapping, runs: Mapping[Cell, Run]) -> Table:
+def paper_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """The paper's headline numbers (hara.analysis.claims, from method.md) next to the same measure on our runs."""
     methods = config["grid"]["methods"]
     hara = [m for m in methods if m.startswith("hara")]
@@ -251,13 +250,11 @@ def paper_table(config: Mapping, runs: Mapping[Cell, Run]) -> Table:
                  "the time measures.", ["claim", "paper", "ours (this run)"], rows)
 
 
-#: The report's tables, in page order.
-TABLES: list[Callable[[Mapping, Mapping[Cell, Run]], Table]] = [paper_table, main_table, rlvr_table, seq_tok_table,
-                                                                 efficiency_table]
+#: The report's tables, in page order. Every builder takes (config, runs, base_scores); the main table shows the
+#: Base models' scores, the others compare trained runs only.
+TABLES: list[Callable[[Mapping, Mapping[Cell, Run], BaseScores | None], Table]] = [
+    paper_table, main_table, rlvr_table, seq_tok_table, efficiency_table]
 
 
-def build_tables(config: Mapping, runs: Mapping[Cell, Run],
-                 base_scores: Mapping[str, Mapping[str, float]] | None = None) -> list[Table]:
-    """Every table of :data:`TABLES`; the main table also gets the Base models' scores."""
-    return [partial(make, base_scores=base_scores)(config, runs) if make is main_table else make(config, runs)
-            for make in TABLES]
+def build_tables(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> list[Table]:
+    return [make(config, runs, base_scores) for make in TABLES]

@@ -21,7 +21,8 @@ import math
 import random
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -30,6 +31,14 @@ __all__ = ["METRICS", "VALIDATION", "run_trial", "write_trial_prompts", "write_v
 
 VALIDATION = "validation"
 PROMPTS = "prompts"
+
+
+@contextmanager
+def written_aside(out_dir: Path) -> Iterator[Path]:
+    """A scratch folder beside ``out_dir``, renamed to it once filled, so a reader never sees half of it."""
+    partial = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    yield partial
+    partial.rename(out_dir)
 
 
 def write_validation_split(config: Mapping, held_out: int, seed: int, out_dir: Path) -> Path:
@@ -44,11 +53,10 @@ def write_validation_split(config: Mapping, held_out: int, seed: int, out_dir: P
     problems = list(datasets[TRAIN])
     random.Random(f"sweep-validation:{seed}").shuffle(problems)
     datasets[TRAIN] = problems[held_out:]
-    partial = Path(tempfile.mkdtemp(prefix=".data-", dir=out_dir.parent))
-    write_datasets(datasets, partial, seed=config["seed"])
-    (partial / f"{VALIDATION}.jsonl").write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in problems[:held_out]), encoding="utf-8")
-    partial.rename(out_dir)
+    with written_aside(out_dir) as partial:
+        write_datasets(datasets, partial, seed=config["seed"])
+        (partial / f"{VALIDATION}.jsonl").write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in problems[:held_out]), encoding="utf-8")
     return out_dir
 
 
@@ -62,9 +70,8 @@ def write_trial_prompts(config: Mapping, base_model: Path, data_dir: Path, out_d
     if not config["training"]["prompt_selection"]["enabled"]:
         return None
     if not (out_dir / "selection.json").is_file():
-        partial = Path(tempfile.mkdtemp(prefix=".prompts-", dir=out_dir.parent))
-        select_prompts(config, base_model, config_datasets(config, data_dir)["train"], partial)
-        partial.rename(out_dir)
+        with written_aside(out_dir) as partial:
+            select_prompts(config, base_model, config_datasets(config, data_dir)["train"], partial)
     return out_dir
 
 
