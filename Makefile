@@ -12,7 +12,7 @@ TORCH_PIN := torch==2.13.0
 CONFIG ?= config/default.yaml
 RESULTS ?= results
 
-.PHONY: setup test reproduce clean-venv
+.PHONY: setup test reproduce gpu-resolves clean-venv
 
 setup: $(STAMP)
 
@@ -30,6 +30,14 @@ test: setup
 # The venv's bin/ goes first on PATH because the rules call the `hara` command.
 reproduce: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores 2 --configfile $(CONFIG)
+
+# Does `pip install -e ".[gpu,test]"` resolve on a CUDA Linux x86-64 machine with Python 3.11? pip's dry run, isolated
+# from this machine's pip config (local wheel folders, caps), so PyPI's CUDA torch is resolved as on a cluster node;
+# it downloads metadata only and needs no GPU. The last line names the vllm, torch and CUDA runtime it picked.
+gpu-resolves: setup
+	$(PY) -m pip install --isolated --cert /etc/ssl/certs/ca-certificates.crt --dry-run --ignore-installed \
+		--quiet --disable-pip-version-check --report $(VENV)/gpu-resolution.json -e ".[gpu,test]"
+	$(PY) scripts/gpu_resolution.py $(VENV)/gpu-resolution.json
 
 clean-venv:
 	rm -rf $(VENV)

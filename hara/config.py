@@ -165,7 +165,17 @@ def check_local_folders(config: Mapping) -> str | None:
     return None
 
 
-SEMANTIC_CHECKS: list[Callable[[Mapping], str | None]] = [check_model_sizes, check_benchmarks, check_local_folders]
+def check_vllm_mode(config: Mapping) -> str | None:
+    """vLLM server mode needs a server that lives as long as the training job; no rule of the DAG provides one."""
+    training = config["training"]
+    if training["use_vllm"] and training["vllm_mode"] == "server":
+        return ("training.vllm_mode: 'server' is not supported (no rule starts and stops a `trl vllm-serve` "
+                "around a training job); use 'colocate'")
+    return None
+
+
+SEMANTIC_CHECKS: list[Callable[[Mapping], str | None]] = [check_model_sizes, check_benchmarks, check_local_folders,
+                                                          check_vllm_mode]
 
 
 def validate_config(config: Any, source: str = "<config>", schema: Mapping | None = None,

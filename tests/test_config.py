@@ -151,3 +151,18 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     assert config["training"]["lr"] == 1e-4 and config["warmup"]["lr"] == 2e-3
     path.write_text(path.read_text().replace("lr: 1.0e-3", "lr: 5e-4"), encoding="utf-8")
     assert load_config(path)["training"]["lr"] == 5e-4
+
+
+def test_vllm_server_mode_is_refused_in_one_line():
+    """No rule starts a `trl vllm-serve` around a training job: server mode would hang waiting for one."""
+    with pytest.raises(ConfigError, match=r"training\.vllm_mode: 'server' is not supported"):
+        load_config(REPO / "config" / "smoke.yaml", overrides=["training.use_vllm=true", "training.vllm_mode=server"])
+    assert load_config(REPO / "config" / "smoke.yaml", overrides=["training.vllm_mode=server"])  # vLLM off: unused
+
+
+def test_paper_prompt_asks_for_a_boxed_answer_and_stops_at_the_next_question():
+    from hara.data.format import prompt_format
+
+    prompt = prompt_format(load_config(REPO / "config" / "paper.yaml", skip_checks=("check_local_folders",)))
+    assert "\\boxed{}" in prompt.prompt("What is 1+1?") and prompt.prompt("What is 1+1?").startswith("Question: What")
+    assert prompt.cut(" 1+1=2, so \\boxed{2}.\nQuestion: What is 2+2?\nAnswer: \\boxed{5}") == " 1+1=2, so \\boxed{2}."

@@ -46,7 +46,7 @@ rule analysis_train:
         overrides=lambda wildcards, output: " ".join(
             f"--set {shlex.quote(arg)}" for arg in override_args(config, ANALYSIS_RUNS[os.path.dirname(output.final)])
         ),
-        settings=settings_digest("training", "rlvr", "hara"),
+        settings=settings_digest("training", "rlvr", "hara", "prompt"),
         prompts=lambda wildcards, input: f"--prompts {shlex.quote(input.prompts)}" if SELECT_PROMPTS else "",
     threads: THREADS
     resources:
@@ -74,7 +74,7 @@ rule analysis_evaluate:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         benchmarks=benchmark_args(),
-        settings=settings_digest("evaluation"),
+        settings=settings_digest("evaluation", "prompt"),
     threads: THREADS
     resources:
         mem_mb=resource("evaluate", "mem_mb"),

@@ -88,13 +88,20 @@ def benchmark_args():
 
 
 # Resources of each job kind, per model family: the same DAG runs the tiny family on a 2-core laptop and the hub
-# family on GPU nodes. `hara train` and `hara evaluate` are single-process, so a GPU job uses exactly one GPU.
-# Times in minutes; the hub values are provisional until measured on the cluster.
+# family on GPU nodes. A value may be a table by model size (the rule's `size` wildcard; a rule without one takes
+# the largest). Times in minutes, memory of the host in MB; the hub values are provisional until measured on the
+# cluster (`hara plan`, issue 15). The hub base_model job only copies the downloaded snapshot: no GPU, no weights
+# loaded (evaluate_base measures the Base model on a GPU).
+_HUB_SIZES = ("qwen3-1.7b", "qwen3-4b", "qwen3-8b")
 RESOURCES = {
     "prepare_data": {"tiny": dict(mem_mb=2000, runtime=20, gpu=0), "hub": dict(mem_mb=16000, runtime=60, gpu=0)},
-    "base_model": {"tiny": dict(mem_mb=4000, runtime=60, gpu=0), "hub": dict(mem_mb=64000, runtime=60, gpu=0)},
-    "train": {"tiny": dict(mem_mb=4000, runtime=120, gpu=0), "hub": dict(mem_mb=160000, runtime=2880, gpu=1)},
-    "evaluate": {"tiny": dict(mem_mb=4000, runtime=60, gpu=0), "hub": dict(mem_mb=64000, runtime=480, gpu=1)},
+    "base_model": {"tiny": dict(mem_mb=4000, runtime=60, gpu=0), "hub": dict(mem_mb=8000, runtime=30, gpu=0)},
+    "train": {"tiny": dict(mem_mb=4000, runtime=120, gpu=0),
+              "hub": dict(mem_mb=dict(zip(_HUB_SIZES, (96000, 192000, 320000))),
+                          runtime=dict(zip(_HUB_SIZES, (1440, 2160, 2880))), gpu=1)},
+    "evaluate": {"tiny": dict(mem_mb=4000, runtime=60, gpu=0),
+                 "hub": dict(mem_mb=dict(zip(_HUB_SIZES, (48000, 64000, 96000))),
+                             runtime=dict(zip(_HUB_SIZES, (240, 360, 480))), gpu=1)},
     "report": {"tiny": dict(mem_mb=2000, runtime=20, gpu=0), "hub": dict(mem_mb=8000, runtime=30, gpu=0)},
 }
 
@@ -108,5 +115,33 @@ def train_processes(wildcards):
 
 
 def resource(rule_name, key):
-    """The resource ``key`` of ``rule_name`` for the config's model family."""
-    return RESOURCES[rule_name][FAMILY][key]
+    """The resource ``key`` of ``rule_name`` for the config's model family (a function of the wildcards where it
+    depends on the model size)."""
+    value = RESOURCES[rule_name][FAMILY][key]
+    if not isinstance(value, dict):
+        return value
+    return lambda wildcards: value.get(getattr(wildcards, "size", None), max(value.values()))
+
+
+def gpu_job_resources(gpus):
+    """Slurm settings of a job holding ``gpus`` GPUs (one process per GPU, `threads` torch threads each): all on
+    one node, one Slurm task (`hara train` starts its processes itself, through accelerate) holding every CPU.
+    The Slurm plugin would otherwise ask for one task per GPU with `threads` CPUs in all. No GPUs: nothing."""
+    if not gpus:
+        return {}
+    return dict(nodes=1, tasks_per_gpu=0, cpus_per_task=gpus * THREADS)
+
+
+def train_gpus(wildcards):
+    """GPUs of a training job: one per training process on the cluster, none for the tiny family."""
+    return train_processes(wildcards) if resource("train", "gpu") else 0
+
+
+def evaluate_gpus(wildcards):
+    """GPUs of an evaluation job: the vLLM engine's tensor parallel size on the cluster, none for the tiny family."""
+    return config["evaluation"]["vllm"]["tensor_parallel_size"] if resource("evaluate", "gpu") else 0
+
+
+def base_model_args():
+    """The hub family's Base model is measured by evaluate_base on a GPU, not by the (CPU) copy job."""
+    return "--skip-accuracy" if FAMILY == "hub" else ""

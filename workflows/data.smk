@@ -1,7 +1,33 @@
 # Training set and benchmarks as local JSON Lines files (synthetic, champ, or the fetched hub folders).
 
+HUB_DATA = config["data"]["local_dir"]
+
+
+# The paper's datasets, downloaded once with `hara fetch-data` (datasets.load_dataset of each dataset's split) into
+# data.local_dir. A local rule like download_model: the login node running Snakemake has hub access, compute nodes
+# often do not. Only the hub source reaches it; an existing fetch (its manifest) is not repeated.
+rule fetch_data:
+    output:
+        manifest=f"{HUB_DATA}/fetch_manifest.json",
+    log:
+        f"{LOGS}/fetch_data/fetch_data.log",
+    params:
+        config=CONFIG_FILE,
+        out=lambda wildcards, output: os.path.dirname(output.manifest),
+    localrule: True
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    conda:
+        "../environment.yml"
+    shell:
+        "hara fetch-data --config {params.config:q} --out {params.out:q} > {log:q} 2>&1"
+
 
 rule prepare_data:
+    input:
+        fetched=rules.fetch_data.output.manifest if config["data"]["source"] == "hub" else [],
     output:
         manifest=f"{RESULTS}/data/manifest.json",
         train=f"{RESULTS}/data/train.jsonl",

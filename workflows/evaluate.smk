@@ -16,12 +16,15 @@ rule evaluate:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         benchmarks=benchmark_args(),
-        settings=settings_digest("evaluation"),
+        settings=settings_digest("evaluation", "prompt"),
     threads: THREADS
     resources:
         mem_mb=resource("evaluate", "mem_mb"),
         runtime=resource("evaluate", "runtime"),
-        gpu=resource("evaluate", "gpu"),
+        gpu=evaluate_gpus,
+        nodes=lambda wildcards: gpu_job_resources(evaluate_gpus(wildcards)).get("nodes", 0),
+        tasks_per_gpu=0,
+        cpus_per_task=lambda wildcards: gpu_job_resources(evaluate_gpus(wildcards)).get("cpus_per_task", 0),
     conda:
         "../environment.yml"
     shell:

@@ -36,7 +36,8 @@ rule base_model:
     params:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
-        settings=settings_digest("seed", "models", "warmup"),
+        settings=settings_digest("seed", "models", "warmup", "prompt"),
+        accuracy=base_model_args(),
     threads: THREADS
     resources:
         mem_mb=resource("base_model", "mem_mb"),
@@ -46,4 +47,4 @@ rule base_model:
         "../environment.yml"
     shell:
         "hara base-model --config {params.config:q} --size {wildcards.size:q} --data {params.data:q}"
-        " --out {output.model:q} > {log:q} 2>&1"
+        " --out {output.model:q} {params.accuracy} > {log:q} 2>&1"

@@ -36,7 +36,7 @@ rule select_prompts:
     params:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
-        settings=settings_digest("training"),
+        settings=settings_digest("training", "prompt"),
     threads: THREADS
     resources:
         mem_mb=resource("evaluate", "mem_mb"),
@@ -63,14 +63,17 @@ rule train:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         run_dir=lambda wildcards, output: os.path.dirname(output.final),
-        settings=settings_digest("training", "rlvr", "hara"),
+        settings=settings_digest("training", "rlvr", "hara", "prompt"),
         prompts=lambda wildcards, input: f"--prompts {shlex.quote(input.prompts)}" if SELECT_PROMPTS else "",
         processes=train_processes,
     threads: THREADS
     resources:
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
-        gpu=lambda wildcards: train_processes(wildcards) if resource("train", "gpu") else 0,
+        gpu=train_gpus,
+        nodes=lambda wildcards: gpu_job_resources(train_gpus(wildcards)).get("nodes", 0),
+        tasks_per_gpu=0,
+        cpus_per_task=lambda wildcards: gpu_job_resources(train_gpus(wildcards)).get("cpus_per_task", 0),
     conda:
         "../environment.yml"
     shell:

@@ -44,15 +44,18 @@ class Rollouts:
 
 @torch.no_grad()
 def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, temperature: float,
-                    max_new_tokens: int, layer: int, seed: int, labeller: Labeller) -> tuple[Rollouts, Labels]:
-    """``rollouts`` sampled completions per problem with their hidden states and stage labels (by ``labeller``)."""
-    from hara.data.format import format_prompt
+                    max_new_tokens: int, layer: int, seed: int, labeller: Labeller,
+                    prompt=None) -> tuple[Rollouts, Labels]:
+    """``rollouts`` sampled completions per problem with their hidden states and stage labels (by ``labeller``);
+    ``prompt`` is the config's :class:`hara.data.format.PromptFormat` (the training prompt)."""
+    from hara.data.format import PromptFormat
     from hara.models.generate import generate_ids
     from hara.rlvr.trainer import capture_context
 
-    prompts = [format_prompt(p) for p in problems for _ in range(rollouts)]
+    prompt = prompt or PromptFormat()
+    prompts = [prompt.prompt(p) for p in problems for _ in range(rollouts)]
     ids = generate_ids(model, tokenizer, prompts, greedy=False, temperature=temperature,
-                       max_new_tokens=max_new_tokens, seed=seed)
+                       max_new_tokens=max_new_tokens, seed=seed, stop=prompt.stop)
     batch = tokenizer(prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
     width = max(1, max(len(row) for row in ids))
     completion = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -92,6 +95,7 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
     """Sample, label, map and score (module docstring); writes the matrices CSV and two figures too."""
     from hara.data.io import read_jsonl
     from hara.models.generate import load_model
+    from hara.data.format import prompt_format
     from hara.runinfo import set_threads
 
     cfg = config["analyses"]["interpretability"]
@@ -104,7 +108,8 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
     data, labels = sample_rollouts(model, tokenizer, [r["problem"] for r in chosen], max(cfg["rollouts"]),
                                    temperature=cfg["temperature"],
                                    max_new_tokens=cfg["max_new_tokens"] or config["training"]["max_completion_length"],
-                                   layer=config["hara"]["hidden_layer"], seed=cfg["seed"], labeller=labeller)
+                                   layer=config["hara"]["hidden_layer"], seed=cfg["seed"], labeller=labeller,
+                                   prompt=prompt_format(config))
     alphas = variant_alphas(["w", "gw", "fgw"], config["hara"]["hara"]["alpha"])
     scored, matrices = score_variants(data, alphas, cfg["rollouts"], barycenter_config(config), cfg["smoothing"])
     rows = [[r["variant"], f"{r['alpha']:g}", str(r["rollouts"]), fmt(r["scores"].score), fmt(r["scores"].chance),

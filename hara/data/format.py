@@ -1,11 +1,20 @@
 """The prompt / completion format shared by the warm-up, RL training and evaluation.
 
-The real Qwen3-Base models are prompted to reason step by step and put the final answer in ``\\boxed{}``; the tiny
-embedded models learn the same shape during the warm-up, so the reward (math-verify on the boxed answer) and the
-evaluation are identical for both worlds. The instruction is kept short because the tiny models read characters.
+The prompt is the config's ``prompt.template`` with ``{problem}`` replaced, and generation stops at the first of
+``prompt.stop`` (:class:`PromptFormat`, built once from the config by :func:`prompt_format`): TRL's rollouts, the
+pass-rate selection, the accuracy checks and both evaluation backends (transformers and vLLM, through lighteval's
+task config) take the same two settings, so the policy is always conditioned on, and cut at, the same text.
+
+- The embedded default keeps ``Question: {problem}\\nAnswer:`` and no stop: the tiny models read characters, learn
+  the boxed-answer shape in the warm-up and end with their eos token.
+- config/paper.yaml asks the Qwen3-Base models to reason step by step and box the final answer (the instruction of
+  Qwen2.5-Math and DeepSeek-R1's evaluations) and stops at a new ``Question:``: a Base model has no chat turn to
+  end and otherwise runs on into invented follow-up questions, whose boxed answers the last-boxed reward would score.
 """
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 PROMPT_TEMPLATE = "Question: {problem}\nAnswer:"
 COMPLETION_TEMPLATE = " {solution} The answer is \\boxed{{{answer}}}."
@@ -14,8 +23,34 @@ _DIRECT_ANSWER = re.compile(r"\s*The answer is \\boxed\{[^{}]*\}\.?\s*")
 
 
 def format_prompt(problem: str, template: str = PROMPT_TEMPLATE) -> str:
-    """The text a policy is conditioned on for one problem."""
-    return template.format(problem=problem.strip())
+    """The text a policy is conditioned on for one problem (``{problem}`` replaced, so the template may hold other
+    braces, e.g. ``\\boxed{}``)."""
+    return template.replace("{problem}", problem.strip())
+
+
+def cut_at_stop(completion: str, stop: tuple[str, ...] | list[str]) -> str:
+    """``completion`` up to the first stop sequence (excluded), as vLLM returns it; unchanged when none occurs."""
+    cut = min((index for index in (completion.find(s) for s in stop) if index >= 0), default=-1)
+    return completion if cut < 0 else completion[:cut]
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """How problems are put to a policy and where its completion ends (the config's ``prompt`` section)."""
+
+    template: str = PROMPT_TEMPLATE
+    stop: tuple[str, ...] = ()
+
+    def prompt(self, problem: str) -> str:
+        return format_prompt(problem, self.template)
+
+    def cut(self, completion: str) -> str:
+        return cut_at_stop(completion, self.stop)
+
+
+def prompt_format(config: Mapping) -> PromptFormat:
+    """The :class:`PromptFormat` of a resolved config."""
+    return PromptFormat(template=config["prompt"]["template"], stop=tuple(config["prompt"]["stop"]))
 
 
 def format_completion(solution: str, answer: str) -> str:

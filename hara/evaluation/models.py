@@ -6,21 +6,27 @@ of a run saved to the same folder) is answered from the old cache: one of the ev
 fixes. Here the model config carries :func:`checkpoint_fingerprint` (sha256 over the checkpoint's weight, config
 and tokenizer files) and every sampling parameter, so each checkpoint and each sampling setup has its own key.
 
-Backends (:data:`BACKENDS`):
+Generation engines (:data:`ENGINES`), loaded once per evaluation job and shared by its benchmarks (a benchmark's
+lighteval model, :class:`CheckpointModel`, holds its own sampling settings and cache, not the weights):
 
-- ``transformers``: batched generation with :mod:`hara.models.generate` (CPU; the tiny models, any HF causal LM);
-- ``vllm``: our vLLM generation (GPU). ``vllm`` is imported inside that backend only, so the CPU path never imports
-  it (lighteval's own vllm extra pins an old vllm; the gpu extra of this package pins vllm 0.31.0).
+- ``transformers``: batched generation with :mod:`hara.models.generate` (CPU, or the GPU when there is one);
+- ``vllm``: vLLM's offline ``LLM`` (GPU). ``vllm`` is imported inside that engine only, so the CPU path never
+  imports it (lighteval's own vllm extra pins an old vllm; the gpu extra of this package pins vllm 0.31.0). Its
+  memory share, context length and tensor parallel size come from ``evaluation.vllm``; :meth:`VLLMEngine.close`
+  tears the engine down (model-parallel groups, GPU memory) when the job is done.
 
-Both produce ``n`` completions per problem for the pass@1 (avg@n) metric, as plain text of the completion only.
+Both produce ``n`` completions per problem for the pass@1 (avg@n) metric, as plain text of the completion only, cut
+before the first of the task's stop sequences (the config's ``prompt.stop``) exactly as vLLM cuts it.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from lighteval.models.abstract_model import LightevalModel, ModelConfig
 from lighteval.models.model_input import GenerationParameters
@@ -28,11 +34,12 @@ from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.requests import Doc, SamplingMethod
 from lighteval.utils.cache_management import SampleCache, cached
 
+from hara.data.format import cut_at_stop
 from hara.evaluation.settings import SamplingSettings
 from hara.runinfo import stream_into
 
-__all__ = ["BACKENDS", "CheckpointModelConfig", "TransformersCheckpointModel", "VLLMCheckpointModel",
-           "checkpoint_fingerprint", "make_model_config", "resolve_backend"]
+__all__ = ["ENGINES", "CheckpointModel", "CheckpointModelConfig", "TransformersEngine", "VLLMEngine",
+           "checkpoint_fingerprint", "load_engine", "make_model_config", "resolve_backend"]
 
 # Provenance and logs written next to the weights: they do not change what the model generates.
 NOT_MODEL_FILES = frozenset({"run_info.json", "resolved_config.yaml", "warmup.json", "mlflow_run.json",
@@ -69,14 +76,17 @@ class CheckpointModelConfig(ModelConfig):
     threads: int = 1
     dtype: str = "auto"
     gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    tensor_parallel_size: int = 1
 
 
 def make_model_config(checkpoint: str | Path, settings: SamplingSettings, backend: str, cache_dir: str | Path,
-                      batch_size: int = 256, threads: int = 1, fingerprint: str | None = None) -> CheckpointModelConfig:
+                      batch_size: int = 256, threads: int = 1, fingerprint: str | None = None,
+                      vllm: dict | None = None) -> CheckpointModelConfig:
     """The config of ``checkpoint`` sampled with ``settings``; model_name = folder name + fingerprint prefix.
 
     ``fingerprint`` saves re-hashing when one checkpoint is evaluated on several benchmarks (it is computed when
-    not given; passing a stale one is the caller's bug).
+    not given; passing a stale one is the caller's bug). ``vllm``: the config's ``evaluation.vllm`` section.
     """
     fingerprint = fingerprint or checkpoint_fingerprint(checkpoint)
     generation = GenerationParameters(temperature=settings.temperature, top_p=settings.top_p,
@@ -84,16 +94,127 @@ def make_model_config(checkpoint: str | Path, settings: SamplingSettings, backen
     return CheckpointModelConfig(
         model_name=f"{Path(checkpoint).resolve().name}-{fingerprint[:16]}", checkpoint=str(Path(checkpoint).resolve()),
         fingerprint=fingerprint, backend=backend, n=settings.n, batch_size=batch_size, threads=threads,
-        generation_parameters=generation, cache_dir=str(cache_dir),
+        generation_parameters=generation, cache_dir=str(cache_dir), **(vllm or {}),
     )
 
 
-class CheckpointModel(LightevalModel):
-    """Shared plumbing of our backends: config, prediction cache, no log-likelihood requests."""
+def sampling_of(config: CheckpointModelConfig) -> dict:
+    """The sampling parameters of a model config, in :func:`hara.models.generate.generate_ids` terms."""
+    gen = config.generation_parameters
+    return {"temperature": gen.temperature, "top_p": gen.top_p if gen.top_p is not None else 1.0,
+            "max_new_tokens": gen.max_new_tokens, "seed": gen.seed or 0}
+
+
+class Engine(Protocol):
+    """Loaded weights that generate: ``n`` completions per prompt, grouped by prompt (prompt 0's n first)."""
+
+    tokenizer: object
+
+    def generate(self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...]
+                 ) -> tuple[list[str], list[list[int]]]: ...
+
+    def close(self) -> None: ...
+
+
+class TransformersEngine:
+    """:func:`hara.models.generate.generate_ids` on left-padded batches, seeded once per call."""
 
     def __init__(self, config: CheckpointModelConfig):
+        from hara.models.generate import load_model
+        from hara.runinfo import set_threads
+
+        set_threads(config.threads)
+        self.batch_size = config.batch_size
+        self.model, self.tokenizer = load_model(config.checkpoint)
+
+    def generate(self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...] = ()
+                 ) -> tuple[list[str], list[list[int]]]:
+        from hara.models.generate import generate_ids
+
+        greedy = sampling["temperature"] == 0
+        # Greedy samples are all the same arg-max completion: generate each prompt once and repeat it n times.
+        repeated = prompts if greedy else [prompt for prompt in prompts for _ in range(n)]
+        ids = generate_ids(self.model, self.tokenizer, repeated, greedy=greedy,
+                           temperature=sampling["temperature"] or 1.0, top_p=sampling["top_p"],
+                           max_new_tokens=sampling["max_new_tokens"], seed=sampling["seed"],
+                           batch_size=self.batch_size, stop=stop)
+        ids = [row for row in ids for _ in range(n)] if greedy else ids
+        texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+        return [cut_at_stop(text, stop) for text in texts], ids
+
+    def close(self) -> None:
+        self.model = None
+        gc.collect()
+
+
+class VLLMEngine:
+    """vLLM's offline ``LLM.generate`` with ``SamplingParams(n=...)``; vllm is imported here only."""
+
+    def __init__(self, config: CheckpointModelConfig):
+        from vllm import LLM  # the gpu extra; never imported on the CPU path
+
+        self.llm = LLM(model=config.checkpoint, tokenizer=config.checkpoint, dtype=config.dtype,
+                       seed=sampling_of(config)["seed"], gpu_memory_utilization=config.gpu_memory_utilization,
+                       max_model_len=config.max_model_len, tensor_parallel_size=config.tensor_parallel_size,
+                       skip_tokenizer_init=False)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def generate(self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...] = ()
+                 ) -> tuple[list[str], list[list[int]]]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(n=n, temperature=sampling["temperature"], top_p=sampling["top_p"],
+                                max_tokens=sampling["max_new_tokens"], seed=sampling["seed"], stop=list(stop))
+        # Token ids, not text: vLLM would add the tokenizer's special tokens, training does not.
+        inputs = [TokensPrompt(prompt_token_ids=self.tokenizer(p, add_special_tokens=False)["input_ids"])
+                  for p in prompts]
+        outputs = self.llm.generate(inputs, params)
+        texts = [cut_at_stop(sample.text, stop) for output in outputs for sample in output.outputs]
+        ids = [list(sample.token_ids) for output in outputs for sample in output.outputs]
+        return texts, ids
+
+    def close(self) -> None:
+        """Shut the engine down and give its GPU memory back (``del`` alone leaves the engine core process, the
+        model-parallel groups and the cached blocks behind)."""
+        import torch
+        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+        engine = getattr(self.llm, "llm_engine", None)
+        shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        self.llm = None
+        destroy_model_parallel()
+        destroy_distributed_environment()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+ENGINES: dict[str, Callable[[CheckpointModelConfig], Engine]] = {
+    "transformers": TransformersEngine,
+    "vllm": VLLMEngine,
+}
+
+
+def load_engine(config: CheckpointModelConfig) -> Engine:
+    """The engine of ``config.backend`` with ``config``'s checkpoint loaded."""
+    return ENGINES[config.backend](config)
+
+
+class CheckpointModel(LightevalModel):
+    """One benchmark's lighteval model: its config (sampling settings, cache key) and prediction cache, generating
+    with a shared :class:`Engine`."""
+
+    def __init__(self, config: CheckpointModelConfig, engine: Engine):
         self.config = config
+        self.engine = engine
         self._cache = SampleCache(config)
+
+    @property
+    def tokenizer(self):
+        return self.engine.tokenizer
 
     @property
     def add_special_tokens(self) -> bool:
@@ -103,102 +224,22 @@ class CheckpointModel(LightevalModel):
     def max_length(self) -> int:
         return 1 << 20
 
-    def sampling(self) -> dict:
-        """The sampling parameters of this model config, in :func:`generate_texts` terms."""
-        gen = self.config.generation_parameters
-        return {"temperature": gen.temperature, "top_p": gen.top_p if gen.top_p is not None else 1.0,
-                "max_new_tokens": gen.max_new_tokens, "seed": gen.seed or 0}
-
     @cached(SamplingMethod.GENERATIVE)
     def greedy_until(self, docs: list[Doc]) -> list[ModelResponse]:
         """n completions per document (lighteval's name for all generation, sampled or not)."""
         n = max(doc.num_samples for doc in docs) if docs else 1
         if n != self.config.n:
             raise ValueError(f"tasks ask for {n} samples per problem, the model config says n={self.config.n}")
-        texts, ids = self.generate([doc.query for doc in docs], n)
+        stop = tuple(docs[0].stop_sequences or ()) if docs else ()
+        texts, ids = self.engine.generate([doc.query for doc in docs], n, sampling_of(self.config), stop)
         return [ModelResponse(input=doc.query, text=texts[i * n:(i + 1) * n], output_tokens=ids[i * n:(i + 1) * n])
                 for i, doc in enumerate(docs)]
-
-    def generate(self, prompts: list[str], n: int) -> tuple[list[str], list[list[int]]]:
-        """Texts and token ids of n completions per prompt, grouped by prompt (prompt 0's n first)."""
-        raise NotImplementedError
 
     def loglikelihood(self, docs: list[Doc]) -> list[ModelResponse]:
         raise NotImplementedError("hara evaluation tasks are generative only")
 
     def loglikelihood_rolling(self, docs: list[Doc]) -> list[ModelResponse]:
         raise NotImplementedError("hara evaluation tasks are generative only")
-
-
-class TransformersCheckpointModel(CheckpointModel):
-    """CPU backend: :func:`hara.models.generate.generate_ids` on left-padded batches, seeded once per call."""
-
-    def __init__(self, config: CheckpointModelConfig):
-        super().__init__(config)
-        from hara.models.generate import load_model
-        from hara.runinfo import set_threads
-
-        set_threads(config.threads)
-        self.model, self._tokenizer = load_model(config.checkpoint)
-
-    @property
-    def tokenizer(self):
-        return self._tokenizer
-
-    def generate(self, prompts: list[str], n: int) -> tuple[list[str], list[list[int]]]:
-        from hara.models.generate import generate_ids
-
-        sampling = self.sampling()
-        greedy = sampling["temperature"] == 0
-        # Greedy samples are all the same arg-max completion: generate each prompt once and repeat it n times.
-        repeated = prompts if greedy else [prompt for prompt in prompts for _ in range(n)]
-        ids = generate_ids(self.model, self._tokenizer, repeated, greedy=greedy,
-                           temperature=sampling["temperature"] or 1.0, top_p=sampling["top_p"],
-                           max_new_tokens=sampling["max_new_tokens"], seed=sampling["seed"],
-                           batch_size=self.config.batch_size)
-        ids = [row for row in ids for _ in range(n)] if greedy else ids
-        return self._tokenizer.batch_decode(ids, skip_special_tokens=True), ids
-
-
-class VLLMCheckpointModel(CheckpointModel):
-    """GPU backend: vLLM's offline ``LLM.generate`` with ``SamplingParams(n=...)``; vllm is imported here only."""
-
-    def __init__(self, config: CheckpointModelConfig):
-        super().__init__(config)
-        from vllm import LLM  # the gpu extra; never imported on the CPU path
-
-        self.llm = LLM(model=config.checkpoint, tokenizer=config.checkpoint, dtype=config.dtype,
-                       seed=self.sampling()["seed"], gpu_memory_utilization=config.gpu_memory_utilization,
-                       skip_tokenizer_init=False)
-        self._tokenizer = self.llm.get_tokenizer()
-
-    @property
-    def tokenizer(self):
-        return self._tokenizer
-
-    def generate(self, prompts: list[str], n: int) -> tuple[list[str], list[list[int]]]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        sampling = self.sampling()
-        params = SamplingParams(n=n, temperature=sampling["temperature"], top_p=sampling["top_p"],
-                                max_tokens=sampling["max_new_tokens"], seed=sampling["seed"])
-        # Token ids, not text: vLLM would add the tokenizer's special tokens, training does not.
-        inputs = [TokensPrompt(prompt_token_ids=self._tokenizer(p, add_special_tokens=False)["input_ids"])
-                  for p in prompts]
-        outputs = self.llm.generate(inputs, params)
-        texts = [sample.text for output in outputs for sample in output.outputs]
-        ids = [list(sample.token_ids) for output in outputs for sample in output.outputs]
-        return texts, ids
-
-    def cleanup(self) -> None:
-        del self.llm
-
-
-BACKENDS: dict[str, Callable[[CheckpointModelConfig], CheckpointModel]] = {
-    "transformers": TransformersCheckpointModel,
-    "vllm": VLLMCheckpointModel,
-}
 
 
 def resolve_backend(name: str) -> str:

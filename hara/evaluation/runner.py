@@ -3,8 +3,10 @@
 For each benchmark: resolve its sampling settings (:mod:`hara.evaluation.settings`), build its task from canonical
 records (:mod:`hara.evaluation.tasks`), build the model config whose cache key is the checkpoint fingerprint plus
 the sampling settings (:mod:`hara.evaluation.models`), and run lighteval's pipeline offline
-(:mod:`hara.evaluation.offline`). The model is loaded once per benchmark (sampling settings, and so the lighteval
-model config, can differ between benchmarks).
+(:mod:`hara.evaluation.offline`). The weights are loaded once per job into one generation engine shared by all its
+benchmarks (a vLLM engine claims most of the GPU: a second one per benchmark would not fit); each benchmark gets its
+own lighteval model config, since sampling settings can differ between benchmarks. The engine is closed at the end,
+also when a benchmark fails.
 
 The JSON holds, per benchmark, pass@1 (mean over n samples per problem), its standard error over problems, the
 sampling settings, the dataset fingerprint and every problem's completions with its own pass@1, plus the checkpoint
@@ -20,9 +22,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hara.evaluation.models import (
-    BACKENDS,
+    CheckpointModel,
     CheckpointModelConfig,
+    Engine,
     checkpoint_fingerprint,
+    load_engine,
     make_model_config,
     resolve_backend,
 )
@@ -81,26 +85,34 @@ def evaluate_benchmark(task: EvalTask, model, settings: SamplingSettings, work_d
 def evaluate_checkpoint(
     config: Mapping, checkpoint: str | Path, benchmarks: list[str], *, backend: str | None = None,
     cache_dir: str | Path | None = None, data_dir: str | Path | None = None,
-    model_factory: Callable[[CheckpointModelConfig], object] | None = None,
+    engine_factory: Callable[[CheckpointModelConfig], Engine] | None = None,
 ) -> dict:
     """Evaluate one checkpoint on ``benchmarks``; returns the result document (see the module docstring).
 
-    ``model_factory`` replaces the backend's model class (tests use stand-in models); ``cache_dir`` defaults to
-    ``<results_dir>/lighteval_cache``.
+    ``engine_factory`` replaces the backend's engine (tests use stand-ins); it is called once, with the first
+    benchmark's model config. ``cache_dir`` defaults to ``<results_dir>/lighteval_cache``.
     """
+    from hara.data.format import prompt_format
+
     backend = resolve_backend(backend or config["evaluation"]["backend"])
-    factory = model_factory or BACKENDS[backend]
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "lighteval_cache")
     fingerprint = checkpoint_fingerprint(checkpoint)  # once: hashing a multi-GB checkpoint takes seconds
-    start, results = time.perf_counter(), {}
-    for benchmark in benchmarks:
-        settings = benchmark_settings(config, benchmark)
-        task = build_task(benchmark, benchmark_records(config, benchmark, data_dir), settings)
-        model_config = make_model_config(checkpoint, settings, backend, cache_dir,
-                                         batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
-                                         fingerprint=fingerprint)
-        with tempfile.TemporaryDirectory(prefix="hara-lighteval-") as work_dir:
-            results[benchmark] = evaluate_benchmark(task, factory(model_config), settings, work_dir)
+    start, results, engine = time.perf_counter(), {}, None
+    try:
+        for benchmark in benchmarks:
+            settings = benchmark_settings(config, benchmark)
+            task = build_task(benchmark, benchmark_records(config, benchmark, data_dir), settings,
+                              prompt_format(config))
+            model_config = make_model_config(checkpoint, settings, backend, cache_dir,
+                                             batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
+                                             fingerprint=fingerprint, vllm=config["evaluation"]["vllm"])
+            engine = engine or (engine_factory or load_engine)(model_config)
+            with tempfile.TemporaryDirectory(prefix="hara-lighteval-") as work_dir:
+                results[benchmark] = evaluate_benchmark(task, CheckpointModel(model_config, engine), settings,
+                                                        work_dir)
+    finally:
+        if engine is not None:
+            engine.close()
     return {
         "checkpoint": str(Path(checkpoint).resolve()), "fingerprint": fingerprint, "backend": backend,
         "model": model_info(checkpoint), "versions": versions(), "cache_dir": str(cache_dir.resolve()),

@@ -2,20 +2,24 @@
 
 Every task is built from canonical problem records (``id``, ``problem``, ``answer``, ...):
 
-- hub benchmarks are read from the folder `hara fetch-data` wrote (``<data.local_dir>/<owner>/<name>``), in each
-  dataset's own schema, through :func:`hara.data.hub.load_local_dataset` (the one place that knows those schemas);
-- mini benchmarks are generated from the config exactly as the data stage does (same seed, same benchmark order, so
-  the same problems), or read from a `hara data` folder.
+- given a `hara data` folder (``--data``, what the workflow passes), the canonical records the data stage wrote there,
+  for every source;
+- else hub benchmarks are read from the folder `hara fetch-data` wrote (``<data.local_dir>/<owner>/<name>``), in each
+  dataset's own schema, through :func:`hara.data.hub.load_local_dataset` (the one place that knows those schemas),
+  and mini benchmarks are generated from the config exactly as the data stage does (same seed, same benchmark
+  order, so the same problems).
 
-The prompt is :func:`hara.data.format.format_prompt`, the one training uses, with zero few-shot examples and no
-system prompt or chat template: evaluation conditions the policy on exactly what RL training conditioned it on.
+The prompt is the config's prompt format (:class:`hara.data.format.PromptFormat`: template and stop sequences), the
+one training uses, with zero few-shot examples and no system prompt or chat template: evaluation conditions the
+policy on exactly what RL training conditioned it on, and stops where its rollouts stopped.
 The records never go through ``datasets.load_dataset``: the task's dataset is set from memory, so nothing is
-downloaded. The task config carries a fingerprint of the records (``hf_revision``), which lighteval folds into its
-prediction-cache key: edited benchmark files cannot be answered from an old cache.
+downloaded. The task config carries a fingerprint of the records and the prompt format (``hf_revision``), which lighteval
+folds into its prediction-cache key: edited benchmark files or another prompt cannot be answered from an old cache.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -27,7 +31,7 @@ from lighteval.tasks.requests import Doc
 
 from hara.data.catalog import HUB_BENCHMARKS
 from hara.data.embedded import BENCHMARKS as MINI_BENCHMARKS
-from hara.data.format import format_prompt
+from hara.data.format import PROMPT_TEMPLATE, PromptFormat, format_prompt
 from hara.evaluation.scoring import pass_at_1_metric
 from hara.evaluation.settings import SamplingSettings
 
@@ -38,6 +42,7 @@ __all__ = [
     "EvalTask",
     "benchmark_records",
     "build_task",
+    "prompt_fingerprint",
     "record_to_doc",
     "records_fingerprint",
     "task_name",
@@ -52,20 +57,15 @@ def task_name(benchmark: str) -> str:
     return f"hara_{benchmark}"
 
 
-def record_to_doc(line: dict, task: str) -> Doc:
+def record_to_doc(line: dict, task: str, template: str = PROMPT_TEMPLATE) -> Doc:
     """lighteval prompt function: one canonical record -> a generative Doc with the gold answer as its only choice."""
-    return Doc(query=format_prompt(line["problem"]), choices=[str(line["answer"])], gold_index=0,
+    return Doc(query=format_prompt(line["problem"], template), choices=[str(line["answer"])], gold_index=0,
                specific={"record_id": str(line["id"]), "problem": line["problem"]}, task_name=task)
 
 
-def load_mini(config: Mapping, benchmark: str, data_dir: str | Path | None) -> list[dict]:
-    """A mini benchmark: from a `hara data` folder, or generated like the data stage (order matters: later
-    benchmarks exclude earlier problems, so the config's own benchmark list is used)."""
-    if data_dir is not None:
-        from hara.data.io import read_jsonl
-
-        path = Path(data_dir) / "benchmarks" / f"{benchmark}.jsonl"
-        return read_jsonl(path, required_keys=("id", "problem", "answer"))
+def load_mini(config: Mapping, benchmark: str) -> list[dict]:
+    """A mini benchmark generated like the data stage (order matters: later benchmarks exclude earlier problems, so
+    the config's own benchmark list is used)."""
     from hara.data.embedded import build_embedded_datasets
 
     names = list(config["data"]["benchmarks"])
@@ -75,25 +75,42 @@ def load_mini(config: Mapping, benchmark: str, data_dir: str | Path | None) -> l
                                    benchmarks=names, skills=data["skills"])[benchmark]
 
 
-def load_hub(config: Mapping, benchmark: str, data_dir: str | Path | None) -> list[dict]:
-    """A paper benchmark from its fetched local folder, mapped from the dataset's own schema."""
+def load_hub(config: Mapping, benchmark: str) -> list[dict]:
+    """A paper benchmark from the folder `hara fetch-data` wrote, mapped from the dataset's own schema."""
     from hara.data.hub import load_local_dataset
+    from hara.data.pipeline import hub_folder
 
-    root = Path(data_dir) if data_dir is not None else Path(config["data"]["local_dir"])
-    return load_local_dataset(HUB_BENCHMARKS[benchmark], root / HUB_BENCHMARKS[benchmark])
+    return load_local_dataset(HUB_BENCHMARKS[benchmark], hub_folder(config, HUB_BENCHMARKS[benchmark]))
 
 
-BENCHMARK_LOADERS: dict[str, Callable[[Mapping, str, str | Path | None], list[dict]]] = {
+def load_prepared(data_dir: str | Path, benchmark: str) -> list[dict]:
+    """The canonical records of a benchmark as the data stage wrote them (``<data_dir>/benchmarks/<name>.jsonl``),
+    whatever the source: what the workflow's evaluation jobs read."""
+    from hara.data.io import DataError, read_jsonl
+    from hara.data.pipeline import REQUIRED_KEYS
+
+    path = Path(data_dir) / "benchmarks" / f"{benchmark}.jsonl"
+    if not path.is_file():
+        raise DataError(f"{path}: missing (run `hara data` with the same config into {data_dir})")
+    return read_jsonl(path, required_keys=REQUIRED_KEYS)
+
+
+#: How each benchmark is built when no `hara data` folder is given.
+BENCHMARK_LOADERS: dict[str, Callable[[Mapping, str], list[dict]]] = {
     **{name: load_mini for name in MINI_BENCHMARKS},
     **{name: load_hub for name in HUB_BENCHMARKS},
 }
 
 
 def benchmark_records(config: Mapping, benchmark: str, data_dir: str | Path | None = None) -> list[dict]:
-    """Canonical records of one benchmark; an unknown name raises a KeyError that lists the valid ones."""
+    """Canonical records of one benchmark: from a `hara data` folder when ``data_dir`` is given (any source), else
+    from the config's source. An unknown name raises a KeyError that lists the valid ones."""
     if benchmark not in BENCHMARK_LOADERS:
         raise KeyError(f"unknown benchmark {benchmark!r} (valid: {', '.join(BENCHMARK_LOADERS)})")
-    records = BENCHMARK_LOADERS[benchmark](config, benchmark, data_dir)
+    if data_dir is not None:
+        records = load_prepared(data_dir, benchmark)
+    else:
+        records = BENCHMARK_LOADERS[benchmark](config, benchmark)
     if not records:
         raise ValueError(f"benchmark {benchmark!r} has no problems")
     return records
@@ -118,13 +135,22 @@ class EvalTask:
         return self.config.name
 
 
-def build_task(benchmark: str, records: list[dict], settings: SamplingSettings) -> EvalTask:
-    """The lighteval task of a benchmark: our prompt, pass@1 over ``settings.n`` samples, the token budget."""
+def prompt_fingerprint(prompt: PromptFormat) -> str:
+    """sha256 of the prompt template and stop sequences."""
+    payload = json.dumps([prompt.template, list(prompt.stop)], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def build_task(benchmark: str, records: list[dict], settings: SamplingSettings,
+               prompt: PromptFormat = PromptFormat()) -> EvalTask:
+    """The lighteval task of a benchmark: the config's prompt format, pass@1 over ``settings.n`` samples, the token
+    budget. The stop sequences reach the models through each Doc's ``stop_sequences``."""
+    revision = hashlib.sha256(f"{records_fingerprint(records)}:{prompt_fingerprint(prompt)}".encode()).hexdigest()
     config = LightevalTaskConfig(
-        name=task_name(benchmark), prompt_function=record_to_doc,
+        name=task_name(benchmark), prompt_function=functools.partial(record_to_doc, template=prompt.template),
         hf_repo=HUB_BENCHMARKS.get(benchmark, "hara/embedded"), hf_subset=benchmark,
-        hf_revision=records_fingerprint(records), metrics=[pass_at_1_metric(settings.n)],
+        hf_revision=revision, metrics=[pass_at_1_metric(settings.n)],
         hf_avail_splits=[SPLIT], evaluation_splits=[SPLIT], few_shots_split=SPLIT, few_shots_select=None,
-        generation_size=settings.max_new_tokens, stop_sequence=None, version=TASK_VERSION,
+        generation_size=settings.max_new_tokens, stop_sequence=list(prompt.stop), version=TASK_VERSION,
     )
     return EvalTask(benchmark=benchmark, config=config, records=records)

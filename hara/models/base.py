@@ -33,7 +33,8 @@ def warm_up_tiny(config: Mapping, size: str, out: Path, data_dir: str | Path | N
     train = config_datasets(config, data_dir)["train"]
     warmup = {key: config["warmup"][key] for key in WARMUP_KEYS}
     return warmup_base_model(size, train, out, seed=config["seed"], threads=config["threads"],
-                             tokenizer_name=config["models"]["tokenizer"], **warmup)
+                             tokenizer_name=config["models"]["tokenizer"], prompt_template=config["prompt"]["template"],
+                             **warmup)
 
 
 def copy_hub_snapshot(config: Mapping, size: str, out: Path, data_dir: str | Path | None) -> dict:
@@ -59,13 +60,14 @@ BASE_MODEL_BUILDERS = {"tiny": warm_up_tiny, "hub": copy_hub_snapshot}
 
 def accuracy_report(config: Mapping, model_dir: str | Path, data_dir: str | Path | None = None) -> dict:
     """Greedy and sampled accuracy of a saved model on the config's benchmarks."""
+    from hara.data.format import prompt_format
     from hara.models.generate import measure_accuracy
 
     datasets = config_datasets(config, data_dir)
     benchmarks = {name: datasets[name] for name in config["data"]["benchmarks"]}
     evaluation = config["evaluation"]
     common = dict(max_new_tokens=evaluation["max_new_tokens"], seed=config["seed"], threads=config["threads"],
-                  limit=evaluation["limit"] or None)
+                  limit=evaluation["limit"] or None, prompt=prompt_format(config))
     greedy = measure_accuracy(model_dir, benchmarks, greedy=True, **common)
     sampled = measure_accuracy(model_dir, benchmarks, greedy=False, temperature=evaluation["temperature"],
                                top_p=evaluation["top_p"], **common)

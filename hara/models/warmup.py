@@ -22,7 +22,7 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from hara.data.format import format_completion, format_direct_answer, format_prompt
+from hara.data.format import PROMPT_TEMPLATE, format_completion, format_direct_answer, format_prompt
 from hara.models.tiny import TINY_SIZES, build_tiny_model, count_parameters
 from hara.models.tokenizer import DEFAULT_TOKENIZER, build_tokenizer
 
@@ -69,27 +69,30 @@ def direct_answer_mask(n: int, fraction: float, seed: int) -> list[bool]:
     return [i in chosen for i in range(n)]
 
 
-def warmup_texts(records: list[dict], direct_fraction: float, seed: int) -> list[tuple[str, str]]:
+def warmup_texts(records: list[dict], direct_fraction: float, seed: int,
+                 template: str = PROMPT_TEMPLATE) -> list[tuple[str, str]]:
     """(prompt, completion) pairs: every record's worked solution, then the direct answers of a seeded share.
 
     The direct examples are added, not substituted, so the worked skill sees as many examples as without them.
+    ``template`` is the config's prompt.template, the prompt RL and evaluation use too.
     """
-    texts = [(format_prompt(r["problem"]), format_completion(r["solution"], str(r["answer"]))) for r in records]
+    texts = [(format_prompt(r["problem"], template), format_completion(r["solution"], str(r["answer"])))
+             for r in records]
     direct = direct_answer_mask(len(records), direct_fraction, seed)
-    texts += [(format_prompt(r["problem"]), format_direct_answer(str(r["answer"])))
+    texts += [(format_prompt(r["problem"], template), format_direct_answer(str(r["answer"])))
               for r, chosen in zip(records, direct) if chosen]
     return texts
 
 
 def encode_records(records: list[dict], tokenizer, max_length: int, *, direct_fraction: float = 0.0,
-                   seed: int = 0) -> list[tuple[list[int], int]]:
+                   seed: int = 0, template: str = PROMPT_TEMPLATE) -> list[tuple[list[int], int]]:
     """Token ids of prompt + completion + eos and the prompt length, per example; longer than ``max_length``: dropped.
 
     Prompt and completion are tokenized separately because that is what the model sees at generation time. Long
     examples are dropped rather than truncated: a completion cut before its boxed answer and eos would teach the
     model to ramble. ``direct_fraction`` adds direct-answer examples (see :func:`warmup_texts`).
     """
-    texts = warmup_texts(records, direct_fraction, seed)
+    texts = warmup_texts(records, direct_fraction, seed, template)
     prompts = tokenizer([prompt for prompt, _ in texts], add_special_tokens=False)["input_ids"]
     completions = tokenizer([completion for _, completion in texts], add_special_tokens=False)["input_ids"]
     encoded = []
@@ -144,7 +147,7 @@ def warmup_base_model(
     batch_size: int | None = None, lr: float | None = None, warmup_steps: int | None = None,
     min_lr_ratio: float | None = None, weight_decay: float | None = None, max_length: int | None = None,
     direct_fraction: float | None = None, seed: int | None = None, threads: int | None = None,
-    tokenizer_name: str | None = None, progress: bool = True,
+    tokenizer_name: str | None = None, progress: bool = True, prompt_template: str = PROMPT_TEMPLATE,
 ) -> dict:
     """Build ``size`` and fine-tune it on ``train_records``; save model, tokenizer and ``warmup.json`` in ``out_dir``.
 
@@ -165,7 +168,7 @@ def warmup_base_model(
     tokenizer = build_tokenizer(args["tokenizer_name"])
     model = build_tiny_model(size, tokenizer, seed=args["seed"])
     examples = encode_records(train_records, tokenizer, args["max_length"],
-                              direct_fraction=args["direct_fraction"], seed=args["seed"])
+                              direct_fraction=args["direct_fraction"], seed=args["seed"], template=prompt_template)
     if len(examples) < args["batch_size"]:
         raise ValueError(f"{len(examples)} usable training examples, fewer than batch_size={args['batch_size']}")
     optimizer = _optimizer(model, args["lr"], args["weight_decay"])

@@ -28,22 +28,25 @@ PROMPTS_FILE = "prompts.jsonl"
 
 
 def pass_rates(model_dir: str | Path, records: list[dict], *, samples: int, temperature: float, top_p: float,
-               max_new_tokens: int, seed: int, batch_size: int = 256) -> list[float]:
-    """Fraction of ``samples`` sampled completions per record that the RL reward scores correct."""
-    from hara.data.format import format_prompt
+               max_new_tokens: int, seed: int, batch_size: int = 256, prompt=None) -> list[float]:
+    """Fraction of ``samples`` sampled completions per record that the RL reward scores correct (``prompt``: the
+    config's :class:`hara.data.format.PromptFormat`, as in training)."""
+    from hara.data.format import PromptFormat
     from hara.models.generate import generate_completions, load_model
     from hara.rlvr.rewards import math_reward
 
+    prompt = prompt or PromptFormat()
     model, tokenizer = load_model(model_dir)
-    prompts = [format_prompt(r["problem"]) for r in records for _ in range(samples)]
+    prompts = [prompt.prompt(r["problem"]) for r in records for _ in range(samples)]
     texts = generate_completions(model, tokenizer, prompts, greedy=False, temperature=temperature, top_p=top_p,
-                                 max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
+                                 max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, stop=prompt.stop)
     correct = [math_reward(text, str(records[i // samples]["answer"])) for i, text in enumerate(texts)]
     return [sum(correct[i * samples:(i + 1) * samples]) / samples for i in range(len(records))]
 
 
 def select_prompts(config: Mapping, model_dir: str | Path, train_records: list[dict], out_dir: str | Path) -> dict:
     """Measure pass rates on the pool, write the kept problems and the selection summary; return the summary."""
+    from hara.data.format import prompt_format
     from hara.runinfo import set_threads
 
     settings, training = config["training"]["prompt_selection"], config["training"]
@@ -55,7 +58,7 @@ def select_prompts(config: Mapping, model_dir: str | Path, train_records: list[d
     start = time.perf_counter()
     rates = pass_rates(model_dir, pool, samples=settings["samples"], temperature=training["temperature"],
                        top_p=training["top_p"], max_new_tokens=training["max_completion_length"],
-                       seed=settings["seed"])
+                       seed=settings["seed"], prompt=prompt_format(config))
     kept = [dict(record, pass_rate=rate) for record, rate in zip(pool, rates)
             if settings["min_pass"] <= rate <= settings["max_pass"]]
     if len(kept) < training["prompts_per_step"]:

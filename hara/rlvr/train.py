@@ -103,12 +103,13 @@ def train_dataset(config: Mapping, data_dir: str | Path | None, prompts_dir: str
     ``hara select-prompts`` when ``prompts_dir`` is given, else the config's whole training set."""
     from datasets import Dataset
 
-    from hara.data.format import format_prompt
+    from hara.data.format import prompt_format
     from hara.models.base import config_datasets
     from hara.rlvr.prompts import read_prompts
 
     records = read_prompts(prompts_dir) if prompts_dir else config_datasets(config, data_dir)["train"]
-    return Dataset.from_list([{"prompt": format_prompt(r["problem"]), "answer": str(r["answer"])} for r in records])
+    prompt = prompt_format(config)
+    return Dataset.from_list([{"prompt": prompt.prompt(r["problem"]), "answer": str(r["answer"])} for r in records])
 
 
 def world_size() -> int:
@@ -144,8 +145,21 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
         logging_steps=1, report_to=[], disable_tqdm=not t["progress"], log_completions=False, disable_dropout=True,
         use_cpu=not gpu, bf16=gpu and t["bf16"], gradient_checkpointing=gpu and t["gradient_checkpointing"],
         use_vllm=gpu and t["use_vllm"], vllm_mode=t["vllm_mode"],
+        vllm_gpu_memory_utilization=t["vllm"]["gpu_memory_utilization"],
+        vllm_max_model_length=t["vllm"]["max_model_len"],
+        vllm_tensor_parallel_size=t["vllm"]["tensor_parallel_size"],
+        vllm_enable_sleep_mode=t["vllm"]["enable_sleep_mode"],
+        generation_kwargs=stop_kwargs(config["prompt"]["stop"], vllm=gpu and t["use_vllm"]),
         **grpo_config_kwargs(preset),
     )
+
+
+def stop_kwargs(stop: list[str], vllm: bool) -> dict | None:
+    """The config's stop sequences in the words of the generation backend TRL calls (vLLM's SamplingParams or
+    transformers' GenerationConfig); None without stops, so TRL's defaults stay as they are."""
+    if not stop:
+        return None
+    return {"stop": list(stop)} if vllm else {"stop_strings": list(stop)}
 
 
 def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any, tokenizer: Any, dataset: Any,
@@ -163,18 +177,26 @@ def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any
         model=model, processing_class=tokenizer, reward_funcs=funcs, args=grpo_args(config, preset, out, seed),
         train_dataset=dataset, callbacks=callbacks, method=method, method_params=method_params(config, method),
         hidden_layer=config["hara"]["hidden_layer"], capture=config["hara"]["capture"],
-        dynamic_sampling=preset.dynamic_sampling, outcome_reward=0,
+        dynamic_sampling=preset.dynamic_sampling, outcome_reward=0, stop=tuple(config["prompt"]["stop"]),
     )
 
 
-def load_policy(base_model: Path):
+def policy_dtype(config: Mapping) -> str:
+    """The policy's weights dtype: bf16 on a GPU when training.bf16 (never fp32 copies of a hub model in host
+    memory there), fp32 on the CPU."""
+    import torch
+
+    return "bfloat16" if torch.cuda.is_available() and config["training"]["bf16"] else "float32"
+
+
+def load_policy(base_model: Path, dtype: str = "float32"):
     """Model + tokenizer from a local folder (never the hub)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not (base_model / "config.json").is_file():
         raise FileNotFoundError(f"--base-model: no model at {base_model} (run `hara base-model` first)")
     tokenizer = AutoTokenizer.from_pretrained(str(base_model), local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(str(base_model), local_files_only=True, dtype="float32")
+    model = AutoModelForCausalLM.from_pretrained(str(base_model), local_files_only=True, dtype=dtype)
     return model, tokenizer
 
 
@@ -217,7 +239,7 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     base = Path(base_model) if base_model else Path(config["results_dir"]) / "base_model" / size
     set_threads(config["threads"])
     seed_everything(seed)
-    model, tokenizer = load_policy(base)
+    model, tokenizer = load_policy(base, policy_dtype(config))
     out.mkdir(parents=True, exist_ok=True)
     last = last_valid_checkpoint(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones
     run = None  # under `accelerate launch` only the main process writes files and talks to MLflow

@@ -28,6 +28,8 @@ recounted, since DAPO's token mean divides by it.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 from typing import Any
 
@@ -188,12 +190,13 @@ class HaraGRPOTrainer(GRPOTrainer):
     Extra arguments: method (a name of :func:`hara.weighting.available_weightings`), method_params (its knobs),
     hidden_layer (decoder block whose output is captured; -1 = last), dynamic_sampling (mask all-equal-reward
     groups out of the loss), outcome_reward (index of the correctness reward among ``reward_funcs``; its values
-    decide correct / incorrect for the method).
+    decide correct / incorrect for the method), stop (the config's prompt.stop: rollouts end at the first of these
+    strings; GRPOConfig.generation_kwargs carries them to vLLM or to transformers' ``generate``).
     """
 
     def __init__(self, *args: Any, method: str = "none", method_params: dict[str, Any] | None = None,
                  hidden_layer: int = -1, dynamic_sampling: bool = False, outcome_reward: int = 0,
-                 capture: str = "generation", **kwargs: Any) -> None:
+                 capture: str = "generation", stop: tuple[str, ...] = (), **kwargs: Any) -> None:
         if method not in available_weightings() or method not in CONTEXT_NEEDS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(sorted(CONTEXT_NEEDS))}")
         if capture not in ("generation", "forward"):
@@ -201,7 +204,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.method, self.method_params = method, dict(method_params or {})
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
-        self.capture = capture
+        self.capture, self.stop = capture, tuple(stop)
         self._rewards_per_func: Tensor | None = None
         self._recorded: tuple[int, tuple[Tensor | None, Tensor | None]] | None = None  # (rows, GenerationRecorder)
         self.last_advantages: dict[str, Tensor] = {}  # the latest step's (B,) and (B, T) advantages, for tests
@@ -225,17 +228,46 @@ class HaraGRPOTrainer(GRPOTrainer):
                 and not self.use_transformers_continuous_batching)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        """TRL's generation, recording hidden states / entropies on the way when the method needs them."""
+        """TRL's generation, recording hidden states / entropies on the way when the method needs them, and
+        stopping at the configured stop strings."""
         needs = CONTEXT_NEEDS[self.method] if self.model.training else frozenset()
         self._recorded = None
-        if not (needs and self._records_during_generation()):
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
-                                                 has_tool_images)
-        with GenerationRecorder(self.accelerator.unwrap_model(self.model), self.hidden_layer, needs) as recorder:
-            result = super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
-                                                   has_tool_images)
-        self._recorded = (len(prompt_ids), recorder.result())
-        return result
+        record = bool(needs) and self._records_during_generation()
+        recorder = GenerationRecorder(self.accelerator.unwrap_model(self.model), self.hidden_layer, needs)
+        with self._stop_strings_for_generate(), recorder if record else contextlib.nullcontext():
+            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
+                                                                     num_generations, has_tool_images)
+        if record:
+            self._recorded = (len(prompt_ids), recorder.result())
+        return self._without_stop_padding(completion_ids), logprobs
+
+    @contextlib.contextmanager
+    def _stop_strings_for_generate(self):
+        """transformers' ``generate`` matches ``stop_strings`` on decoded text and refuses them without the
+        tokenizer, which TRL does not pass: for the duration of TRL's call the policy's ``generate`` takes it."""
+        if not self.stop or self.use_vllm:
+            yield
+            return
+        model = self.accelerator.unwrap_model(self.model)
+        model.generate = functools.partial(type(model).generate, model, tokenizer=self.processing_class)
+        try:
+            yield
+        finally:
+            del model.generate  # the class's method again
+
+    def _without_stop_padding(self, completion_ids: list[list[int]]) -> list[list[int]]:
+        """Rows ended by a stop string are padded after it; TRL cuts rows at eos only, so where pad is not an eos
+        token the padding is removed here and never enters the loss."""
+        pad = self.processing_class.pad_token_id
+        if not self.stop or self.use_vllm or pad in self.eos_token_ids:
+            return completion_ids
+        stripped = []
+        for row in completion_ids:
+            end = len(row)
+            while end and row[end - 1] == pad:
+                end -= 1
+            stripped.append(row[:end])
+        return stripped
 
     def _recorded_context(self, batch: int, length: int) -> tuple[Tensor, Tensor] | None:
         """The generation's recording cut to the (batch, length) completion tensor, or None if it does not fit

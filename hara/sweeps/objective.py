@@ -83,9 +83,11 @@ def validation_records(data_dir: Path) -> list[dict]:
 
 def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> float:
     """pass@1 (avg@n, the evaluation stage's lighteval task and metric) of ``run_dir/final`` on the validation split."""
+    from hara.data.format import prompt_format
     from hara.evaluation.models import (
-        BACKENDS,
+        CheckpointModel,
         checkpoint_fingerprint,
+        load_engine,
         make_model_config,
         resolve_backend,
     )
@@ -98,10 +100,16 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> floa
     backend = resolve_backend(config["evaluation"]["backend"])
     model_config = make_model_config(checkpoint, settings, backend, run_dir / "lighteval_cache",
                                      batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
-                                     fingerprint=checkpoint_fingerprint(checkpoint))
-    task = build_task(VALIDATION, validation_records(data_dir), settings)
-    with tempfile.TemporaryDirectory(prefix="hara-sweep-eval-") as work_dir:
-        return evaluate_benchmark(task, BACKENDS[backend](model_config), settings, work_dir)["score"]
+                                     fingerprint=checkpoint_fingerprint(checkpoint),
+                                     vllm=config["evaluation"]["vllm"])
+    task = build_task(VALIDATION, validation_records(data_dir), settings, prompt_format(config))
+    engine = load_engine(model_config)
+    try:
+        with tempfile.TemporaryDirectory(prefix="hara-sweep-eval-") as work_dir:
+            model = CheckpointModel(model_config, engine)
+            return evaluate_benchmark(task, model, settings, work_dir)["score"]
+    finally:
+        engine.close()
 
 
 def train_reward(config: Mapping, run_dir: Path, data_dir: Path) -> float:
@@ -172,6 +180,7 @@ def run_trial(spec, trial, config: Mapping, run_dir: Path, data_dir: Path, base_
         MetricsCallback,
         build_trainer,
         load_policy,
+        policy_dtype,
         train_dataset,
     )
     from hara.runinfo import seed_everything, set_threads, write_run_info
@@ -183,7 +192,7 @@ def run_trial(spec, trial, config: Mapping, run_dir: Path, data_dir: Path, base_
     write_run_info(run_dir, config, extra={"stage": "sweep", "study": fields["name"], "trial": trial.number,
                                            "params": trial.params, "base_model": str(base_model),
                                            "prompts": str(prompts_dir or "")})
-    model, tokenizer = load_policy(base_model)
+    model, tokenizer = load_policy(base_model, policy_dtype(config))
     metric = fields["objective"]["metric"]
     pruning = PruningCallback(trial, config, metric, spec.report_steps(config), run_dir, data_dir, on_value)
     trainer = build_trainer(config, fields["rlvr"], fields["method"], fields["seed"], model, tokenizer,

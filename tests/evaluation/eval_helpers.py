@@ -13,7 +13,6 @@ import pyarrow.parquet as pq
 
 from hara.config import load_config, validate_config
 from hara.data.catalog import HUB_BENCHMARKS
-from hara.evaluation.models import CheckpointModel
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "config" / "smoke.yaml"
@@ -87,22 +86,23 @@ def smoke_config(*overrides: str) -> dict:
     return load_config(SMOKE, overrides)
 
 
-class StandInModel(CheckpointModel):
-    """A lighteval model that answers from a table ``prompt -> list of completions`` (cycled to n samples)."""
+class StandInEngine:
+    """A generation engine that answers from a table ``prompt -> list of completions`` (cycled to n samples)."""
 
-    def __init__(self, config, answers: dict[str, list[str]]):
-        super().__init__(config)
+    tokenizer = None
+
+    def __init__(self, answers: dict[str, list[str]]):
         self.answers = answers
         self.calls = 0
+        self.closed = False
 
-    @property
-    def tokenizer(self):
-        return None
-
-    def generate(self, prompts, n):
+    def generate(self, prompts, n, sampling, stop=()):
         self.calls += 1
         texts = [self.answers[p][i % len(self.answers[p])] for p in prompts for i in range(n)]
         return texts, [[] for _ in texts]
+
+    def close(self):
+        self.closed = True
 
 
 def make_tiny_checkpoint(out: Path, seed: int) -> Path:

@@ -8,7 +8,7 @@ import sys
 
 from eval_helpers import smoke_config
 
-from hara.evaluation.models import TransformersCheckpointModel, checkpoint_fingerprint
+from hara.evaluation.models import TransformersEngine, checkpoint_fingerprint
 from hara.evaluation.runner import evaluate_checkpoint
 from hara.evaluation.settings import benchmark_settings
 from hara.evaluation.tasks import benchmark_records, build_task
@@ -16,14 +16,14 @@ from hara.evaluation.tasks import benchmark_records, build_task
 NAME = "mini_math500"
 
 
-class CountingModel(TransformersCheckpointModel):
-    """The real CPU backend, counting how many times it actually generated (cache misses)."""
+class CountingModel(TransformersEngine):
+    """The real CPU engine, counting how many times it actually generated (cache misses)."""
 
     generated = 0
 
-    def generate(self, prompts, n):
+    def generate(self, prompts, n, sampling, stop=()):
         CountingModel.generated += len(prompts)
-        return super().generate(prompts, n)
+        return super().generate(prompts, n, sampling, stop)
 
 
 def completions(result: dict) -> list[list[str]]:
@@ -32,7 +32,7 @@ def completions(result: dict) -> list[list[str]]:
 
 def run(checkpoint, cache_dir, config=None) -> dict:
     return evaluate_checkpoint(config or smoke_config(), checkpoint, [NAME], cache_dir=cache_dir,
-                               model_factory=CountingModel)
+                               engine_factory=CountingModel)
 
 
 def test_two_checkpoints_evaluated_in_turn_do_not_share_predictions(tiny_checkpoints, tmp_path):

@@ -6,7 +6,7 @@ import json
 import sys
 
 import pytest
-from eval_helpers import StandInModel, smoke_config
+from eval_helpers import StandInEngine, smoke_config
 
 from hara.cli import main
 from hara.data.format import format_prompt
@@ -61,7 +61,7 @@ def test_non_trivial_pass_at_1_equals_recomputation(tmp_path, fake_checkpoint, m
     for name in MINI:
         for i, r in enumerate(build_config_datasets(config)[name]):
             table[format_prompt(r["problem"])] = [f.replace("%s", r["answer"]) for f in forms[i % 2]]
-    monkeypatch.setitem(models.BACKENDS, "transformers", lambda cfg: StandInModel(cfg, table))
+    monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: StandInEngine(table))
     result = evaluate(tmp_path, fake_checkpoint)
     for name in MINI:
         score = result["benchmarks"][name]["score"]
@@ -92,7 +92,7 @@ def test_vllm_backend_is_the_only_importer_of_vllm(monkeypatch, fake_checkpoint,
 
     config = models.make_model_config(fake_checkpoint, SamplingSettings(1, 0.0, 1.0, 8, 0), "vllm", tmp_path)
     with pytest.raises(ImportError):
-        models.VLLMCheckpointModel(config)
+        models.VLLMEngine(config)
     assert models.resolve_backend("transformers") == "transformers"
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     assert models.resolve_backend("auto") == "transformers"  # CUDA but no vllm

@@ -8,7 +8,7 @@ from the data stage (hara.data.pipeline), so a task that loaded, mapped or promp
 from __future__ import annotations
 
 import pytest
-from eval_helpers import HUB_ROWS, WRONG, StandInModel, hub_config, smoke_config, write_hub_fixtures
+from eval_helpers import HUB_ROWS, WRONG, StandInEngine, hub_config, smoke_config, write_hub_fixtures
 
 from hara.data.catalog import HUB_BENCHMARKS
 from hara.data.embedded import BENCHMARKS as MINI
@@ -34,7 +34,7 @@ def run(config, checkpoint, name, answers, cache_dir):
     """Evaluate a stand-in answering ``answers[prompt]``. Each stand-in gets its own prediction cache: they share
     the same fake checkpoint files, and the cache rightly treats the same files + settings as the same model."""
     result = evaluate_checkpoint(config, checkpoint, [name], cache_dir=cache_dir,
-                                 model_factory=lambda cfg: StandInModel(cfg, answers))
+                                 engine_factory=lambda cfg: StandInEngine(answers))
     return result["benchmarks"][name]
 
 
@@ -83,3 +83,22 @@ def test_mini_records_from_a_data_folder_equal_the_generated_ones(tmp_path):
     for name in MINI:
         from_folder, generated = benchmark_records(config, name, tmp_path), benchmark_records(config, name)
         assert [(r["id"], r["answer"]) for r in from_folder] == [(r["id"], r["answer"]) for r in generated]
+
+
+def test_hub_records_from_a_data_folder_equal_the_fetched_ones(tmp_path):
+    """The workflow evaluates with `--data results/data` (the canonical records prepare_data wrote): for the hub
+    source too, that folder gives the same problems as the fetched hub folders (it was read as the hub root before,
+    and stopped with 'results/data/HuggingFaceH4/MATH-500: not a directory')."""
+    from hara.data.pipeline import write_config_datasets
+    from hara.evaluation.tasks import benchmark_records
+
+    import json
+
+    root = write_hub_fixtures(tmp_path / "hub")
+    train = root / "hiyouga" / "math12k" / "train.jsonl"
+    train.parent.mkdir(parents=True)
+    train.write_text(json.dumps({"problem": "What is $1+1$?", "answer": "2"}) + "\n", encoding="utf-8")
+    config = hub_config(root, n=N)
+    write_config_datasets(config, tmp_path / "data")
+    for name in config["data"]["benchmarks"]:
+        assert benchmark_records(config, name, tmp_path / "data") == benchmark_records(config, name), name

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from eval_helpers import StandInModel, smoke_config
+from eval_helpers import StandInEngine, smoke_config
 
 from hara.cli import main
 from hara.data.format import format_prompt
@@ -58,7 +58,7 @@ def test_evaluate_logs_pass_at_1_and_stderr_into_the_training_run(tmp_path, fake
     records = build_config_datasets(config)["mini_minerva"]
     table = {format_prompt(r["problem"]): [f"\\boxed{{{r['answer']}}}" if i % 2 else "no"] for i, r in
              enumerate(records)}
-    monkeypatch.setitem(models.BACKENDS, "transformers", lambda cfg: StandInModel(cfg, table))
+    monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: StandInEngine(table))
     out = tmp_path / "r.json"
     assert main(["evaluate", "--config", "config/smoke.yaml", "--checkpoint", str(fake_checkpoint),
                  "--benchmark", "mini_minerva", "--out", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0

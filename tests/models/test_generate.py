@@ -86,3 +86,20 @@ def test_direct_answers_are_counted_with_their_correctness(model_dir, monkeypatc
     report = measure_accuracy(model_dir, benchmarks, greedy=True)
     assert report["accuracy"] == {"b": 0.5} and report["boxed"] == {"b": 0.75}
     assert report["direct"] == {"b": 0.5} and report["direct_correct"] == {"b": 0.25}
+
+
+def test_generation_stops_at_the_first_stop_string(loaded):
+    """A stop string taken from each prompt's own sampled continuation (same seed): with it, the completion is that
+    continuation up to the stop (excluded), and no padding is left in the ids of a row that stopped there.
+    (transformers also matches a stop string that straddles the prompt's end, vLLM does not: the stop is chosen to
+    avoid that.)"""
+    model, tokenizer = loaded
+    sample = dict(greedy=False, max_new_tokens=24, seed=0)
+    for prompt in PROMPTS:
+        (text,) = generate_completions(model, tokenizer, [prompt], **sample)
+        stop = next(text[i:i + 2] for i in range(2, 20) if text[i:i + 2].isascii() and text[i:i + 2].isalnum()
+                    and (prompt + text).find(text[i:i + 2]) >= len(prompt))
+        (cut,) = generate_completions(model, tokenizer, [prompt], stop=(stop,), **sample)
+        assert cut == text[: text.find(stop)]
+        (ids,) = generate_ids(model, tokenizer, [prompt], stop=(stop,), **sample)
+        assert tokenizer.pad_token_id not in ids and tokenizer.decode(ids).endswith(stop)

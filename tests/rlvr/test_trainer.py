@@ -324,3 +324,31 @@ def test_gradient_accumulation_keeps_groups_whole(tiny_base, tmp_path):
     config["training"]["grad_accum_steps"] = 3
     with pytest.raises(ConfigError, match="grad_accum_steps"):
         build_trainer(config, "grpo", "none", 0, model, tokenizer, data, tmp_path)
+
+
+def test_rollouts_stop_at_the_configured_stop_strings(tiny_base, tmp_path):
+    """prompt.stop reaches TRL's transformers generation (which refuses stop strings without the tokenizer): every
+    rollout ends at its first stop string or runs to the length limit, and a stopped row carries no padding."""
+    stop = list("aeiouAEIOU0123")  # single characters: a random char-level model hits one within a few tokens
+    seen = []
+
+    def recording_reward(completions, completion_ids, **kwargs):
+        seen.extend(zip(completions, completion_ids))
+        return parity_reward(completions)
+
+    config = smoke_config()
+    config["prompt"]["stop"] = stop
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
+                  reward_funcs=[recording_reward]).train()
+    limit = config["training"]["max_completion_length"]
+    stopped = 0
+    for text, ids in seen:
+        first = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+        assert first < 0 or first == len(text) - 1, text  # nothing is generated after a stop string
+        assert tokenizer.pad_token_id not in ids
+        stopped += first >= 0 and len(ids) < limit
+    assert stopped > 0, "no rollout hit a stop string: the check above would be vacuous"

@@ -24,6 +24,8 @@ def expected_counts(config: dict) -> dict[str, int]:
               "train": cells, "evaluate": cells, "report": 1, "all": 1}
     if config["models"]["family"] == "hub":
         counts["download_model"] = len(sizes)  # one snapshot download per size; the tiny family builds its own
+    if config["data"]["source"] == "hub":
+        counts["fetch_data"] = 1  # `hara fetch-data`, a local rule before prepare_data
     return counts
 
 
@@ -74,6 +76,39 @@ def test_slurm_profile_dry_run_requests_gpus_for_train_and_evaluate(tmp_path):
     for rule in ("prepare_data", "base_model", "report"):
         blocks = job_blocks(output, rule)
         assert blocks and all(gpus_of(b) == 0 for b in blocks), rule
+
+
+def resources_of(block: str) -> dict[str, str]:
+    line = re.search(r"^\s*resources: (.*)$", block, re.MULTILINE).group(1)
+    return dict(item.split("=", 1) for item in line.split(", "))
+
+
+def test_slurm_gpu_jobs_hold_one_node_one_task_and_their_cpus_with_memory_and_time_per_size(tmp_path):
+    """Before: an 8-GPU job could be spread over nodes, got one task per GPU with `threads` CPUs in all while each
+    of its 8 processes sets `threads` torch threads, and every size asked for the same memory and 48 h."""
+    proc = snakemake(tmp_path, "-n", "-p", "--profile", str(REPO / "profiles" / "slurm"), "--configfile", str(PAPER))
+    output, config = output_of(proc), paper_config()
+    per_size = {}
+    for rule in ("train", "evaluate"):
+        for block in job_blocks(output, rule):
+            size = re.search(r"wildcards: size=([^,\s]+)", block).group(1)
+            res = resources_of(block)
+            gpus = int(res["gpu"])
+            assert (res["nodes"], res["tasks_per_gpu"], int(res["cpus_per_task"])) == ("1", "0", gpus * config["threads"])
+            per_size.setdefault(rule, {})[size] = (int(res["mem_mb"]), int(res["runtime"]))
+    for rule, sizes in per_size.items():
+        small, medium, large = (sizes[s] for s in config["models"]["sizes"])
+        assert small[0] < medium[0] < large[0] and small[1] < large[1], (rule, sizes)
+
+
+def test_hub_base_model_job_copies_the_snapshot_without_measuring_accuracy(tmp_path):
+    """Before: `hara base-model` measured greedy and sampled accuracy of Qwen3 in fp32 on a GPU-less job's CPU
+    (3072 tokens x ~1,500 problems); evaluate_base measures it on a GPU."""
+    output = output_of(snakemake(tmp_path, "-n", "-p", "--configfile", str(PAPER)))
+    blocks = job_blocks(output, "base_model")
+    assert blocks and all("--skip-accuracy" in b for b in blocks)
+    tiny = output_of(snakemake(tmp_path, "-n", "-p", "--configfile", str(REPO / "config" / "default.yaml")))
+    assert job_blocks(tiny, "base_model") and not any("--skip-accuracy" in b for b in job_blocks(tiny, "base_model"))
 
 
 def test_embedded_configs_request_no_gpu(tmp_path):
