@@ -49,8 +49,9 @@ def register_command(name: str, help: str, add_arguments: Callable[[argparse.Arg
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exceptions that describe bad input rather than a bug in hara."""
     from hara.data.io import DataError
+    from hara.tracking import TrackingError
 
-    return (ConfigError, UserError, DataError, FileNotFoundError)
+    return (ConfigError, UserError, DataError, FileNotFoundError, TrackingError)
 
 
 def no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -229,6 +230,20 @@ def run_sweep(args: argparse.Namespace, config: dict) -> int:
 
     print(json.dumps(sweep_command(args), indent=2, default=str))
     return 0
+
+
+def tracking_server_arguments(parser: argparse.ArgumentParser) -> None:
+    from hara.tracking_server import add_arguments
+
+    add_arguments(parser)
+
+
+@register_command("tracking-server", "the MLflow tracking server of a cluster run: a cluster address, basic auth, "
+                  "password from a private file", tracking_server_arguments, own_config=True)
+def run_tracking_server(args: argparse.Namespace, config: dict) -> int:
+    from hara.tracking_server import serve
+
+    return serve(args)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,13 +7,26 @@ config's tracking URI (never MLflow's global default, which writes ``sqlite:///m
 
 MLflow metric names may only contain alphanumerics, ``_ - . : /`` and spaces: ``pass@1`` is rejected, so
 :func:`metric_name` spells ``@`` as ``_at_`` (``eval/math500/pass@1`` -> ``eval/math500/pass_at_1``).
+
+The tracking URI may be ``env:NAME`` (config/paper.yaml: ``env:MLFLOW_TRACKING_URI``): the value of that environment
+variable, read when a store is opened, so the cluster's server address lives in the environment of the DAG run
+(Slurm passes it to the jobs) and not in a config file. Credentials never go into a URI (refused): an authenticated
+server reads them from MLflow's own ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD`` (or a token), which
+nothing here writes anywhere.
+
+A tracking server that goes away for a while (a restart, a network blip) costs no metric point and no training step:
+:meth:`MlflowRun.log_metrics` keeps the batches it could not send and sends them, in order, with the next one;
+:meth:`MlflowRun.finish` waits for the server (``HARA_MLFLOW_FLUSH_SECONDS``, default 600) before it gives up and
+says so; metrics.jsonl holds every point either way.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,9 +48,31 @@ def run_name(size: str, rlvr: str, method: str, seed: int) -> str:
     return f"{size}-{rlvr}-{method}-seed{seed}"
 
 
+class TrackingError(ValueError):
+    """A tracking store that cannot be used as configured, in one line naming the key and the fix."""
+
+
+def resolve_uri(uri: str) -> str:
+    """``env:NAME`` -> the environment variable's value; a URI with credentials in it is refused."""
+    from urllib.parse import urlsplit
+
+    if uri.startswith("env:"):
+        name = uri[len("env:"):]
+        value = os.environ.get(name, "")
+        if not value:
+            raise TrackingError(f"tracking.mlflow_uri: {uri}: the environment variable {name} is not set (start the "
+                                "tracking server and export its URL, docs/cluster.md)")
+        uri = value
+    if "@" in urlsplit(uri).netloc and not uri.startswith(("sqlite:", "file:")):
+        raise TrackingError("tracking.mlflow_uri: credentials in the URI would be written into every run folder; "
+                            "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD instead")
+    return uri
+
+
 def absolute_uri(uri: str) -> str:
     """``sqlite:///relative.db`` made absolute (relative to the cwd now), so that a later stage started from another
-    folder finds the same database; other URIs are returned unchanged."""
+    folder finds the same database; ``env:NAME`` resolved (:func:`resolve_uri`); other URIs are returned unchanged."""
+    uri = resolve_uri(uri)
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         return "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
     return uri
@@ -62,16 +97,29 @@ def _migrate_sqlite_store_once(uri: str) -> None:
 
     database = Path(uri[len("sqlite:///"):])
     with open(database.with_name(database.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError as error:  # ENOSYS / ENOLCK / EOPNOTSUPP: Lustre without flock, some NFS mounts
+            raise TrackingError(f"tracking.mlflow_uri: cannot lock {lock.name} ({error.strerror}): this file system "
+                                "has no file locks, and sqlite is unsafe on it; use an MLflow server or a database "
+                                "URL (docs/cluster.md)") from None
         try:
             MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+#: MLflow's HTTP client retries a refused request 7 times with exponential back-off (minutes); a training step
+#: should not wait that long on a metric batch it can keep and send later. The user's own settings win.
+HTTP_RETRY_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+
+
 def _client(uri: str):
     from mlflow.tracking import MlflowClient
 
+    if uri.startswith(("http://", "https://")):
+        for key, value in HTTP_RETRY_DEFAULTS.items():
+            os.environ.setdefault(key, value)
     _ensure_sqlite_folder(uri)
     if uri.startswith("sqlite:///"):
         _migrate_sqlite_store_once(uri)
@@ -88,16 +136,43 @@ class MlflowRun:
 
     def __post_init__(self) -> None:
         self.client = _client(self.tracking_uri)
+        self.pending: list[list] = []  # metric batches not yet accepted by the store, oldest first
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """Log finite numeric metrics at ``step`` in one batch (non-finite values are skipped, not sent)."""
+        """Log finite numeric metrics at ``step`` in one batch (non-finite values are skipped, not sent). A batch the
+        store does not take now (server down) is kept and sent before the next one: training never waits on it."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         batch = [Metric(metric_name(k), float(v), now, step) for k, v in metrics.items()
                  if isinstance(v, (int, float)) and math.isfinite(float(v))]
         if batch:
-            self.client.log_batch(self.run_id, metrics=batch)
+            self.pending.append(batch)
+        self._send_pending()
+
+    def _send_pending(self) -> bool:
+        """Send the kept batches in order; True when none is left. A failure leaves the rest for later."""
+        while self.pending:
+            try:
+                self.client.log_batch(self.run_id, metrics=self.pending[0])
+            except Exception as error:  # noqa: BLE001 - MLflow raises MlflowException or requests' errors
+                print(f"warning: MLflow store unreachable, {len(self.pending)} metric batch(es) kept for later "
+                      f"({type(error).__name__})", file=sys.stderr)
+                return False
+            self.pending.pop(0)
+        return True
+
+    def flush(self, seconds: float | None = None, interval: float = 5.0) -> bool:
+        """Keep sending the kept batches for up to ``seconds`` (HARA_MLFLOW_FLUSH_SECONDS, default 600)."""
+        seconds = float(os.environ.get("HARA_MLFLOW_FLUSH_SECONDS", 600)) if seconds is None else seconds
+        deadline = time.monotonic() + seconds
+        while not self._send_pending():
+            if time.monotonic() >= deadline:
+                print(f"warning: {sum(map(len, self.pending))} metric values never reached MLflow; they are in "
+                      "metrics.jsonl", file=sys.stderr)
+                return False
+            time.sleep(interval)
+        return True
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log params once (a param already logged with the same value is skipped; MLflow forbids changing one)."""
@@ -113,7 +188,9 @@ class MlflowRun:
             self.client.set_tag(self.run_id, metric_name(key), str(value))
 
     def finish(self, status: str = "FINISHED") -> None:
-        self.client.set_terminated(self.run_id, status=status)
+        """Send what is still kept (waiting for a server that is away), then close the run."""
+        if self.flush():
+            self.client.set_terminated(self.run_id, status=status)
 
     def save(self, out_dir: str | Path) -> Path:
         """Write ``mlflow_run.json`` into ``out_dir``."""

@@ -87,23 +87,11 @@ def benchmark_args():
     return " ".join(f"--benchmark {shlex.quote(name)}" for name in BENCHMARKS)
 
 
-# Resources of each job kind, per model family: the same DAG runs the tiny family on a 2-core laptop and the hub
-# family on GPU nodes. A value may be a table by model size (the rule's `size` wildcard; a rule without one takes
-# the largest). Times in minutes, memory of the host in MB; the hub values are provisional until measured on the
-# cluster (`hara plan`, issue 15). The hub base_model job only copies the downloaded snapshot: no GPU, no weights
-# loaded (evaluate_base measures the Base model on a GPU).
-_HUB_SIZES = ("qwen3-1.7b", "qwen3-4b", "qwen3-8b")
-RESOURCES = {
-    "prepare_data": {"tiny": dict(mem_mb=2000, runtime=20, gpu=0), "hub": dict(mem_mb=16000, runtime=60, gpu=0)},
-    "base_model": {"tiny": dict(mem_mb=4000, runtime=60, gpu=0), "hub": dict(mem_mb=8000, runtime=30, gpu=0)},
-    "train": {"tiny": dict(mem_mb=4000, runtime=120, gpu=0),
-              "hub": dict(mem_mb=dict(zip(_HUB_SIZES, (96000, 192000, 320000))),
-                          runtime=dict(zip(_HUB_SIZES, (1440, 2160, 2880))), gpu=1)},
-    "evaluate": {"tiny": dict(mem_mb=4000, runtime=60, gpu=0),
-                 "hub": dict(mem_mb=dict(zip(_HUB_SIZES, (48000, 64000, 96000))),
-                             runtime=dict(zip(_HUB_SIZES, (240, 360, 480))), gpu=1)},
-    "report": {"tiny": dict(mem_mb=2000, runtime=20, gpu=0), "hub": dict(mem_mb=8000, runtime=30, gpu=0)},
-}
+# Memory and wall time of each job kind come from the config's `resources` section (per model size where it is a
+# table); GPUs from the model family: the tiny family runs on a laptop's CPUs, the hub family's train and
+# evaluation jobs hold GPUs (models.train_gpus, evaluation.vllm.tensor_parallel_size). The hub base_model job only
+# copies the downloaded snapshot: no GPU, no weights loaded (evaluate_base measures the Base model on a GPU).
+GPU_JOBS = {"tiny": set(), "hub": {"train", "evaluate"}}
 
 
 def train_processes(wildcards):
@@ -115,9 +103,11 @@ def train_processes(wildcards):
 
 
 def resource(rule_name, key):
-    """The resource ``key`` of ``rule_name`` for the config's model family (a function of the wildcards where it
-    depends on the model size)."""
-    value = RESOURCES[rule_name][FAMILY][key]
+    """The resource ``key`` of ``rule_name``: ``gpu`` from the model family (1 = a GPU job), memory and runtime from
+    the config (a function of the wildcards where they depend on the model size)."""
+    if key == "gpu":
+        return int(rule_name in GPU_JOBS[FAMILY])
+    value = config["resources"][rule_name][key]
     if not isinstance(value, dict):
         return value
     return lambda wildcards: value.get(getattr(wildcards, "size", None), max(value.values()))

@@ -14,6 +14,11 @@
 #
 # Accounting is off (no slurmdbd): `sacct` then fails, so snakemake's Slurm plugin must poll with `squeue`
 # (profiles/slurm sets slurm-status-command: squeue), which needs finished jobs to stay listed: MinJobAge=3600.
+#
+# GPUs: the node declares HARA_SLURM_GPUS (default 2) GPUs as a generic resource (GRES), so that jobs asking for
+# `--gpus=N` are scheduled like on a GPU cluster. The devices are fake (STATE_DIR/dev/fakegpu<i>, links to /dev/null:
+# slurmd refuses a plain file) and AutoDetect is off; a job holding one sees CUDA_VISIBLE_DEVICES, finds no CUDA
+# driver and runs on the CPU. Asking for more GPUs than the node has is refused at submission.
 set -euo pipefail
 
 ACTION=${1:-}
@@ -23,6 +28,7 @@ CTLD_PORT=${HARA_SLURMCTLD_PORT:-6817}
 SLURMD_PORT=${HARA_SLURMD_PORT:-6818}
 DAEMONS=(slurmd slurmctld munged)   # stop order: the reverse of the start order
 FALLBACK_CONF=/run/slurm/conf/slurm.conf
+GPUS=${HARA_SLURM_GPUS:-2}
 
 die() { echo "local_cluster.sh: $*" >&2; exit 1; }
 
@@ -46,6 +52,19 @@ node_line() {
     slurmd -C | head -1 | sed -e 's/^NodeName=[^ ]*/NodeName='"$(hostname -s)"' NodeAddr=127.0.0.1/'
 }
 
+write_fake_gpus() {
+    local i
+    mkdir -p "$STATE_DIR/dev"
+    for i in $(seq 0 $((GPUS - 1))); do
+        ln -sfn /dev/null "$STATE_DIR/dev/fakegpu$i"
+    done
+    cat >"$STATE_DIR/gres.conf" <<EOF
+# Written by scripts/slurm/local_cluster.sh: $GPUS fake GPUs (links to /dev/null), no autodetection.
+AutoDetect=off
+Name=gpu File=$STATE_DIR/dev/fakegpu[0-$((GPUS - 1))]
+EOF
+}
+
 write_slurm_conf() {
     cat >"$CONF" <<EOF
 # Written by scripts/slurm/local_cluster.sh: a one-node test cluster, all state under $STATE_DIR.
@@ -65,6 +84,8 @@ SlurmdPidFile=$STATE_DIR/slurmd.pid
 SlurmctldLogFile=$STATE_DIR/log/slurmctld.log
 SlurmdLogFile=$STATE_DIR/log/slurmd.log
 MpiDefault=none
+# A GPU GRES without accounting: do not add AccountingStorageTRES=gres/gpu (slurmctld dies without slurmdbd).
+GresTypes=gpu
 # No cgroups (containers and CI machines rarely delegate them): track processes by their parent chain.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
@@ -82,7 +103,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 DefMemPerCPU=1000
 SchedulerType=sched/backfill
-$(node_line) State=UNKNOWN
+$(node_line) Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 }
@@ -125,6 +146,7 @@ start() {
     chmod 700 "$STATE_DIR/key"
     chmod 755 "$STATE_DIR" "$STATE_DIR/munge"
     write_munge_key
+    write_fake_gpus
     write_slurm_conf
     link_fallback_conf
     munged --key-file="$STATE_DIR/key/munge.key" --socket="$STATE_DIR/munge/munge.socket" \

@@ -29,28 +29,59 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+PASSWORD = "rehearsal-Secret-4711"  # the test servers' admin password (never a real one)
+
+
+def password_file(folder: Path) -> Path:
+    path = folder / "mlflow.password"
+    path.write_text(PASSWORD + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+@contextmanager
+def tracking_server(folder: Path, port: int | None = None, auth: bool = True, timeout: float = 180.0):
+    """`hara tracking-server` (basic auth, PASSWORD) or a plain `mlflow server` on 127.0.0.1, started in its own
+    process group and stopped with it (the server forks uvicorn workers); yields (uri, process)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    store = f"sqlite:///{folder / 'server.db'}"
+    if auth:
+        cmd = [str(BIN / "hara"), "tracking-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+               "--password-file", str(password_file(folder)), "--auth-dir", str(folder / "auth"),
+               "--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts")]
+    else:
+        cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+               "--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts")]
+    uri = f"http://127.0.0.1:{port}"
+    log = folder / f"server-{port}-{time.monotonic_ns()}.log"
+    with open(log, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(cmd, cwd=folder, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    try:
+        wait_until_healthy(uri, proc, timeout, log)
+        yield uri, proc
+    finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a server started in its own process group (TERM, then KILL after 30 s)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 @contextmanager
 def mlflow_server(folder: Path, timeout: float = 180.0):
-    """A real `mlflow server` on 127.0.0.1 (sqlite backend, artifacts on disk under ``folder``); yields its URI.
-
-    Started in its own process group and stopped with it (the server forks uvicorn workers)."""
-    port = free_port()
-    cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-           "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
-           "--artifacts-destination", str(folder / "artifacts")]
-    uri = f"http://127.0.0.1:{port}"
-    with open(folder / "mlflow_server.log", "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(cmd, cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_until_healthy(uri, proc, timeout, folder / "mlflow_server.log")
-            yield uri
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    """A real `mlflow server` on 127.0.0.1 without authentication (sqlite backend, artifacts on disk under
+    ``folder``); yields its URI."""
+    with tracking_server(folder, auth=False, timeout=timeout) as (uri, _):
+        yield uri
 
 
 def wait_until_healthy(uri: str, proc: subprocess.Popen, timeout: float, log: Path) -> None:

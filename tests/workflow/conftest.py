@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 SNAKEFILE = REPO / "Snakefile"
 SMOKE = REPO / "config" / "smoke.yaml"
 BIN = Path(sys.executable).parent
+CLUSTER_SCRIPT = REPO / "scripts" / "slurm" / "local_cluster.sh"
+# The binaries the test Slurm cluster needs, by the Debian package that ships them.
+SLURM_BINARIES = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client"}
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -56,3 +61,31 @@ def smoke_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("smoke_dag")
     proc = snakemake(workdir, "--configfile", str(SMOKE))
     return workdir, load_config(SMOKE), proc.stdout + proc.stderr
+
+
+def missing_slurm_requirement() -> str | None:
+    """Why this machine cannot run the test cluster, or None."""
+    if os.geteuid() != 0:
+        return "the test Slurm cluster needs root (slurmd starts jobs as their user; run as root, as .ci/run does)"
+    missing = sorted({package for binary, package in SLURM_BINARIES.items() if shutil.which(binary) is None})
+    if missing:
+        return f"Debian packages not installed: {', '.join(missing)} (.ci/run installs them)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running single-node cluster with 2 (fake) GPUs for the session (scripts/slurm/local_cluster.sh); yields
+    the environment its commands need. Shared by test_slurm.py and test_rehearsal.py."""
+    reason = missing_slurm_requirement()
+    if reason:
+        pytest.skip(reason)
+    state_dir = Path(tempfile.mkdtemp(prefix="hara-slurm-"))
+    start = subprocess.run([str(CLUSTER_SCRIPT), "start", str(state_dir)], capture_output=True, text=True,
+                           timeout=120, check=False)
+    try:
+        assert start.returncode == 0, f"cluster did not start:\n{start.stdout}{start.stderr}"
+        yield {"SLURM_CONF": str(state_dir / "slurm.conf")}
+    finally:
+        subprocess.run([str(CLUSTER_SCRIPT), "stop", str(state_dir)], capture_output=True, timeout=60, check=False)
+        shutil.rmtree(state_dir, ignore_errors=True)

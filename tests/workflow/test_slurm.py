@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,41 +22,11 @@ import yaml
 from tests.workflow.conftest import BIN, REPO, SMOKE, SNAKEFILE, job_counts
 from tests.workflow.test_smoke_run import cell_dirs
 
-CLUSTER_SCRIPT = REPO / "scripts" / "slurm" / "local_cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
 RETRY_SNAKEFILE = REPO / "tests" / "workflow" / "slurm_retry" / "Snakefile"
-# The binaries the cluster needs, by the Debian package that ships them.
-SLURM_BINARIES = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client"}
 # The one job that never reaches Slurm: `all` (no command). Every other job of the smoke DAG must be a Slurm job.
 LOCAL_RULES = {"all"}
 pytestmark = pytest.mark.slow
-
-
-def missing_requirement() -> str | None:
-    """Why this machine cannot run the test cluster, or None."""
-    if os.geteuid() != 0:
-        return "the test Slurm cluster needs root (slurmd starts jobs as their user; run as root, as .ci/run does)"
-    missing = sorted({package for binary, package in SLURM_BINARIES.items() if shutil.which(binary) is None})
-    if missing:
-        return f"Debian packages not installed: {', '.join(missing)} (.ci/run installs them)"
-    return None
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """A running cluster for the session; yields the environment its commands need."""
-    reason = missing_requirement()
-    if reason:
-        pytest.skip(reason)
-    state_dir = Path(tempfile.mkdtemp(prefix="hara-slurm-"))
-    start = subprocess.run([str(CLUSTER_SCRIPT), "start", str(state_dir)], capture_output=True, text=True,
-                           timeout=120, check=False)
-    try:
-        assert start.returncode == 0, f"cluster did not start:\n{start.stdout}{start.stderr}"
-        yield {"SLURM_CONF": str(state_dir / "slurm.conf")}
-    finally:
-        subprocess.run([str(CLUSTER_SCRIPT), "stop", str(state_dir)], capture_output=True, timeout=60, check=False)
-        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def start_snakemake_on_slurm(workdir: Path, cluster_env: dict, snakefile: Path, *args: str) -> subprocess.Popen:
@@ -171,3 +139,51 @@ def test_failing_slurm_job_is_resubmitted_per_retries_and_reported(slurm_runs, s
         report = output.split(f"external_jobid: {job_id}\n")[0].rsplit("Error in rule ", 1)[1]
         assert report.startswith("broken:") and str(log) in report, report  # names the rule and its Slurm log
         assert "broken: failing on every attempt" in log.read_text(encoding="utf-8")
+
+
+def test_a_requeued_training_job_resumes_to_the_weights_of_an_uninterrupted_run(slurm_cluster, tmp_path):
+    """Preemption: `scontrol requeue` of a running train job (the profile submits with --requeue) kills it mid-run;
+    Slurm starts it again under the same job id, `hara train` resumes from its last valid checkpoint, and the final
+    weights equal those of the same run trained without interruption."""
+    import hashlib
+    import time
+
+    config = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    config["training"].update(steps=12, save_steps=1, save_total_limit=2)
+    config["grid"].update(methods=["none"])
+    path = tmp_path / "preempt.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    results = tmp_path / config["results_dir"]
+    run_dir = results / "train" / "tiny-s" / "grpo" / "none" / "seed0"
+    target = str((run_dir / "final").relative_to(tmp_path))
+    proc = start_snakemake_on_slurm(tmp_path, slurm_cluster, SNAKEFILE, "--configfile", str(path), target)
+    env = {**os.environ, **slurm_cluster}
+    job_id, deadline = None, time.monotonic() + 600
+    try:
+        while job_id is None:  # the train job, once it has written its third checkpoint
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "snakemake.out").read_text()[-4000:]
+            checkpoints = list((run_dir / "checkpoints").glob("checkpoint-*")) if run_dir.is_dir() else []
+            if any(c.name == "checkpoint-3" for c in checkpoints):
+                listing = subprocess.run(["squeue", "--noheader", "--states=RUNNING", "--format=%i|%k"], env=env,
+                                         capture_output=True, text=True, timeout=60, check=True).stdout
+                job_id = next((line.split("|")[0] for line in listing.split() if "rule_train" in line), None)
+            time.sleep(0.1)
+        subprocess.run(["scontrol", "requeue", job_id], env=env, check=True, timeout=60)
+        assert proc.wait(timeout=900) == 0, (tmp_path / "snakemake.out").read_text()[-4000:]
+    finally:
+        proc.kill()
+    shown = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True, timeout=60,
+                           check=True).stdout
+    assert re.search(r"\bRestarts=1\b", shown) and "JobState=COMPLETED" in shown, shown
+    info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
+    assert int(info["resumed_from"].rsplit("-", 1)[1]) >= 3, info["resumed_from"]  # resumed, not restarted
+    reference = tmp_path / "uninterrupted"
+    subprocess.run([str(BIN / "hara"), "train", "--config", str(path), "--size", "tiny-s", "--rlvr", "grpo",
+                    "--method", "none", "--seed", "0", "--base-model", str(results / "base_model" / "tiny-s"),
+                    "--data", str(results / "data"), "--out", str(reference), "--set",
+                    f"tracking.mlflow_uri=sqlite:///{tmp_path / 'reference.db'}"],
+                   cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, check=True,
+                   timeout=900)
+    weights = [hashlib.sha256((folder / "final" / "model.safetensors").read_bytes()).hexdigest()
+               for folder in (run_dir, reference)]
+    assert weights[0] == weights[1]

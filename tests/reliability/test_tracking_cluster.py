@@ -1,0 +1,158 @@
+"""The cluster's tracking store: an authenticated MLflow server (`hara tracking-server`) refuses anonymous clients and
+takes an authenticated training job's metrics without the credentials landing in any file; a server that is stopped
+for 30 s in the middle of a run costs no metric point; the URI comes from the environment; sqlite on a file system
+without file locks is one line naming the fix."""
+
+from __future__ import annotations
+
+import base64
+import errno
+import json
+import math
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from hara.tracking import TrackingError, absolute_uri, resolve_uri
+from tests.reliability.servers import BIN, PASSWORD, free_port, password_file, stop, tracking_server
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = REPO / "config" / "smoke.yaml"
+SEARCH = "/api/2.0/mlflow/experiments/search?max_results=1"
+
+
+def status_of(uri: str, user: str | None = None, password: str | None = None) -> int:
+    request = urllib.request.Request(uri + SEARCH)
+    if user:
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def train_command(out: Path, *overrides: str) -> list[str]:
+    return [str(BIN / "hara"), "train", "--config", str(SMOKE), "--size", "tiny-s", "--rlvr", "grpo", "--method",
+            "none", "--seed", "0", "--out", str(out), "--base-model", "{base}",
+            "--set", "tracking.mlflow_uri=env:MLFLOW_TRACKING_URI", *[a for o in overrides for a in ("--set", o)]]
+
+
+def client_env(uri: str, user: str | None = None) -> dict:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1", "HARA_MLFLOW_FLUSH_SECONDS": "240"}
+    if user:
+        env.update(MLFLOW_TRACKING_USERNAME=user, MLFLOW_TRACKING_PASSWORD=PASSWORD)
+    return env
+
+
+def metric_points(uri: str, run_ids: list[str], env: dict) -> list[int]:
+    """Every metric point MLflow holds for each run (full histories, not the latest values), asked by a fresh
+    client process with ``env``'s credentials."""
+    code = ("import sys; from mlflow.tracking import MlflowClient; c = MlflowClient(sys.argv[1]); "
+            "print(*[sum(len(c.get_metric_history(r, k)) for k in c.get_run(r).data.metrics) for r in sys.argv[2:]])")
+    out = subprocess.run([str(BIN / "python"), "-c", code, uri, *run_ids], env=env, capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    return [int(n) for n in out.split()[-len(run_ids):]]
+
+
+def jsonl_points(path: Path) -> int:
+    """Finite metric values in metrics.jsonl (every key of every line but the step; MLflow is never sent a NaN)."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return sum(math.isfinite(value) for line in lines for key, value in line.items() if key != "step")
+
+
+@pytest.mark.slow
+def test_authenticated_server_refuses_anonymous_clients_and_keeps_credentials_out_of_files(tmp_path, tiny_base):
+    with tracking_server(tmp_path) as (uri, _):
+        assert status_of(uri) == 401
+        assert status_of(uri, "hara", "wrong-password-000") == 401
+        assert status_of(uri, "hara", PASSWORD) == 200
+        out = tmp_path / "run"
+        cmd = [a.replace("{base}", str(tiny_base)) for a in train_command(out)]
+        anonymous = subprocess.run(cmd, env=client_env(uri), capture_output=True, text=True, timeout=600, check=False)
+        assert anonymous.returncode != 0 and not (out / "final").exists()
+        import shutil
+
+        shutil.rmtree(out, ignore_errors=True)
+        proc = subprocess.run(cmd, env=client_env(uri, "hara"), capture_output=True, text=True, timeout=600,
+                              check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        run = json.loads((out / "mlflow_run.json").read_text())
+        assert run["tracking_uri"] == uri
+        assert metric_points(uri, [run["run_id"]], client_env(uri, "hara")) == [jsonl_points(out / "metrics.jsonl")]
+        assert jsonl_points(out / "metrics.jsonl") > 0
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if PASSWORD.encode() in p.read_bytes()]
+    assert PASSWORD not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_server_stopped_for_30_s_mid_run_loses_no_metric_point(tmp_path, tiny_base):
+    port = free_port()
+    out = tmp_path / "run"
+    cmd = [a.replace("{base}", str(tiny_base)) for a in train_command(out, "training.steps=8", "training.save_steps=100")]
+    with tracking_server(tmp_path, port, auth=False) as (uri, server):
+        with open(tmp_path / "train.log", "w", encoding="utf-8") as log:
+            train = subprocess.Popen(cmd, env=client_env(uri), stdout=log, stderr=subprocess.STDOUT)
+        metrics = out / "metrics.jsonl"
+        deadline = time.monotonic() + 300
+        while not (metrics.is_file() and metrics.read_text().strip()):
+            assert train.poll() is None and time.monotonic() < deadline, (tmp_path / "train.log").read_text()[-3000:]
+            time.sleep(0.2)
+        stop(server)  # mid-run: one step logged, seven to go
+    outage_start = time.monotonic()
+    time.sleep(30)
+    with tracking_server(tmp_path, port, auth=False) as (uri, _):
+        assert train.wait(timeout=600) == 0, (tmp_path / "train.log").read_text()[-3000:]
+        run = json.loads((out / "mlflow_run.json").read_text())
+        assert json.loads(metrics.read_text().splitlines()[-1])["step"] == 8
+        assert metric_points(uri, [run["run_id"]], client_env(uri)) == [jsonl_points(metrics)]
+    assert time.monotonic() - outage_start >= 30
+    assert "kept for later" in (tmp_path / "train.log").read_text()  # the outage was seen, and survived
+
+
+def test_the_tracking_uri_can_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("HARA_TEST_URI", "http://10.0.0.5:5000")
+    assert resolve_uri("env:HARA_TEST_URI") == "http://10.0.0.5:5000"
+    monkeypatch.delenv("HARA_TEST_URI")
+    with pytest.raises(TrackingError, match="HARA_TEST_URI is not set"):
+        absolute_uri("env:HARA_TEST_URI")
+
+
+def test_credentials_in_the_uri_are_refused():
+    with pytest.raises(TrackingError, match="MLFLOW_TRACKING_USERNAME"):
+        resolve_uri("http://hara:secret@10.0.0.5:5000")
+
+
+def test_sqlite_on_a_file_system_without_flock_is_one_line_naming_the_fix(tmp_path, monkeypatch, capsys, tiny_base):
+    """Lustre without flock answers ENOSYS: before, MLflow's migration lock raised a bare OSError traceback."""
+    import fcntl
+
+    from hara.cli import main
+
+    def no_locks(*args):
+        raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    code = main(["train", "--config", str(SMOKE), "--size", "tiny-s", "--rlvr", "grpo", "--method", "none",
+                 "--seed", "0", "--out", str(tmp_path / "run"), "--base-model", str(tiny_base),
+                 "--set", f"tracking.mlflow_uri=sqlite:///{tmp_path / 'mlflow.db'}"])
+    err = capsys.readouterr().err.splitlines()[-1]  # after the weights' loading bar
+    assert code == 2 and err.startswith("error: tracking.mlflow_uri: cannot lock"), err
+    assert "no file locks" in err and "MLflow server or a database URL" in err
+
+
+def test_password_file_must_be_private(tmp_path):
+    from hara.cli import UserError
+    from hara.tracking_server import read_password
+
+    path = password_file(tmp_path)
+    assert read_password(path) == PASSWORD
+    path.chmod(0o644)
+    with pytest.raises(UserError, match="chmod 600"):
+        read_password(path)

@@ -1,0 +1,253 @@
+"""The rehearsal of the paper path: config/paper.yaml + config/rehearsal.yaml (scale keys only) runs the whole hub
+DAG on the CPU (download_model -> fetch_data -> prepare_data -> base_model -> evaluate_base -> train (grpo, dr_grpo,
+dapo x none, hara_tok) -> evaluate -> report), with a tiny Qwen3 carrying the real Qwen3 tokenizer and the paper's
+datasets in their own schemas, both read through the real huggingface_hub / datasets calls from a local cache in the
+hub's layouts (tests/workflow/rehearsal_assets.py), offline. It runs locally and through the local Slurm cluster
+with a GPU GRES (train and evaluation jobs are scheduled with a GPU and run on the CPU inside it); both give the
+same scores, completions and checkpoint hashes. Both log through an authenticated MLflow server (the paper's
+tracking store comes from the environment), and the password lands in no file.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hara.config import validate_config
+from tests.reliability.servers import PASSWORD, tracking_server
+from tests.workflow.conftest import BIN, REPO, SNAKEFILE, job_counts
+from tests.workflow.rehearsal_assets import DATASETS, REHEARSAL_MODEL, build_hub_cache
+from tests.workflow.test_dag import expected_counts
+
+PAPER = REPO / "config" / "paper.yaml"
+REHEARSAL = REPO / "config" / "rehearsal.yaml"
+
+#: The keys the rehearsal may change, and how: "any" (a scale value: a length, a count, a step number, a group size,
+#: GPUs, threads, memory or time per job, a model id) or "subset" (it runs some of the paper's sizes, methods or seeds, never
+#: another one). Any other key would send the rehearsal down a path the paper does not take.
+SCALE_KEYS = {
+    "threads": "any",
+    "models.sizes": "subset",
+    "models.hub_ids.*": "any",
+    "models.train_gpus.*": "any",
+    "evaluation.max_new_tokens": "any",
+    "evaluation.n": "any",
+    "evaluation.benchmarks.*.n": "any",
+    "grid.methods": "subset",
+    "grid.seeds": "subset",
+    "training.group_size": "any",
+    "training.prompts_per_step": "any",
+    "training.grad_accum_steps": "any",
+    "training.steps": "any",
+    "training.max_completion_length": "any",
+    "training.save_steps": "any",
+    "rlvr.dapo.overlong_cache": "any",
+    "resources.*.mem_mb*": "any",
+    "resources.*.runtime*": "any",
+}
+REHEARSED_RLVR, REHEARSED_METHODS = {"grpo", "dr_grpo", "dapo"}, {"none", "hara_tok"}
+
+
+def leaves(tree: dict, prefix: str = "") -> dict[str, object]:
+    """Dotted key -> value of every leaf of a nested mapping (lists are leaves)."""
+    out = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        out.update(leaves(value, f"{path}.") if isinstance(value, dict) and value else {path: value})
+    return out
+
+
+def merged(base: dict, overlay: dict) -> dict:
+    """Snakemake's merge of two --configfile files: mappings merged key by key, anything else replaced."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def read(path: Path) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def rehearsal_config() -> dict:
+    raw = merged(read(PAPER), read(REHEARSAL))
+    return validate_config(raw, source="rehearsal", skip_checks=("check_local_folders",))
+
+
+def test_the_rehearsal_changes_only_scale_keys():
+    paper = validate_config(read(PAPER), source="paper", skip_checks=("check_local_folders",))
+    paper_leaves, overlay = leaves(paper), leaves(read(REHEARSAL))
+    for key, value in overlay.items():
+        kinds = [kind for pattern, kind in SCALE_KEYS.items() if fnmatch.fnmatchcase(key, pattern)]
+        assert kinds, f"{key} is not a scale key: the rehearsal would leave the paper's code paths"
+        if kinds[0] == "subset":
+            assert value and set(value) <= set(paper_leaves[key]), f"{key}: {value} is not a subset of the paper's"
+    config = rehearsal_config()
+    assert set(config["grid"]["rlvr"]) == REHEARSED_RLVR and set(config["grid"]["methods"]) == REHEARSED_METHODS
+    assert {k: v for k, v in leaves(config).items() if k not in overlay and not fnmatch.fnmatchcase(k, "models.*")} \
+        == {k: v for k, v in paper_leaves.items() if k not in overlay and not fnmatch.fnmatchcase(k, "models.*")}
+    assert config["models"]["family"] == config["data"]["source"] == "hub"
+
+
+def test_the_scale_key_check_catches_a_path_change():
+    """The check above is not vacuous: an overlay switching the backend or the tracking store is refused."""
+    for key in ("evaluation.backend", "tracking.mlflow_uri", "training.use_vllm", "prompt.template"):
+        assert not any(fnmatch.fnmatchcase(key, pattern) for pattern in SCALE_KEYS), key
+
+
+@pytest.fixture(scope="session")
+def hf_home(tmp_path_factory) -> Path:
+    return build_hub_cache(tmp_path_factory.mktemp("hf_home"))
+
+
+@pytest.fixture(scope="session")
+def tracking(tmp_path_factory):
+    """The paper's tracking store: an authenticated MLflow server (`hara tracking-server`) whose URL and credentials
+    reach the jobs through the environment (config/paper.yaml: env:MLFLOW_TRACKING_URI)."""
+    with tracking_server(tmp_path_factory.mktemp("tracking")) as (uri, _):
+        yield uri
+
+
+@pytest.fixture(scope="session")
+def rehearsal_env(hf_home, tracking) -> dict:
+    """The jobs' environment: the venv's `hara`, one thread, the rehearsal's HF cache and no hub access at all, the
+    tracking server's URL and credentials."""
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
+            "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "MLFLOW_TRACKING_URI": tracking, "MLFLOW_TRACKING_USERNAME": "hara", "MLFLOW_TRACKING_PASSWORD": PASSWORD}
+
+
+def run_rehearsal(workdir: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    cmd = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--configfile", str(PAPER), str(REHEARSAL), *args]
+    return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=1500, check=False)
+
+
+def check_tracking(workdir: Path, env: dict) -> None:
+    """Every training run logged through the server, every metric point of its metrics.jsonl arrived, and the
+    password is in no file the run wrote (results/, logs/, Snakemake's own folder)."""
+    from tests.reliability.test_tracking_cluster import jsonl_points, metric_points
+
+    runs = sorted((workdir / "results" / "train").rglob("mlflow_run.json"))
+    runs = [path for path in runs if path.parent.name != "checkpoints"]
+    assert len(runs) == expected_counts(rehearsal_config())["train"]
+    infos = [json.loads(path.read_text(encoding="utf-8")) for path in runs]
+    assert {info["tracking_uri"] for info in infos} == {env["MLFLOW_TRACKING_URI"]}
+    assert metric_points(env["MLFLOW_TRACKING_URI"], [info["run_id"] for info in infos], env) == [
+        jsonl_points(path.parent / "metrics.jsonl") for path in runs]
+    leaked = [p for folder in ("results", "logs", ".snakemake") for p in (workdir / folder).rglob("*")
+              if p.is_file() and PASSWORD.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+@pytest.fixture(scope="session")
+def local_rehearsal(rehearsal_env, tmp_path_factory):
+    """The rehearsal DAG run locally: (workdir, output, wall seconds)."""
+    workdir = tmp_path_factory.mktemp("rehearsal_local")
+    start = time.perf_counter()
+    proc = run_rehearsal(workdir, rehearsal_env, "--cores", "2")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-6000:]
+    return workdir, output, time.perf_counter() - start
+
+
+def scores_files(workdir: Path) -> dict[str, dict]:
+    root = workdir / "results" / "eval"
+    return {str(p.relative_to(root)): json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.rglob("scores.json"))}
+
+
+@pytest.mark.slow
+def test_the_paper_dag_runs_on_the_rehearsal(local_rehearsal, rehearsal_env):
+    workdir, output, seconds = local_rehearsal
+    config = rehearsal_config()
+    assert job_counts(output) == expected_counts(config)
+    print(f"rehearsal DAG, local: {seconds:.0f} s")
+    snapshot = workdir / "models" / "hub" / config["models"]["sizes"][0]
+    assert not any(p.is_symlink() for p in snapshot.iterdir())  # a copy, not links into the HF cache
+    assert json.loads((snapshot / "config.json").read_text())["vocab_size"] == 151669  # the real Qwen3 vocabulary
+    fetched = json.loads((workdir / config["data"]["local_dir"] / "fetch_manifest.json").read_text())
+    assert {hub_id: entry["rows"] for hub_id, entry in fetched.items()} == {
+        hub_id: len(rows) for hub_id, _, _, _, rows in DATASETS}
+    scores = scores_files(workdir)
+    assert len(scores) == expected_counts(config)["evaluate"] + 1  # every cell + the Base model
+    stop = config["prompt"]["stop"]
+    for name, result in scores.items():
+        assert result["backend"] == "transformers" and result["model"]["vocab_size"] == 151669, name
+        assert set(result["benchmarks"]) == set(config["data"]["benchmarks"]), name
+        for benchmark, entry in result["benchmarks"].items():
+            assert entry["sampling"]["max_new_tokens"] == config["evaluation"]["max_new_tokens"]
+            for prediction in entry["predictions"]:
+                assert prediction["prompt"].endswith("within \\boxed{}.\nAnswer:")
+                assert not any(s in c for s in stop for c in prediction["completions"])
+    runs = [json.loads(p.read_text()) for p in (workdir / "results" / "train").rglob("run_info.json")]
+    assert {r["rlvr"] for r in runs} == REHEARSED_RLVR and {r["method"] for r in runs} == \
+        REHEARSED_METHODS
+    assert (workdir / "results" / "report" / "index.html").is_file()
+    assert REHEARSAL_MODEL in (workdir / "logs" / "download_model" / "qwen3-1.7b.log").read_text()
+    check_tracking(workdir, rehearsal_env)
+
+
+# ----------------------------------------------------------------------------------------------------- on Slurm
+def checkpoint_hashes(workdir: Path) -> dict[str, str]:
+    """sha256 of every run's final weights."""
+    root = workdir / "results" / "train"
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("final/model.safetensors"))}
+
+
+def comparable(scores: dict) -> dict:
+    return {"fingerprint": scores["fingerprint"],
+            "benchmarks": {name: (entry["score"], [(p["id"], p["completions"]) for p in entry["predictions"]])
+                           for name, entry in scores["benchmarks"].items()}}
+
+
+def job_gpus(job_id: str, env: dict) -> int:
+    """GPUs Slurm gave a job, read back from the controller (`JOB_GRES=gpu:N`, kept after the job ends)."""
+    text = subprocess.run(["scontrol", "-d", "show", "job", job_id], env=env, capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+    match = re.search(r"JOB_GRES=gpu:(\d+)", text)
+    return int(match.group(1)) if match else 0
+
+
+@pytest.mark.slow
+def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_local_run(
+        slurm_cluster, rehearsal_env, local_rehearsal, tmp_path):
+    from tests.workflow.test_slurm import PROFILE, slurm_history
+
+    workdir = tmp_path
+    env = {**rehearsal_env, **slurm_cluster}
+    cmd = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--profile", str(PROFILE), "--configfile", str(PAPER),
+           str(REHEARSAL), "--slurm-init-seconds-before-status-checks", "1"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=1500, check=False)
+    seconds = time.perf_counter() - start
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-6000:]
+    print(f"rehearsal DAG, Slurm: {seconds:.0f} s")
+    config = rehearsal_config()
+    history = slurm_history(output, slurm_cluster)
+    local_rules = set(re.findall(r"^localrule (\w+):", output, re.MULTILINE))
+    assert local_rules == {"download_model", "fetch_data", "all"}  # the hub downloads run where the hub is reachable
+    assert {rule: len(jobs) for rule, jobs in history.items()} == {
+        rule: n for rule, n in expected_counts(config).items() if rule not in local_rules}
+    for rule, jobs in history.items():
+        wanted = 1 if rule in ("train", "evaluate", "evaluate_base") else 0
+        for job_id, state in jobs:
+            assert state == "COMPLETED", (rule, job_id)
+            assert job_gpus(job_id, env) == wanted, (rule, job_id)
+    local_workdir = local_rehearsal[0]
+    assert checkpoint_hashes(workdir) == checkpoint_hashes(local_workdir)
+    local_scores, slurm_scores = scores_files(local_workdir), scores_files(workdir)
+    assert slurm_scores.keys() == local_scores.keys()
+    for name in local_scores:
+        assert comparable(slurm_scores[name]) == comparable(local_scores[name]), name
+    check_tracking(workdir, env)
