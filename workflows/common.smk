@@ -113,13 +113,12 @@ def resource(rule_name, key):
     return lambda wildcards: value.get(getattr(wildcards, "size", None), max(value.values()))
 
 
-def gpu_job_resources(gpus):
-    """Slurm settings of a job holding ``gpus`` GPUs (one process per GPU, `threads` torch threads each): all on
-    one node, one Slurm task (`hara train` starts its processes itself, through accelerate) holding every CPU.
-    The Slurm plugin would otherwise ask for one task per GPU with `threads` CPUs in all. No GPUs: nothing."""
-    if not gpus:
-        return {}
-    return dict(nodes=1, tasks_per_gpu=0, cpus_per_task=gpus * THREADS)
+def job_cpus(gpus):
+    """CPUs of a job holding ``gpus`` GPUs: one process per GPU with `threads` torch threads each (a CPU job is one
+    process). The GPU rules ask for one node and one Slurm task holding all of them (`nodes=1, tasks_per_gpu=0`):
+    `hara train` starts its processes itself, through accelerate, and the Slurm plugin would otherwise ask for one
+    task per GPU with `threads` CPUs in all."""
+    return max(1, gpus) * THREADS
 
 
 def train_gpus(wildcards):

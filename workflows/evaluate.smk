@@ -22,9 +22,9 @@ rule evaluate:
         mem_mb=resource("evaluate", "mem_mb"),
         runtime=resource("evaluate", "runtime"),
         gpu=evaluate_gpus,
-        nodes=lambda wildcards: gpu_job_resources(evaluate_gpus(wildcards)).get("nodes", 0),
+        nodes=1,
         tasks_per_gpu=0,
-        cpus_per_task=lambda wildcards: gpu_job_resources(evaluate_gpus(wildcards)).get("cpus_per_task", 0),
+        cpus_per_task=lambda wildcards: job_cpus(evaluate_gpus(wildcards)),  # one node, one task, every CPU (job_cpus)
     conda:
         "../environment.yml"
     shell:

@@ -71,9 +71,9 @@ rule train:
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
         gpu=train_gpus,
-        nodes=lambda wildcards: gpu_job_resources(train_gpus(wildcards)).get("nodes", 0),
+        nodes=1,
         tasks_per_gpu=0,
-        cpus_per_task=lambda wildcards: gpu_job_resources(train_gpus(wildcards)).get("cpus_per_task", 0),
+        cpus_per_task=lambda wildcards: job_cpus(train_gpus(wildcards)),  # one node, one task, every CPU (job_cpus)
     conda:
         "../environment.yml"
     shell:

@@ -103,3 +103,17 @@ def test_generation_stops_at_the_first_stop_string(loaded):
         assert cut == text[: text.find(stop)]
         (ids,) = generate_ids(model, tokenizer, [prompt], stop=(stop,), **sample)
         assert tokenizer.pad_token_id not in ids and tokenizer.decode(ids).endswith(stop)
+
+
+def test_generation_goes_to_the_gpu_in_bf16_when_the_job_has_one(model_dir, monkeypatch):
+    """Before: every generating command loaded the model in fp32 on the CPU, also in a GPU job."""
+    import torch
+
+    from hara.models import generate
+
+    assert generate.generation_placement(cuda=True) == ("cuda", torch.bfloat16)
+    assert generate.generation_placement(cuda=False) == ("cpu", torch.float32)
+    monkeypatch.setattr(generate, "generation_placement", lambda: ("cpu", torch.bfloat16))  # no CUDA here
+    model, tokenizer = load_model(model_dir)
+    assert next(model.parameters()).dtype == torch.bfloat16
+    assert len(generate_ids(model, tokenizer, PROMPTS[:1], max_new_tokens=3)[0]) == 3  # inputs follow the model

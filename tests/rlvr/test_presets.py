@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +19,8 @@ from hara.rlvr.presets import (
 from hara.rlvr.train import METHOD_SECTIONS, method_params, rename_metrics
 from hara.rlvr.trainer import CONTEXT_NEEDS
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_presets_carry_the_published_factors():
@@ -94,3 +97,20 @@ def test_rename_metrics_namespaces_trl_keys():
                           "hara/w_std": 0.3, "epoch": 0.1, "clip_ratio/low_min": None})
     assert out == {"train/reward": 0.5, "train/entropy": 1.2, "train/response_length": 9.0,
                    "train/clip_fraction": 0.1, "hara/w_std": 0.3, "trl/epoch": 0.1}
+
+
+def test_vllm_settings_and_the_policy_dtype_follow_the_config(tmp_path, monkeypatch):
+    """training.vllm reaches TRL's colocated engine; on a GPU the policy loads in bf16 (training.bf16), never fp32."""
+    from hara.config import load_config
+    from hara.rlvr.presets import get_preset
+    from hara.rlvr.train import grpo_args, policy_dtype
+
+    config = load_config(REPO / "config" / "smoke.yaml", overrides=[
+        "training.vllm.gpu_memory_utilization=0.45", "training.vllm.max_model_len=4096",
+        "training.vllm.enable_sleep_mode=true"])
+    args = grpo_args(config, get_preset("grpo", config["rlvr"]["grpo"]), tmp_path, seed=0)
+    assert (args.vllm_gpu_memory_utilization, args.vllm_max_model_length, args.vllm_enable_sleep_mode) == (
+        0.45, 4096, True)
+    assert policy_dtype(config) == "float32"  # no CUDA here
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert policy_dtype(config) == "bfloat16"

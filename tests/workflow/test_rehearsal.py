@@ -127,9 +127,55 @@ def rehearsal_env(hf_home, tracking) -> dict:
             "MLFLOW_TRACKING_URI": tracking, "MLFLOW_TRACKING_USERNAME": "hara", "MLFLOW_TRACKING_PASSWORD": PASSWORD}
 
 
-def run_rehearsal(workdir: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+def start_rehearsal(workdir: Path, env: dict, *args: str) -> tuple[Path, subprocess.Popen, float]:
+    """Start the rehearsal DAG in ``workdir`` (output to workdir/snakemake.out); (workdir, process, start time)."""
     cmd = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--configfile", str(PAPER), str(REHEARSAL), *args]
-    return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=1500, check=False)
+    with open(workdir / "snakemake.out", "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
+    return workdir, proc, time.perf_counter()
+
+
+def wait_for_rehearsals(started: dict[str, tuple[Path, subprocess.Popen, float]]) -> dict[str, tuple]:
+    """Wait for started rehearsals; name -> (workdir, Snakemake's output, wall seconds from start to exit)."""
+    ended, deadline = {}, time.monotonic() + 1800
+    try:
+        while len(ended) < len(started) and time.monotonic() < deadline:
+            for name, (_, proc, _) in started.items():
+                if name not in ended and proc.poll() is not None:
+                    ended[name] = time.perf_counter()
+            time.sleep(0.5)
+    finally:
+        for _, proc, _ in started.values():
+            proc.kill()  # no-op once it has exited; never leave a Snakemake behind on a timeout
+    results = {}
+    for name, (workdir, proc, start) in started.items():
+        output = (workdir / "snakemake.out").read_text(encoding="utf-8")
+        assert name in ended and proc.returncode == 0, output[-6000:]
+        results[name] = (workdir, output, ended[name] - start)
+    return results
+
+
+@pytest.fixture(scope="session")
+def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
+    """The rehearsal DAG locally and, where the test cluster can run, through the Slurm profile, at the same time
+    (the Slurm run waits on status polls most of the time): name -> (workdir, output, wall seconds) or None."""
+    from tests.workflow.test_slurm import PROFILE
+
+    try:
+        cluster = request.getfixturevalue("slurm_cluster")
+    except pytest.skip.Exception:
+        cluster = None
+    runs = {"local": tmp_path_factory.mktemp("rehearsal_local"), "slurm": tmp_path_factory.mktemp("rehearsal_slurm")}
+    started = {}
+    if cluster is not None:
+        started["slurm"] = start_rehearsal(runs["slurm"], {**rehearsal_env, **cluster}, "--profile", str(PROFILE),
+                                           "--slurm-init-seconds-before-status-checks", "1",
+                                           "--slurm-keep-successful-logs")
+    started["local"] = start_rehearsal(runs["local"], rehearsal_env, "--cores", "2")
+    results = wait_for_rehearsals(started)
+    for name, (_, _, seconds) in results.items():
+        print(f"rehearsal DAG, {name}: {seconds:.0f} s")
+    return {**{name: None for name in runs}, **results, "cluster": cluster}
 
 
 def check_tracking(workdir: Path, env: dict) -> None:
@@ -149,28 +195,16 @@ def check_tracking(workdir: Path, env: dict) -> None:
     assert leaked == []
 
 
-@pytest.fixture(scope="session")
-def local_rehearsal(rehearsal_env, tmp_path_factory):
-    """The rehearsal DAG run locally: (workdir, output, wall seconds)."""
-    workdir = tmp_path_factory.mktemp("rehearsal_local")
-    start = time.perf_counter()
-    proc = run_rehearsal(workdir, rehearsal_env, "--cores", "2")
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-6000:]
-    return workdir, output, time.perf_counter() - start
-
-
 def scores_files(workdir: Path) -> dict[str, dict]:
     root = workdir / "results" / "eval"
     return {str(p.relative_to(root)): json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.rglob("scores.json"))}
 
 
 @pytest.mark.slow
-def test_the_paper_dag_runs_on_the_rehearsal(local_rehearsal, rehearsal_env):
-    workdir, output, seconds = local_rehearsal
+def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env):
+    workdir, output, _ = rehearsals["local"]
     config = rehearsal_config()
     assert job_counts(output) == expected_counts(config)
-    print(f"rehearsal DAG, local: {seconds:.0f} s")
     snapshot = workdir / "models" / "hub" / config["models"]["sizes"][0]
     assert not any(p.is_symlink() for p in snapshot.iterdir())  # a copy, not links into the HF cache
     assert json.loads((snapshot / "config.json").read_text())["vocab_size"] == 151669  # the real Qwen3 vocabulary
@@ -204,12 +238,6 @@ def checkpoint_hashes(workdir: Path) -> dict[str, str]:
             for p in sorted(root.rglob("final/model.safetensors"))}
 
 
-def comparable(scores: dict) -> dict:
-    return {"fingerprint": scores["fingerprint"],
-            "benchmarks": {name: (entry["score"], [(p["id"], p["completions"]) for p in entry["predictions"]])
-                           for name, entry in scores["benchmarks"].items()}}
-
-
 def job_gpus(job_id: str, env: dict) -> int:
     """GPUs Slurm gave a job, read back from the controller (`JOB_GRES=gpu:N`, kept after the job ends)."""
     text = subprocess.run(["scontrol", "-d", "show", "job", job_id], env=env, capture_output=True, text=True,
@@ -219,20 +247,14 @@ def job_gpus(job_id: str, env: dict) -> int:
 
 
 @pytest.mark.slow
-def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_local_run(
-        slurm_cluster, rehearsal_env, local_rehearsal, tmp_path):
-    from tests.workflow.test_slurm import PROFILE, slurm_history
+def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_local_run(rehearsals, rehearsal_env):
+    from tests.workflow.test_slurm import comparable_scores, slurm_history, slurm_log
 
-    workdir = tmp_path
+    if rehearsals["slurm"] is None:
+        pytest.skip("the test Slurm cluster cannot run here (see test_slurm.py)")
+    workdir, output, _ = rehearsals["slurm"]
+    slurm_cluster = rehearsals["cluster"]
     env = {**rehearsal_env, **slurm_cluster}
-    cmd = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--profile", str(PROFILE), "--configfile", str(PAPER),
-           str(REHEARSAL), "--slurm-init-seconds-before-status-checks", "1"]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=1500, check=False)
-    seconds = time.perf_counter() - start
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-6000:]
-    print(f"rehearsal DAG, Slurm: {seconds:.0f} s")
     config = rehearsal_config()
     history = slurm_history(output, slurm_cluster)
     local_rules = set(re.findall(r"^localrule (\w+):", output, re.MULTILINE))
@@ -244,10 +266,12 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
         for job_id, state in jobs:
             assert state == "COMPLETED", (rule, job_id)
             assert job_gpus(job_id, env) == wanted, (rule, job_id)
-    local_workdir = local_rehearsal[0]
+            log = slurm_log(workdir, rule, job_id).read_text(encoding="utf-8")
+            assert re.search(rf"^rule {rule}:", log, re.MULTILINE), log[-2000:]  # the job ran the rule
+    local_workdir = rehearsals["local"][0]
     assert checkpoint_hashes(workdir) == checkpoint_hashes(local_workdir)
     local_scores, slurm_scores = scores_files(local_workdir), scores_files(workdir)
     assert slurm_scores.keys() == local_scores.keys()
     for name in local_scores:
-        assert comparable(slurm_scores[name]) == comparable(local_scores[name]), name
+        assert comparable_scores(slurm_scores[name]) == comparable_scores(local_scores[name]), name
     check_tracking(workdir, env)
