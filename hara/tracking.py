@@ -22,6 +22,7 @@ says so; metrics.jsonl holds every point either way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -231,6 +232,20 @@ def _experiment_id(client: Any, name: str, uri: str) -> str:
         return client.get_experiment_by_name(name).experiment_id
 
 
+@contextlib.contextmanager
+def _credentials_explained(uri: str):
+    """A server that refuses the request for its credentials (401 / 403) is one line saying where they come from."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        yield
+    except MlflowException as error:
+        if "401" not in str(error) and "403" not in str(error):
+            raise
+        raise TrackingError(f"tracking.mlflow_uri: {uri} refused the request ({' '.join(str(error).split())[:120]}); "
+                            "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD") from None
+
+
 def start_run(tracking_uri: str, experiment: str, name: str, out_dir: str | Path, tags: Mapping[str, Any],
               params: Mapping[str, Any]) -> tuple[MlflowRun, bool]:
     """Reopen the run recorded in ``out_dir`` or create a new one; returns (run, resumed).
@@ -243,7 +258,8 @@ def start_run(tracking_uri: str, experiment: str, name: str, out_dir: str | Path
         return existing, True
     tracking_uri = absolute_uri(tracking_uri)
     client = _client(tracking_uri)
-    experiment_id = _experiment_id(client, experiment, tracking_uri)
+    with _credentials_explained(tracking_uri):
+        experiment_id = _experiment_id(client, experiment, tracking_uri)
     created = client.create_run(experiment_id, run_name=name, tags={metric_name(k): str(v) for k, v in tags.items()})
     run = MlflowRun(tracking_uri, created.info.run_id, experiment_id)
     run.save(out_dir)

@@ -40,9 +40,9 @@ _NOT_LOADED_ON_RESUME = frozenset({"training_args.bin"})
 #: Config keys (and sections) that do not change what a training run computes (other cells, other stages, where
 #: things are stored or tracked, resources): editing them between a crash and the rerun is fine. Everything else
 #: must match the run folder's resolved_config.yaml.
-RESUME_IGNORED = ("grid", "evaluation", "analyses", "sweeps", "tracking", "threads", "models.sizes", "models.hub_ids",
-                  "models.local_dir", "models.train_gpus", "data.benchmarks", "data.benchmark_size", "data.local_dir",
-                  "training.progress")
+RESUME_IGNORED = ("grid", "evaluation", "analyses", "sweeps", "tracking", "threads", "resources", "models.sizes",
+                  "models.hub_ids", "models.local_dir", "models.train_gpus", "data.benchmarks", "data.benchmark_size",
+                  "data.local_dir", "training.progress", "training.vllm.gpu_memory_utilization")
 
 
 class CheckpointWarning(UserWarning):

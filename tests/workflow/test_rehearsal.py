@@ -17,6 +17,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -155,10 +156,40 @@ def wait_for_rehearsals(started: dict[str, tuple[Path, subprocess.Popen, float]]
     return results
 
 
+#: The training run that is preempted (`scontrol requeue`) in the middle of the Slurm rehearsal.
+PREEMPTED = ("grpo", "hara_tok")
+
+
+def requeue_when_checkpointed(workdir: Path, env: dict, found: dict, stop: threading.Event) -> None:
+    """Preempt the PREEMPTED training job of the Slurm rehearsal once it has saved its first checkpoint: `scontrol
+    requeue` kills it and Slurm starts it again under the same job id (the profile submits with --requeue), where
+    `hara train` resumes. Slurm holds a requeued job back for about two minutes before it may start again (a
+    preempted job waits for its resources anyway): the start time is moved to now to keep the test short."""
+    rlvr, method = PREEMPTED
+    checkpoint = workdir / "results" / "train" / "qwen3-1.7b" / rlvr / method / "seed0" / "checkpoints" / "checkpoint-1"
+    while not stop.is_set() and not (checkpoint / "hara_manifest.json").is_file():  # the checkpoint is complete
+        time.sleep(0.05)
+    listing = subprocess.run(["squeue", "--noheader", "--states=RUNNING", "--format=%i|%k"], env=env,
+                             capture_output=True, text=True, timeout=60, check=False).stdout
+    job_id = next((line.split("|")[0] for line in listing.split() if f"rule_train_wildcards_qwen3-1.7b_{rlvr}_"
+                   f"{method}_0" in line), None)
+    if job_id is None or stop.is_set():
+        return
+    found["requeue"] = subprocess.run(["scontrol", "requeue", job_id], env=env, capture_output=True, text=True,
+                                      timeout=60, check=False).returncode
+    found["job_id"] = job_id
+    for _ in range(100):
+        if subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, timeout=60,
+                          capture_output=True, check=False).returncode == 0:
+            return
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
     """The rehearsal DAG locally and, where the test cluster can run, through the Slurm profile, at the same time
-    (the Slurm run waits on status polls most of the time): name -> (workdir, output, wall seconds) or None."""
+    (the Slurm run waits on status polls most of the time), one training job of the Slurm run preempted on the way:
+    name -> (workdir, output, wall seconds) or None; "preempted" -> what requeue_when_checkpointed found."""
     from tests.workflow.test_slurm import PROFILE
 
     try:
@@ -166,16 +197,22 @@ def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
     except pytest.skip.Exception:
         cluster = None
     runs = {"local": tmp_path_factory.mktemp("rehearsal_local"), "slurm": tmp_path_factory.mktemp("rehearsal_slurm")}
-    started = {}
+    started, preempted, stop = {}, {}, threading.Event()
     if cluster is not None:
         started["slurm"] = start_rehearsal(runs["slurm"], {**rehearsal_env, **cluster}, "--profile", str(PROFILE),
                                            "--slurm-init-seconds-before-status-checks", "1",
                                            "--slurm-keep-successful-logs")
+        watcher = threading.Thread(target=requeue_when_checkpointed,
+                                   args=(runs["slurm"], {**os.environ, **cluster}, preempted, stop), daemon=True)
+        watcher.start()
     started["local"] = start_rehearsal(runs["local"], rehearsal_env, "--cores", "2")
-    results = wait_for_rehearsals(started)
+    try:
+        results = wait_for_rehearsals(started)
+    finally:
+        stop.set()
     for name, (_, _, seconds) in results.items():
         print(f"rehearsal DAG, {name}: {seconds:.0f} s")
-    return {**{name: None for name in runs}, **results, "cluster": cluster}
+    return {**{name: None for name in runs}, **results, "cluster": cluster, "preempted": preempted}
 
 
 def check_tracking(workdir: Path, env: dict) -> None:
@@ -238,6 +275,19 @@ def checkpoint_hashes(workdir: Path) -> dict[str, str]:
             for p in sorted(root.rglob("final/model.safetensors"))}
 
 
+def check_preempted_run(workdir: Path, preempted: dict, env: dict) -> None:
+    """The requeued training job was killed after its first checkpoint, started again by Slurm (Restarts=1) and
+    resumed from a checkpoint (run_info.json's resumed_from), not from scratch."""
+    assert preempted.get("requeue") == 0, preempted
+    shown = subprocess.run(["scontrol", "show", "job", preempted["job_id"]], env=env, capture_output=True, text=True,
+                           timeout=60, check=True).stdout
+    assert re.search(r"\bRestarts=1\b", shown) and "JobState=COMPLETED" in shown, shown
+    rlvr, method = PREEMPTED
+    info = json.loads((workdir / "results" / "train" / "qwen3-1.7b" / rlvr / method / "seed0" / "run_info.json")
+                      .read_text(encoding="utf-8"))
+    assert info["resumed_from"].startswith("checkpoint-"), info
+
+
 def job_gpus(job_id: str, env: dict) -> int:
     """GPUs Slurm gave a job, read back from the controller (`JOB_GRES=gpu:N`, kept after the job ends)."""
     text = subprocess.run(["scontrol", "-d", "show", "job", job_id], env=env, capture_output=True, text=True,
@@ -269,7 +319,8 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
             log = slurm_log(workdir, rule, job_id).read_text(encoding="utf-8")
             assert re.search(rf"^rule {rule}:", log, re.MULTILINE), log[-2000:]  # the job ran the rule
     local_workdir = rehearsals["local"][0]
-    assert checkpoint_hashes(workdir) == checkpoint_hashes(local_workdir)
+    assert checkpoint_hashes(workdir) == checkpoint_hashes(local_workdir)  # the preempted run's too
+    check_preempted_run(workdir, rehearsals["preempted"], env)
     local_scores, slurm_scores = scores_files(local_workdir), scores_files(workdir)
     assert slurm_scores.keys() == local_scores.keys()
     for name in local_scores:

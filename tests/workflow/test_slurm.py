@@ -4,12 +4,12 @@ the Debian packages, started as root for the session and stopped by PID afterwar
 The paper DAG's run through profiles/slurm is the rehearsal's (tests/workflow/test_rehearsal.py: every job that is
 not a declared local rule is a Slurm job, GPU jobs hold a GPU, scores and completions equal the local run's). Here:
 a job that fails once is resubmitted and succeeds; a job that always fails is submitted 1 + `retries` times (the
-profile's value) and then reported with its rule and its Slurm log; a requeued (preempted) training job resumes.
+profile's value) and then reported with its rule and its Slurm log. (The rehearsal also preempts one training job
+with `scontrol requeue` and checks it resumes to the weights of the uninterrupted local run.)
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.workflow.conftest import BIN, REPO, SMOKE, SNAKEFILE
+from tests.workflow.conftest import BIN, REPO
 
 PROFILE = REPO / "profiles" / "slurm"
 RETRY_SNAKEFILE = REPO / "tests" / "workflow" / "slurm_retry" / "Snakefile"
@@ -97,58 +97,3 @@ def test_failing_slurm_job_is_resubmitted_per_retries_and_reported(slurm_runs, s
         report = output.split(f"external_jobid: {job_id}\n")[0].rsplit("Error in rule ", 1)[1]
         assert report.startswith("broken:") and str(log) in report, report  # names the rule and its Slurm log
         assert "broken: failing on every attempt" in log.read_text(encoding="utf-8")
-
-
-def test_a_requeued_training_job_resumes_to_the_weights_of_an_uninterrupted_run(slurm_cluster, tmp_path):
-    """Preemption: `scontrol requeue` of a running train job (the profile submits with --requeue) kills it mid-run;
-    Slurm starts it again under the same job id, `hara train` resumes from its last valid checkpoint, and the final
-    weights equal those of the same run trained without interruption."""
-    import hashlib
-    import time
-
-    config = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
-    config["training"].update(steps=12, save_steps=1, save_total_limit=2)
-    config["grid"].update(methods=["none"])
-    path = tmp_path / "preempt.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    results = tmp_path / config["results_dir"]
-    run_dir = results / "train" / "tiny-s" / "grpo" / "none" / "seed0"
-    target = str((run_dir / "final").relative_to(tmp_path))
-    proc = start_snakemake_on_slurm(tmp_path, slurm_cluster, SNAKEFILE, target, "--configfile", str(path))
-    env = {**os.environ, **slurm_cluster}
-    job_id, deadline = None, time.monotonic() + 600
-    try:
-        while job_id is None:  # the train job, once it has written its third checkpoint
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "snakemake.out").read_text()[-4000:]
-            checkpoints = list((run_dir / "checkpoints").glob("checkpoint-*")) if run_dir.is_dir() else []
-            if any(c.name == "checkpoint-3" for c in checkpoints):
-                listing = subprocess.run(["squeue", "--noheader", "--states=RUNNING", "--format=%i|%k"], env=env,
-                                         capture_output=True, text=True, timeout=60, check=True).stdout
-                job_id = next((line.split("|")[0] for line in listing.split() if "rule_train" in line), None)
-            time.sleep(0.1)
-        subprocess.run(["scontrol", "requeue", job_id], env=env, check=True, timeout=60)
-        # Slurm holds a requeued batch job back for a while before it may start again (about 2 min here); a
-        # preempted job waits for its resources anyway. Starting it now keeps the test short and changes nothing else.
-        for _ in range(50):
-            if subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, timeout=60,
-                              capture_output=True, check=False).returncode == 0:
-                break
-            time.sleep(0.2)
-        assert proc.wait(timeout=900) == 0, (tmp_path / "snakemake.out").read_text()[-4000:]
-    finally:
-        proc.kill()
-    shown = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True, timeout=60,
-                           check=True).stdout
-    assert re.search(r"\bRestarts=1\b", shown) and "JobState=COMPLETED" in shown, shown
-    info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
-    assert int(info["resumed_from"].rsplit("-", 1)[1]) >= 3, info["resumed_from"]  # resumed, not restarted
-    reference = tmp_path / "uninterrupted"
-    subprocess.run([str(BIN / "hara"), "train", "--config", str(path), "--size", "tiny-s", "--rlvr", "grpo",
-                    "--method", "none", "--seed", "0", "--base-model", str(results / "base_model" / "tiny-s"),
-                    "--data", str(results / "data"), "--out", str(reference), "--set",
-                    f"tracking.mlflow_uri=sqlite:///{tmp_path / 'reference.db'}"],
-                   cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, check=True,
-                   timeout=900)
-    weights = [hashlib.sha256((folder / "final" / "model.safetensors").read_bytes()).hexdigest()
-               for folder in (run_dir, reference)]
-    assert weights[0] == weights[1]
