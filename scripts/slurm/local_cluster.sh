@@ -19,6 +19,9 @@
 # `--gpus=N` are scheduled like on a GPU cluster. The devices are fake (STATE_DIR/dev/fakegpu<i>, links to /dev/null:
 # slurmd refuses a plain file) and AutoDetect is off; a job holding one sees CUDA_VISIBLE_DEVICES, finds no CUDA
 # driver and runs on the CPU. Asking for more GPUs than the node has is refused at submission.
+#
+# HARA_SLURM_CPUS declares that many CPUs instead of the detected ones (oversubscription, for tests whose jobs mostly
+# wait): more jobs then run side by side, sharing the real cores.
 set -euo pipefail
 
 ACTION=${1:-}
@@ -29,6 +32,7 @@ SLURMD_PORT=${HARA_SLURMD_PORT:-6818}
 DAEMONS=(slurmd slurmctld munged)   # stop order: the reverse of the start order
 FALLBACK_CONF=/run/slurm/conf/slurm.conf
 GPUS=${HARA_SLURM_GPUS:-2}
+CPUS=${HARA_SLURM_CPUS:-}   # empty: the CPUs slurmd detects
 
 die() { echo "local_cluster.sh: $*" >&2; exit 1; }
 
@@ -49,7 +53,13 @@ write_munge_key() {
 
 # The node's CPUs and memory as slurmd detects them, so slurmd registers exactly what slurm.conf declares.
 node_line() {
-    slurmd -C | head -1 | sed -e 's/^NodeName=[^ ]*/NodeName='"$(hostname -s)"' NodeAddr=127.0.0.1/'
+    local line
+    line=$(slurmd -C | head -1 | sed -e 's/^NodeName=[^ ]*/NodeName='"$(hostname -s)"' NodeAddr=127.0.0.1/')
+    if [ -n "$CPUS" ]; then  # declared CPUs instead of the detected ones (slurmd takes them: config_overrides)
+        line=$(echo "$line" | sed -e "s/CPUs=[0-9]*/CPUs=$CPUS/; s/SocketsPerBoard=[0-9]*/SocketsPerBoard=1/" \
+            -e "s/CoresPerSocket=[0-9]*/CoresPerSocket=$CPUS/; s/ThreadsPerCore=[0-9]*/ThreadsPerCore=1/")
+    fi
+    echo "$line"
 }
 
 write_fake_gpus() {
@@ -103,6 +113,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 DefMemPerCPU=1000
 SchedulerType=sched/backfill
+$([ -n "$CPUS" ] && echo "SlurmdParameters=config_overrides")
 $(node_line) Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF

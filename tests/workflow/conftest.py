@@ -75,14 +75,17 @@ def missing_slurm_requirement() -> str | None:
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """A running single-node cluster with 2 (fake) GPUs for the session (scripts/slurm/local_cluster.sh); yields
+    """A running single-node cluster with 8 (fake) GPUs for the session (scripts/slurm/local_cluster.sh); yields
     the environment its commands need. Shared by test_slurm.py and test_rehearsal.py."""
     reason = missing_slurm_requirement()
     if reason:
         pytest.skip(reason)
     state_dir = Path(tempfile.mkdtemp(prefix="hara-slurm-"))
+    # 8 declared CPUs and GPUs on the 2 real cores: the rehearsal's training and evaluation jobs, which mostly import
+    # and wait, run side by side instead of in waves of two (each wave costs a status-poll delay of the plugin).
+    env = {**os.environ, "HARA_SLURM_CPUS": "8", "HARA_SLURM_GPUS": "8"}
     start = subprocess.run([str(CLUSTER_SCRIPT), "start", str(state_dir)], capture_output=True, text=True,
-                           timeout=120, check=False)
+                           timeout=120, check=False, env=env)
     try:
         assert start.returncode == 0, f"cluster did not start:\n{start.stdout}{start.stderr}"
         yield {"SLURM_CONF": str(state_dir / "slurm.conf")}
