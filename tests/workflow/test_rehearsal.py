@@ -285,7 +285,7 @@ def check_preempted_run(workdir: Path, preempted: dict, env: dict) -> None:
     rlvr, method = PREEMPTED
     info = json.loads((workdir / "results" / "train" / "qwen3-1.7b" / rlvr / method / "seed0" / "run_info.json")
                       .read_text(encoding="utf-8"))
-    assert info["resumed_from"].startswith("checkpoint-"), info
+    assert Path(info["resumed_from"]).name.startswith("checkpoint-"), info
 
 
 def job_gpus(job_id: str, env: dict) -> int:
