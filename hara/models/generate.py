@@ -18,7 +18,8 @@ from hara.data.format import PromptFormat, cut_at_stop, is_direct_answer
 from hara.models.tokenizer import load_tokenizer
 from hara.models.warmup import set_threads
 
-__all__ = ["generate_completions", "generate_ids", "generation_placement", "load_model", "measure_accuracy"]
+__all__ = ["generate_completions", "generate_ids", "generation_placement", "load_model", "measure_accuracy",
+           "strip_padding"]
 
 
 def generation_placement(cuda: bool | None = None) -> tuple[str, torch.dtype]:
@@ -68,11 +69,11 @@ def generate_ids(
             if eos in row:
                 rows.append(row[: row.index(eos) + 1])  # after eos there is only padding
             else:  # a row ended by a stop string is padded from there on
-                rows.append(_strip_padding(row, tokenizer.pad_token_id) if stop else row)
+                rows.append(strip_padding(row, tokenizer.pad_token_id) if stop else row)
     return rows
 
 
-def _strip_padding(row: list[int], pad: int) -> list[int]:
+def strip_padding(row: list[int], pad: int) -> list[int]:
     """``row`` without its trailing pad tokens."""
     end = len(row)
     while end and row[end - 1] == pad:

@@ -258,16 +258,12 @@ class HaraGRPOTrainer(GRPOTrainer):
     def _without_stop_padding(self, completion_ids: list[list[int]]) -> list[list[int]]:
         """Rows ended by a stop string are padded after it; TRL cuts rows at eos only, so where pad is not an eos
         token the padding is removed here and never enters the loss."""
+        from hara.models.generate import strip_padding
+
         pad = self.processing_class.pad_token_id
         if not self.stop or self.use_vllm or pad in self.eos_token_ids:
             return completion_ids
-        stripped = []
-        for row in completion_ids:
-            end = len(row)
-            while end and row[end - 1] == pad:
-                end -= 1
-            stripped.append(row[:end])
-        return stripped
+        return [strip_padding(row, pad) for row in completion_ids]
 
     def _recorded_context(self, batch: int, length: int) -> tuple[Tensor, Tensor] | None:
         """The generation's recording cut to the (batch, length) completion tensor, or None if it does not fit
