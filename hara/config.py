@@ -107,7 +107,17 @@ def describe_schema_error(error: jsonschema.ValidationError) -> str:
         if extra and allowed:
             return f"{key_path([*error.absolute_path, extra[0]])}: unknown key (valid keys: {', '.join(allowed)})"
     message = " ".join(error.message.split())
+    if error.validator == "anyOf":
+        message = f"{error.instance!r} is none of: {', '.join(map(_alternative, error.validator_value))}"
     return f"{where}: {message[:300]}"
+
+
+def _alternative(schema: Mapping) -> str:
+    """One branch of an anyOf, for an error message: its values, or its type and range."""
+    if "enum" in schema:
+        return " or ".join(map(str, schema["enum"]))
+    bounds = [f"{key} {schema[key]}" for key in ("minimum", "maximum") if key in schema]
+    return f"{schema.get('type', 'value')}" + (f" ({', '.join(bounds)})" if bounds else "")
 
 
 def validate_against_schema(config: Mapping, schema: Mapping, source: str) -> None:

@@ -11,7 +11,9 @@ Hidden states are whitened once per prompt, h <- (h - mean) / rms over all valid
 rms = sqrt(mean_t ||h_t - mean||^2), so the squared feature distance is O(1) like the position cost (p in [0,1]).
 The whitening is applied inside the cost expansion, never as a copy of the hidden states.
 Rollouts not in such a group (zero-advantage prompts, singleton groups, completions with n <= 1) get no OT work.
-A group whose hidden states, costs, plans or novelties are not finite is reported in ``NoveltyResult.ok``.
+A group whose hidden states, costs, plans or novelties are not finite is reported in ``NoveltyResult.ok``; a group
+whose hidden states do not vary (all tokens of all its rollouts at one point, up to rounding) in
+``NoveltyResult.flat``: its novelty would only measure lengths, so it is not reweighted.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "NoveltyResult",
     "OutcomeGroups",
     "compute_novelty",
+    "flat_groups",
     "outcome_groups",
     "random_projection",
     "whitening_stats",
@@ -49,7 +52,9 @@ class NoveltyParams:
     whiten: per-prompt whitening [R]. projection_dim: seeded Gaussian random projection of the hidden states to
     this many dimensions before anything else (0 = off; for very wide models). outcome_threshold: reward above
     which a rollout counts as correct. zero_advantage_atol: a prompt whose |advantages| are all below it does no
-    OT work. backend: "linearized" (default) or "exact" (POT).
+    OT work. backend: "linearized" (default) or "exact" (POT). flat_rtol: a group whose feature variance is below
+    this fraction of its mean squared norm has no spread (fp32 rounding leaves ~1e-14; hidden states of a real
+    model that differ at all are far above 1e-10).
     """
 
     barycenter: BarycenterConfig = field(default_factory=BarycenterConfig)
@@ -59,6 +64,7 @@ class NoveltyParams:
     outcome_threshold: float = 0.5
     zero_advantage_atol: float = 1e-8
     backend: str = "linearized"
+    flat_rtol: float = 1e-10
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -94,7 +100,8 @@ class OutcomeGroups:
 @dataclass
 class NoveltyResult:
     """token (B, T) nu (0 where not computed); sequence (B,) N; groups; ok (G,) bool: group's numbers finite;
-    barycenter: the raw result over the reweighted rows (in batch order); info: namespaced floats for logging."""
+    barycenter: the raw result over the reweighted rows (in batch order); info: namespaced floats for logging;
+    flat (G,) bool: the group's hidden states have no spread."""
 
     token: Tensor
     sequence: Tensor
@@ -102,6 +109,11 @@ class NoveltyResult:
     ok: Tensor
     barycenter: BarycenterResult | None
     info: dict[str, float]
+    flat: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.flat is None:
+            self.flat = torch.zeros_like(self.ok)
 
 
 def _group_max(values: Tensor, index: Tensor, size: int) -> Tensor:
@@ -204,6 +216,21 @@ def _novelty_from_plans(bary: BarycenterResult, mask: Tensor) -> tuple[Tensor, T
     return nu, per_token.sum(-1), ~(bad | (~torch.isfinite(nu)).any(1))
 
 
+def flat_groups(h: Tensor, mask: Tensor, group: Tensor, num_groups: int, rtol: float) -> Tensor:
+    """Groups (G,) whose hidden states have no spread: var_g <= rtol * mean_g ||h||^2 over their valid tokens.
+
+    h (N, n, d) finite, mask (N, n) (tokens that count), group (N,). The variance is computed exactly (two passes:
+    group means, then centred norms), and mean ||h||^2 = ||mean||^2 + var, so no uncentred sum is needed.
+    """
+    m = mask.to(h.dtype)
+    sums = h.new_zeros(num_groups, h.shape[-1]).index_add_(0, group, torch.bmm(m[:, None, :], h)[:, 0])
+    count = h.new_zeros(num_groups).index_add_(0, group, m.sum(1)).clamp_min(1.0)
+    mean = sums / count[:, None]
+    sq = torch.where(mask, centered_sqnorm(h, mean[group]), torch.zeros((), device=h.device, dtype=h.dtype))
+    var = h.new_zeros(num_groups).index_add_(0, group, sq.sum(1)) / count
+    return var <= rtol * (mean.square().sum(-1) + var)
+
+
 def _group_all(flags: Tensor, group: Tensor, num_groups: int) -> Tensor:
     """True for groups in which every row's flag (N,) is True -> (G,)."""
     bad = torch.zeros(num_groups, device=flags.device).index_add_(0, group, (~flags).float())
@@ -248,16 +275,19 @@ def compute_novelty(
     sequence = torch.zeros(mask.shape[0], device=mask.device)
     if groups.num_groups == 0:  # nothing to reweight: no OT work at all
         ok = torch.ones(0, dtype=torch.bool, device=mask.device)
-        return NoveltyResult(token, sequence, groups, ok, None, _info(groups, None, ok, start))
+        info = {**_info(groups, None, ok, start), "hara/flat_groups": 0.0}
+        return NoveltyResult(token, sequence, groups, ok, None, info)
     rows, group, shift, scale, h_sq = _prepare(hidden_states, mask, groups, params)
     bary = BACKENDS[params.backend](rows.h, rows.mask, group, groups.num_groups, params.barycenter,
                                     shift, scale, h_sq)
     nu, seq, finite = _novelty_from_plans(bary, rows.mask)
     ok = _group_all(finite & rows.usable, group, groups.num_groups)
+    flat = flat_groups(rows.h, rows.mask & rows.usable[:, None], group, groups.num_groups, params.flat_rtol)
     row_ok = ok[group]
     token[rows.batch_row] = torch.where(row_ok[:, None], nu, torch.zeros((), device=nu.device))
     sequence[rows.batch_row] = torch.where(row_ok, seq, torch.zeros((), device=seq.device))
-    return NoveltyResult(token, sequence, groups, ok, bary, _info(groups, bary, ok, start, sequence, group))
+    info = {**_info(groups, bary, ok, start, sequence, group), "hara/flat_groups": float(flat.sum())}
+    return NoveltyResult(token, sequence, groups, ok, bary, info, flat)
 
 
 def _info(groups: OutcomeGroups, bary: BarycenterResult | None, ok: Tensor, start: float,
@@ -269,7 +299,8 @@ def _info(groups: OutcomeGroups, bary: BarycenterResult | None, ok: Tensor, star
     if bary is None:
         info.update({"hara/novelty_mean": 0.0, "hara/order_reversing_mass": 0.0,
                      "hara/order_reversing_mass_max": 0.0, "hara/sinkhorn_iters": 0.0,
-                     "hara/barycenter_iters": 0.0, "hara/marginal_error": 0.0})
+                     "hara/barycenter_iters": 0.0, "hara/sinkhorn_marginal_error": 0.0,
+                     "hara/sinkhorn_unconverged": 0.0, "hara/solver_fallbacks": 0.0})
     else:
         row_ok = ok[group]
         r_mass = torch.where(row_ok, bary.order_reversing_mass, torch.zeros((), device=ok.device))

@@ -98,6 +98,9 @@ def serve(args: argparse.Namespace) -> int:
     config, secret = auth_config(args.auth_dir, args.user)
     env = {**os.environ, "MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_AUTH_ADMIN_PASSWORD": password,
            "MLFLOW_FLASK_SERVER_SECRET_KEY": secret}
+    # The harness submits no MLflow server jobs (GenAI judges and scorers); with job execution on, the server starts
+    # Huey consumers (7 worker threads in 2 more processes) beside itself. The environment may still turn it on.
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     command = server_command(args)
     executable = shutil.which("mlflow", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     print(f"MLflow server with basic auth on http://{args.host}:{args.port} (user {args.user}); clients: "

@@ -166,3 +166,8 @@ def test_paper_prompt_asks_for_a_boxed_answer_and_stops_at_the_next_question():
     prompt = prompt_format(load_config(REPO / "config" / "paper.yaml", skip_checks=("check_local_folders",)))
     assert "\\boxed{}" in prompt.prompt("What is 1+1?") and prompt.prompt("What is 1+1?").startswith("Question: What")
     assert prompt.cut(" 1+1=2, so \\boxed{2}.\nQuestion: What is 2+2?\nAnswer: \\boxed{5}") == " 1+1=2, so \\boxed{2}."
+
+
+def test_a_value_matching_no_alternative_names_the_alternatives(tmp_path):
+    with pytest.raises(ConfigError, match=r"hara.hidden_layer: 'last' is none of: final_norm, integer"):
+        validate_config({"hara": {"hidden_layer": "last"}}, source="x")

@@ -197,3 +197,19 @@ def test_whitening_can_be_switched_off_and_changes_the_scale():
 def test_unknown_backend_is_rejected():
     with pytest.raises(ValueError, match="backend"):
         NoveltyParams(backend="magic")
+
+
+def test_a_group_without_feature_spread_gets_weight_one():
+    """Identical hidden states in an outcome group (sigma_g = 0): novelty would only measure lengths."""
+    from hara.weighting import WeightingContext, apply_weighting
+
+    batch = _batch(seed=5, prompts=1, per_prompt=8)
+    flat = batch["rewards"] > 0.5
+    batch["hidden_states"][flat] = torch.randn(8)  # every token of every correct rollout at one point
+    for method in ("hara_tok", "hara_seq", "hara_hier"):
+        ctx = WeightingContext(hidden_states=batch["hidden_states"], params={"barycenter_size": 6})
+        token_adv, info = apply_weighting(method, batch["advantages"], batch["completion_mask"],
+                                          batch["group_ids"], batch["rewards"], ctx)
+        plain = batch["advantages"][:, None] * batch["completion_mask"]
+        assert torch.equal(token_adv[flat], plain[flat]), method  # was 0.27-1.96 for hara_tok
+        assert not torch.equal(token_adv[~flat], plain[~flat]) and info["hara/flat_groups"] == 1.0

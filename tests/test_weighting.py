@@ -206,7 +206,7 @@ def test_mean_ratio_clips_and_renormalises():
     assert clipped.tolist() == [[True] + [False] * 8 + [True]]
     assert float(w.min()) >= 0.2 * 0.9 and float(w.max()) <= 5.0 * 1.1
     unclipped = group_weights(x, torch.ones(1, 10), torch.tensor([0]), 1,
-                              ReweightParams(clip_min=0.0, clip_max=1e9))[0]
+                              ReweightParams(clip_min=0.0, clip_max=1e9, max_weight=1e9))[0]
     torch.testing.assert_close(unclipped, x / x.mean())
 
 
@@ -383,3 +383,59 @@ def test_shear_weights_spans_by_distance_to_the_opposite_outcome():
     ctx2 = dataclasses.replace(ctx, hidden_states=h[:2])
     one_sided, _ = apply_weighting("shear", torch.ones(2), mask[:2], torch.zeros(2, dtype=torch.long), rew[:2], ctx2)
     assert torch.equal(one_sided, torch.ones(2, T))  # no opposite outcome: w = 1
+
+
+# ------------------------------------------------------------------------------------------------- mixed signs, caps
+
+
+def test_a_mixed_sign_outcome_group_keeps_its_advantage_mass():
+    """The issue's minimal case: the most novel rollout of a correct group carries DAPO's overlong penalty."""
+    adv = torch.tensor([1.0, 1.0, -0.5])
+    x = torch.tensor([[1.0, 2.0], [1.0, 1.0], [3.0, 3.0]])
+    omega = adv.abs()[:, None].expand(3, 2)
+    w, _ = group_weights(x, omega, torch.tensor([0, 0, 0]), 1, ReweightParams(), negative=adv < 0)
+    assert float((adv[:, None] * w).sum()) == pytest.approx(3.0, abs=1e-5)  # was 1.25
+    for subset in (adv > 0, adv < 0):
+        assert float((omega * w)[subset].sum()) == pytest.approx(float(omega[subset].sum()), abs=1e-5)
+
+
+@pytest.mark.parametrize("method", HARA)
+@pytest.mark.parametrize("loss", LOSSES)
+def test_hara_keeps_each_sign_subsets_mass_under_overlong_shaping(method, loss):
+    adv, mask, group_ids, rewards, ctx = _batch(seed=3, per_prompt=8)
+    adv = adv.clone()
+    adv[[0, 2, 8]] = -0.3  # correct rollouts (even rows) whose length penalty made their advantage negative
+    ctx = dataclasses.replace(ctx, loss_type=loss, params=dict(NO_EARLY_STOP))
+    token_adv, _ = apply_weighting(method, adv, mask, group_ids, rewards, ctx)
+    omega = host_token_weights(mask, loss)
+    for sign in (adv > 0, adv < 0):
+        key = (group_ids * 2 + (rewards > 0.5).long())[sign]
+        new = torch.zeros(4, dtype=torch.float64).index_add_(0, key, (token_adv * omega)[sign].sum(1).double())
+        old = torch.zeros(4, dtype=torch.float64).index_add_(0, key, (adv[:, None] * mask * omega)[sign].sum(1).double())
+        torch.testing.assert_close(new, old, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("formula", ["mean_ratio", "affine_z", "softmax"])
+def test_no_weight_exceeds_the_cap_and_the_mass_is_kept(formula):
+    x = torch.tensor([[0.0] * 9 + [10.0]])  # softmax alone gives the last token ~7.6
+    omega = torch.ones(1, 10)
+    w, flags = group_weights(x, omega, torch.tensor([0]), 1, ReweightParams(formula=formula))
+    assert float(w.max()) <= 5.0 + 1e-6 and float(w.mean()) == pytest.approx(1.0, abs=1e-6)
+    w3, flags3 = group_weights(x, omega, torch.tensor([0]), 1, ReweightParams(formula=formula, max_weight=3.0))
+    assert float(w3.max()) <= 3.0 + 1e-6 and float(w3.mean()) == pytest.approx(1.0, abs=1e-6)
+    assert bool(flags3[0, -1])
+
+
+def test_capped_tokens_are_counted():
+    adv, mask, group_ids, rewards, ctx = _batch(seed=4)
+    ctx = dataclasses.replace(ctx, params={**NO_EARLY_STOP, "formula": "softmax", "max_weight": 1.5})
+    _, info = apply_weighting("hara_tok", adv, mask, group_ids, rewards, ctx)
+    assert info["hara/w_capped_tokens"] >= 1.0 and info["hara/w_max"] <= 1.5 + 1e-5
+
+
+def test_explore_mode_keeps_a_token_with_novelty_near_zero_from_taking_the_group():
+    x = torch.tensor([[1e-9, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    w, _ = group_weights(x, torch.ones(2, 4), torch.tensor([0, 0]), 1, ReweightParams(),
+                         invert=torch.tensor([True, True]))
+    assert float(w[0, 0]) <= 5.0 and float(w[:, 1:].min()) > 0.5  # was 5.0 and 0.2: every other token clipped
+    assert float(w.mean()) == pytest.approx(1.0, abs=1e-6)

@@ -4,7 +4,7 @@ paper are public). Every number here is the paper's; the report prints them next
 
 from __future__ import annotations
 
-__all__ = ["CLAIMS", "PAPER_NUMBERS"]
+__all__ = ["CLAIMS", "PAPER_NUMBERS", "STRUCTURE_NOTE"]
 
 #: Paper's headline numbers (method.md, "Claims of the paper") keyed by what they measure. None of these is ever
 #: used as one of our results.
@@ -36,3 +36,10 @@ CLAIMS: dict[str, str] = {
                          "W and GW, improving monotonically with the number of sampled rollouts (no numbers in the "
                          "public summary)."),
 }
+
+#: Ours, not the paper's: what the W / GW / FGW comparison depends on, said in the variants and interpretability
+#: sections (hara.ot.exact, "Structures").
+STRUCTURE_NOTE = ("Structure 'position' is training's: C[t,t'] = |p_t - p_t'|, under which GW (α=1) sees only "
+                  "rollout lengths and token positions, never the hidden states, so GW there is a length-only "
+                  "method; structure 'hidden' uses distances between a rollout's own hidden states (the usual FGW "
+                  "structure matrix), solved exactly with POT, so GW there sees the states.")

@@ -14,18 +14,25 @@ import itertools
 import json
 import random
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from hara.analysis.claims import CLAIMS
+from hara.analysis.claims import CLAIMS, STRUCTURE_NOTE
 from hara.analysis.labellers import Labeller, Labels, build_labeller
 from hara.analysis.mapping import mapping_scores
 from hara.analysis.output import AnalysisResult, fmt, pyplot, save_figure
 from hara.analysis.plan import probe_checkpoint
-from hara.analysis.plans import VARIANT_LABELS, first_rollouts, problem_plans, variant_alphas
+from hara.analysis.plans import (
+    STRUCTURE_LABELS,
+    first_rollouts,
+    problem_plans,
+    variant_alphas,
+    variant_key,
+    variant_label,
+)
 from hara.analysis.stages import STAGES
 from hara.ot.barycenter import BarycenterConfig
 from hara.ot.linearized import support_positions
@@ -44,7 +51,7 @@ class Rollouts:
 
 @torch.no_grad()
 def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, temperature: float,
-                    max_new_tokens: int, layer: int, seed: int, labeller: Labeller,
+                    max_new_tokens: int, layer: int | str, seed: int, labeller: Labeller,
                     prompt=None) -> tuple[Rollouts, Labels]:
     """``rollouts`` sampled completions per problem with their hidden states and stage labels (by ``labeller``);
     ``prompt`` is the config's :class:`hara.data.format.PromptFormat` (the training prompt)."""
@@ -78,16 +85,20 @@ def barycenter_config(config: Mapping) -> BarycenterConfig:
 
 
 def score_variants(data: Rollouts, alphas: Mapping[str, float], counts: list[int], cfg: BarycenterConfig,
-                   smoothing: float) -> tuple[list[dict], dict[str, Tensor]]:
-    """Measures per (variant, number of rollouts) and the support x stage matrix of each variant at the largest."""
+                   smoothing: float, structures: tuple[str, ...] = ("position",)) -> tuple[list[dict], dict[str, Tensor]]:
+    """Measures per (structure, variant, number of rollouts) and the support x stage matrix of each variant at the
+    largest, keyed by :func:`variant_key`."""
     rows, matrices = [], {}
-    for variant, alpha in alphas.items():
-        for count in sorted(counts):
-            sel = first_rollouts(data.problem, count)
-            plans = problem_plans(data.h[sel], data.mask[sel], data.problem[sel], alpha, cfg)
-            scores, matrix = mapping_scores(plans, data.stages[sel], data.problem[sel], len(STAGES), smoothing)
-            rows.append({"variant": variant, "alpha": alpha, "rollouts": count, "scores": scores})
-            matrices[variant] = matrix
+    for structure in structures:
+        for variant, alpha in alphas.items():
+            for count in sorted(counts):
+                sel = first_rollouts(data.problem, count)
+                plans = problem_plans(data.h[sel], data.mask[sel], data.problem[sel], alpha,
+                                      replace(cfg, structure=structure))
+                scores, matrix = mapping_scores(plans, data.stages[sel], data.problem[sel], len(STAGES), smoothing)
+                rows.append({"variant": variant, "structure": structure, "alpha": alpha, "rollouts": count,
+                             "scores": scores})
+                matrices[variant_key(variant, structure)] = matrix
     return rows, matrices
 
 
@@ -111,11 +122,14 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
                                    layer=config["hara"]["hidden_layer"], seed=cfg["seed"], labeller=labeller,
                                    prompt=prompt_format(config))
     alphas = variant_alphas(["w", "gw", "fgw"], config["hara"]["hara"]["alpha"])
-    scored, matrices = score_variants(data, alphas, cfg["rollouts"], barycenter_config(config), cfg["smoothing"])
-    rows = [[r["variant"], f"{r['alpha']:g}", str(r["rollouts"]), fmt(r["scores"].score), fmt(r["scores"].chance),
+    structures = tuple(config["analyses"]["structures"])
+    scored, matrices = score_variants(data, alphas, cfg["rollouts"], barycenter_config(config), cfg["smoothing"],
+                                      structures)
+    rows = [[r["variant"], r["structure"], f"{r['alpha']:g}", str(r["rollouts"]), fmt(r["scores"].score),
+             fmt(r["scores"].chance),
              fmt(r["scores"].gain), fmt(r["scores"].staircase), fmt(r["scores"].staircase_chance),
              fmt(r["scores"].sparsity), *label_columns(labels)] for r in scored]
-    header = ["variant", "alpha", "rollouts", "likelihood score (nats/token)", "chance", "score - chance",
+    header = ["variant", "structure", "alpha", "rollouts", "likelihood score (nats/token)", "chance", "score - chance",
               "block-diagonal mass", "block-diagonal chance", "sparsity", *LABEL_HEADER]
     _write_matrices(matrices, out / "support_stage.csv")
     (out / "labels.json").write_text(json.dumps(labels.summary(), indent=2) + "\n", encoding="utf-8")
@@ -126,7 +140,8 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
             f"{cfg['temperature']:g} from {probe_checkpoint(config)}; stages by {describe_labels(labels)}; token "
             f"shares " + ", ".join(f"{s} {v:.2f}" for s, v in zip(STAGES, share))
             + ". Likelihood score: two-fold held-out (by problem) mean log P(stage | soft support assignment); "
-              "block-diagonal mass: share of the support x stage mass on the best in-order staircase.")
+              "block-diagonal mass: share of the support x stage mass on the best in-order staircase. "
+            + STRUCTURE_NOTE)
     return AnalysisResult("interpretability", "Interpretability: barycenter supports vs reasoning stages",
                           CLAIMS["interpretability"], _finding(scored), header, rows, figures, note)
 
@@ -155,16 +170,23 @@ def describe_labels(labels: Labels) -> str:
 
 def _finding(scored: list[dict]) -> str:
     top = max(r["rollouts"] for r in scored)
+    parts = [_structure_finding([r for r in scored if r["structure"] == structure], top, structure)
+             for structure in dict.fromkeys(r["structure"] for r in scored)]
+    return " ".join(parts)
+
+
+def _structure_finding(scored: list[dict], top: int, structure: str) -> str:
+    """The finding under one structure: scores at the largest rollout count, the best variant, FGW's trend."""
     at_top = {r["variant"]: r["scores"] for r in scored if r["rollouts"] == top}
     fgw = [r["scores"].score for r in sorted(scored, key=lambda r: r["rollouts"]) if r["variant"] == "fgw"]
     monotone = all(b >= a for a, b in itertools.pairwise(fgw))
     ranked = sorted(at_top, key=lambda v: at_top[v].score, reverse=True)
     tie = len(ranked) > 1 and at_top[ranked[0]].score - at_top[ranked[1]].score < 1e-6
-    best = "none (tie)" if tie else VARIANT_LABELS[ranked[0]]
-    parts = ", ".join(f"{VARIANT_LABELS[v]} {fmt(s.score)} (chance {fmt(s.chance)}, block-diagonal "
+    best = "none (tie)" if tie else variant_label(ranked[0], structure)
+    parts = ", ".join(f"{variant_label(v, structure)} {fmt(s.score)} (chance {fmt(s.chance)}, block-diagonal "
                       f"{fmt(s.staircase)} vs {fmt(s.staircase_chance)})" for v, s in at_top.items())
-    return (f"At {top} rollouts per problem: {parts}; highest score: {best}. FGW's score vs the "
-            f"number of rollouts is {'monotone non-decreasing' if monotone else 'not monotone'}.")
+    return (f"{STRUCTURE_LABELS[structure].capitalize()}, at {top} rollouts per problem: {parts}; highest score: "
+            f"{best}. FGW's score vs the number of rollouts is {'monotone non-decreasing' if monotone else 'not monotone'}.")
 
 
 def _write_matrices(matrices: Mapping[str, Tensor], path: Path) -> None:
@@ -184,12 +206,13 @@ def _heatmaps(matrices: Mapping[str, Tensor], path: Path) -> str:
     """Support x stage mass, supports ordered by position (top = start of the reasoning), one panel per variant."""
     plt = pyplot()
     fig, axes = plt.subplots(1, len(matrices), figsize=(3.3 * len(matrices), 4.2))
-    for ax, (variant, matrix) in zip(axes, matrices.items()):
+    labels = {variant_key(v, st): variant_label(v, st) for v in ("w", "gw", "fgw") for st in STRUCTURE_LABELS}
+    for ax, (key, matrix) in zip(axes, matrices.items()):
         share = matrix / matrix.sum(1, keepdim=True).clamp_min(1e-12)  # stage distribution of each support
         ax.imshow(share.numpy(), aspect="auto", cmap="viridis", vmin=0, vmax=1)
         ax.set_xticks(range(len(STAGES)), STAGES, rotation=30, fontsize=8)
         ax.set_ylabel("support j (ordered by position s_j)")
-        ax.set_title(VARIANT_LABELS[variant], fontsize=10)
+        ax.set_title(labels[key], fontsize=10)
     fig.suptitle("P(stage | support), largest rollout count", fontsize=10)
     return save_figure(fig, path)
 
@@ -197,10 +220,13 @@ def _heatmaps(matrices: Mapping[str, Tensor], path: Path) -> str:
 def _score_curve(scored: list[dict], path: Path) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    for variant in dict.fromkeys(r["variant"] for r in scored):
-        pts = sorted((r["rollouts"], r["scores"].score) for r in scored if r["variant"] == variant)
-        ax.plot(*zip(*pts), marker="o", label=VARIANT_LABELS[variant])
-    chance = sorted((r["rollouts"], r["scores"].chance) for r in scored if r["variant"] == scored[0]["variant"])
+    for variant, structure in dict.fromkeys((r["variant"], r["structure"]) for r in scored):
+        pts = sorted((r["rollouts"], r["scores"].score) for r in scored
+                     if (r["variant"], r["structure"]) == (variant, structure))
+        ax.plot(*zip(*pts), marker="o", linestyle="-" if structure == "position" else "--",
+                label=variant_label(variant, structure))
+    first = (scored[0]["variant"], scored[0]["structure"])
+    chance = sorted((r["rollouts"], r["scores"].chance) for r in scored if (r["variant"], r["structure"]) == first)
     ax.plot(*zip(*chance), linestyle=":", color="grey", label="chance (stage marginal)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sampled rollouts per problem")

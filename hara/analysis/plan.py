@@ -2,7 +2,8 @@
 the analysis commands and the report, so all three agree on every path).
 
 Extra training runs are grid cells with config overrides (``hara train --set KEY=VALUE``): the FGW variants
-override ``hara.hara.alpha``, the exact-vs-linearized study ``training.steps``, the rollout-count study
+override ``hara.hara.alpha`` (and, for the hidden-state structure, ``hara.hara.structure`` of the method's exact
+counterpart), the exact-vs-linearized study ``training.steps``, the rollout-count study
 ``training.group_size``. They use the first size, the host preset (grpo when trained) and every grid seed. A run
 whose overrides change nothing and whose method is in the grid *is* that grid cell and reuses its folders.
 Every extra run is logged to its own MLflow experiment ``<name>-<study>-<label>``.
@@ -77,6 +78,15 @@ def _runs(config: Mapping, study: str, label: str, method: str, overrides: dict[
     return [AnalysisRun(study, label, size, rlvr, method, int(seed), changed) for seed in config["grid"]["seeds"]]
 
 
+def _variant_run(method: str, variant: str, alpha: float, structure: str) -> tuple[str, str, dict[str, Any]]:
+    """(label, method, overrides) of a variant: the method at that alpha with training's positional structure, or
+    its exact counterpart with the hidden-state structure (the linearization needs 1-D structures)."""
+    if structure == "position":
+        return variant, method, {"hara.hara.alpha": float(alpha)}
+    return f"{variant}_{structure}", exact_counterpart(method), {"hara.hara.alpha": float(alpha),
+                                                                 "hara.hara.structure": structure}
+
+
 def study_runs(config: Mapping, study: str) -> list[AnalysisRun]:
     """The training runs of one study ([] for studies without training runs or switched off)."""
     a = config["analyses"]
@@ -84,8 +94,8 @@ def study_runs(config: Mapping, study: str) -> list[AnalysisRun]:
         from hara.ot.exact import FGW_VARIANTS  # POT and torch: imported only when the study is on
 
         alphas = {v: (config["hara"]["hara"]["alpha"] if v == "fgw" else FGW_VARIANTS[v]) for v in a["variants"]}
-        return [r for v, alpha in alphas.items()
-                for r in _runs(config, study, v, a["variant_method"], {"hara.hara.alpha": float(alpha)})]
+        return [r for structure in a["structures"] for v, alpha in alphas.items()
+                for r in _runs(config, study, *_variant_run(a["variant_method"], v, alpha, structure))]
     if study == "exact":
         steps = {"training.steps": a["exact_steps"]} if a["exact_steps"] else {}
         label = f"steps{a['exact_steps'] or config['training']['steps']}"

@@ -4,6 +4,10 @@ The same barycenter loop as training (:func:`hara.ot.barycenter.linearized_baryc
 whitening (:func:`hara.novelty.whitening_stats`), but one group per *problem* (all its rollouts, whatever their
 outcome): the interpretability study asks what the supports of a problem's barycenter stand for, and an outcome
 split would leave groups of one rollout on problems the model always or never solves.
+
+Two structures (:data:`hara.ot.exact.STRUCTURES`): "position", training's 1-D structure, under which GW (alpha = 1)
+sees only rollout lengths and positions, never the hidden states; and "hidden", distances between a rollout's own
+hidden states, solved exactly with POT (the linearization needs 1-D structures), under which GW sees the states.
 """
 
 from __future__ import annotations
@@ -15,12 +19,27 @@ from torch import Tensor
 
 from hara.novelty import whitening_stats
 from hara.ot.barycenter import BarycenterConfig, linearized_barycenter
-from hara.ot.exact import FGW_VARIANTS
+from hara.ot.exact import FGW_VARIANTS, exact_barycenter
 
-__all__ = ["VARIANT_LABELS", "first_rollouts", "problem_plans", "variant_alphas"]
+__all__ = ["STRUCTURE_LABELS", "VARIANT_LABELS", "first_rollouts", "problem_plans", "variant_alphas",
+           "variant_key", "variant_label"]
 
 #: Display names of the variants (hara.ot.exact.FGW_VARIANTS keys).
 VARIANT_LABELS = {"w": "W (α=0)", "gw": "GW (α=1)", "fgw": "FGW"}
+#: What each structure is, for tables and figures.
+STRUCTURE_LABELS = {"position": "positional structure", "hidden": "hidden-state structure, exact"}
+#: The barycenter solver each structure is computed with.
+_BACKENDS = {"position": linearized_barycenter, "hidden": exact_barycenter}
+
+
+def variant_key(variant: str, structure: str) -> str:
+    """``w`` for the positional structure (training's, the study's names so far), ``w_hidden`` otherwise."""
+    return variant if structure == "position" else f"{variant}_{structure}"
+
+
+def variant_label(variant: str, structure: str) -> str:
+    """Display name of a variant under a structure."""
+    return VARIANT_LABELS[variant] if structure == "position" else f"{VARIANT_LABELS[variant]}, {structure} C"
 
 
 def variant_alphas(variants: list[str], fgw_alpha: float) -> dict[str, float]:
@@ -38,7 +57,7 @@ def problem_plans(h: Tensor, mask: Tensor, problem: Tensor, alpha: float,
 
     h (N, n, d) hidden states (finite; padding ignored), mask (N, n) valid completion tokens (>= 2 per row),
     problem (N,) long in [0, P). Whitening per problem as in training. ``config``: the barycenter knobs (default:
-    method.md's); its alpha is replaced by ``alpha``.
+    method.md's); its alpha is replaced by ``alpha``; its structure picks the solver (module docstring).
     """
     config = config or BarycenterConfig()
     _, index = torch.unique(problem, return_inverse=True)
@@ -46,8 +65,8 @@ def problem_plans(h: Tensor, mask: Tensor, problem: Tensor, alpha: float,
     mask = mask.bool()
     h = h.float().masked_fill(~mask[..., None], 0.0)
     mean, inv_rms, h_sq = whitening_stats(h, mask, index, groups, torch.ones(h.shape[0], dtype=torch.bool))
-    result = linearized_barycenter(h, mask, index, groups, dataclasses.replace(config, alpha=alpha),
-                                   mean, inv_rms, h_sq)
+    result = _BACKENDS[config.structure](h, mask, index, groups, dataclasses.replace(config, alpha=alpha),
+                                         mean, inv_rms, h_sq)
     return result.plan
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.analysis.claims import CLAIMS
+from hara.analysis.claims import CLAIMS, STRUCTURE_NOTE
 from hara.analysis.output import AnalysisResult, column, fmt, pyplot, save_figure
 from hara.analysis.plan import AnalysisRun, eval_dir, exact_counterpart, host_rlvr, run_dir, study_runs
 from hara.report.collect import Cell, Run, collect_runs, read_metrics, read_scores
@@ -78,21 +78,26 @@ def variants_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
     rows = []
     for (label, method), runs in _grouped(config, "variants").items():
         mean, se = _seed_mean(config, runs)
-        alpha = dict(runs[0].overrides).get("hara.hara.alpha", config["hara"]["hara"]["alpha"])
-        rows.append([label, f"{float(alpha):g}", method, str(len(runs)), _pct(mean["pass1"]), _pct(se["pass1"]),
-                     _pct(mean["final_acc"]), fmt(mean["step_s"])])
-    header = ["variant", "alpha", "method", "seeds", "pass@1 (%)", "± se", "final train acc. (%)", "s / step"]
+        overrides = dict(runs[0].overrides)
+        alpha = overrides.get("hara.hara.alpha", config["hara"]["hara"]["alpha"])
+        structure = overrides.get("hara.hara.structure", config["hara"]["hara"]["structure"])
+        rows.append([label, structure, f"{float(alpha):g}", method, str(len(runs)), _pct(mean["pass1"]),
+                     _pct(se["pass1"]), _pct(mean["final_acc"]), fmt(mean["step_s"])])
+    header = ["variant", "structure", "alpha", "method", "seeds", "pass@1 (%)", "± se", "final train acc. (%)",
+              "s / step"]
     figure = _bars("FGW variants (benchmark average pass@1)", [r[0] for r in rows],
-                   {"pass@1 (%)": column(rows, 4), "final train acc. (%)": column(rows, 6)}, "%",
+                   {"pass@1 (%)": column(rows, 5), "final train acc. (%)": column(rows, 7)}, "%",
                    out / "variants.png")
-    scored = sorted((r for r in rows if r[4] != "n/a"), key=lambda r: float(r[4]), reverse=True)
-    best = ("none (tie)" if len(scored) > 1 and scored[0][4] == scored[1][4] else scored[0][0]) if scored else None
-    finding = ("; ".join(f"{r[0]}: pass@1 {r[4]}%" for r in rows)
+    scored = sorted((r for r in rows if r[5] != "n/a"), key=lambda r: float(r[5]), reverse=True)
+    best = ("none (tie)" if len(scored) > 1 and scored[0][5] == scored[1][5] else scored[0][0]) if scored else None
+    finding = ("; ".join(f"{r[0]}: pass@1 {r[5]}%" for r in rows)
                + (f". Highest: {best}." if best else ". No variant was evaluated."))
     return AnalysisResult("variants", "FGW variants: W, GW and FGW as training methods", CLAIMS["variants"],
                           finding, header, rows, [figure],
                           "Each variant is the HarA method with hara.hara.alpha overridden (W = 0, GW = 1, FGW = "
-                          "the config's alpha); mean over seeds; pass@1 averaged over the config's benchmarks.")
+                          "the config's alpha); with the hidden-state structure it is the method's exact "
+                          "counterpart. Mean over seeds; pass@1 averaged over the config's benchmarks. "
+                          + STRUCTURE_NOTE)
 
 
 #: The paper's per-step times (method.md), shown next to ours and labelled as the paper's.

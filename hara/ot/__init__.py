@@ -12,7 +12,7 @@ from hara.ot.barycenter import (
     linearized_barycenter,
 )
 from hara.ot.diagnostics import marginal_errors, order_reversing_mass
-from hara.ot.exact import FGW_VARIANTS, exact_barycenter, exact_fgw, structure_matrix
+from hara.ot.exact import FGW_VARIANTS, STRUCTURES, exact_barycenter, exact_fgw, hidden_structure, structure_matrix
 from hara.ot.linearized import (
     anchor_plan,
     centered_sqnorm,
@@ -35,6 +35,7 @@ from hara.ot.sinkhorn import (
 __all__ = [
     "FGW_VARIANTS",
     "SOLVERS",
+    "STRUCTURES",
     "BarycenterConfig",
     "BarycenterResult",
     "SinkhornResult",
@@ -44,6 +45,7 @@ __all__ = [
     "exact_barycenter",
     "exact_fgw",
     "flush_denormals",
+    "hidden_structure",
     "init_support",
     "lifted_points",
     "linearized_barycenter",

@@ -11,6 +11,12 @@ The returned ``cost`` is the local FGW cost (1 - alpha) M + alpha L(T), L(T)[t,j
 so <T, cost> = F_r(T) and token novelty sum_j T cost / a_t has the same meaning as in the linearized path.
 alpha = 0 is the Wasserstein (W) variant, alpha = 1 the Gromov-Wasserstein (GW) variant. This runs on the CPU in
 float64 (POT's numpy backend) and is orders of magnitude slower than :mod:`hara.ot.barycenter`.
+
+Structures (``BarycenterConfig.structure``, :data:`STRUCTURES`): "position", C_r[t,t'] = |p_t - p_t'| against the
+fixed C_B[j,j'] = |s_j - s_j'| (the structure training uses, and the only one the linearization supports), or
+"hidden", the usual FGW structure matrix: distances between a rollout's own (whitened) hidden states,
+C_r[t,t'] = ||h_t - h_t'|| / max, against a barycenter structure that POT learns along with the features. With
+positional structures the GW term, and so the GW variant, sees only lengths; with "hidden" it sees the states.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from hara.ot.barycenter import BarycenterConfig, BarycenterResult, init_support
 from hara.ot.diagnostics import order_reversing_mass
 from hara.ot.linearized import support_positions, token_log_weights, token_positions
 
-__all__ = ["FGW_VARIANTS", "exact_barycenter", "exact_fgw", "structure_matrix"]
+__all__ = ["FGW_VARIANTS", "STRUCTURES", "exact_barycenter", "exact_fgw", "hidden_structure", "structure_matrix"]
 
 #: The ablation variants of HarA as FGW trade-offs alpha.
 FGW_VARIANTS: dict[str, float] = {"fgw": 0.5, "w": 0.0, "gw": 1.0}
@@ -37,16 +43,31 @@ def structure_matrix(positions: np.ndarray) -> np.ndarray:
     return np.abs(positions[:, None] - positions[None, :])
 
 
+def hidden_structure(h: np.ndarray) -> np.ndarray:
+    """C[t, t'] = ||h_t - h_t'|| / max_{t,t'} ||h_t - h_t'|| for hidden states (n, d) -> (n, n): in [0, 1] like the
+    positional structure, so alpha weighs the two terms alike (all zeros when the states coincide)."""
+    dist = np.sqrt(np.maximum(ot.dist(h, h), 0.0))
+    top = dist.max()
+    return dist / top if top > 0 else dist
+
+
+#: Structure matrices by name: rollout (hidden states h (n, d), positions p (n,)) -> C (n, n).
+STRUCTURES = {"position": lambda h, p: structure_matrix(p), "hidden": lambda h, p: hidden_structure(h)}
+
+
 def exact_fgw(
-    h: np.ndarray, x: np.ndarray, p: np.ndarray, s: np.ndarray, alpha: float, max_iter: int = 100, tol: float = 1e-9
+    h: np.ndarray, x: np.ndarray, p: np.ndarray, s: np.ndarray, alpha: float, max_iter: int = 100, tol: float = 1e-9,
+    c_r: np.ndarray | None = None, c_b: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Exact FGW between a rollout (h (n, d), p (n,), a = 1/n) and a barycenter (x (k, d), s (k,), q = 1/k).
 
-    Returns the plan T (n, k), the local cost (1 - alpha) M + alpha L(T) (n, k) and F(T) = <T, cost> (float).
+    c_r (n, n) / c_b (k, k): the structures (default: the positional ones of p and s). Returns the plan T (n, k),
+    the local cost (1 - alpha) M + alpha L(T) (n, k) and F(T) = <T, cost> (float).
     """
     n, k = h.shape[0], x.shape[0]
     a, q = ot.unif(n), ot.unif(k)
-    c_r, c_b = structure_matrix(p), structure_matrix(s)
+    c_r = structure_matrix(p) if c_r is None else c_r
+    c_b = structure_matrix(s) if c_b is None else c_b
     m = ot.dist(h, x)  # squared Euclidean, POT's default metric
     plan = ot.gromov.fused_gromov_wasserstein(
         m, c_r, c_b, a, q, loss_fun="square_loss", alpha=alpha, max_iter=max_iter, tol_rel=tol, tol_abs=0.0
@@ -57,16 +78,19 @@ def exact_fgw(
 
 
 def _group_barycenter(
-    hs: list[np.ndarray], ps: list[np.ndarray], x0: np.ndarray, cfg: BarycenterConfig
-) -> tuple[np.ndarray, int]:
-    """POT's FGW barycenter features X (k, d) of one group with the fixed 1-D structure C_B, and its iterations."""
+    hs: list[np.ndarray], cs: list[np.ndarray], x0: np.ndarray, cfg: BarycenterConfig
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """POT's FGW barycenter of one group: features X (k, d), structure C_B (k, k) and its iterations. With the
+    positional structure C_B stays the fixed 1-D one; with "hidden" POT learns it, starting from X0's own."""
+    fixed = cfg.structure == "position"
     s = support_positions(cfg.barycenter_size, dtype=torch.float64).numpy()
-    x, _, log = ot.gromov.fgw_barycenters(
-        cfg.barycenter_size, hs, [structure_matrix(p) for p in ps], [ot.unif(len(p)) for p in ps],
-        alpha=cfg.alpha, fixed_structure=True, init_C=structure_matrix(s), init_X=x0, loss_fun="square_loss",
+    init_c = structure_matrix(s) if fixed else hidden_structure(x0)
+    x, c_b, log = ot.gromov.fgw_barycenters(
+        cfg.barycenter_size, hs, cs, [ot.unif(len(c)) for c in cs],
+        alpha=cfg.alpha, fixed_structure=fixed, init_C=init_c, init_X=x0, loss_fun="square_loss",
         max_iter=cfg.exact_max_iter, tol=cfg.exact_tol, stop_criterion="loss", warmstartT=True, log=True,
     )
-    return x, len(log["loss"])
+    return x, c_b, len(log["loss"])
 
 
 @torch.no_grad()
@@ -91,18 +115,19 @@ def exact_barycenter(
         rows = torch.nonzero(group == g).flatten().tolist()
         hs = [_whitened_row(h[b], mask[b], g, shift, scale) for b in rows]
         ps = [p[b][mask[b]].double().cpu().numpy() for b in rows]
-        x, its = _group_barycenter(hs, ps, x0[g].double().cpu().numpy(), cfg)
+        cs = [STRUCTURES[cfg.structure](hb, pb) for hb, pb in zip(hs, ps)]
+        x, structure, its = _group_barycenter(hs, cs, x0[g].double().cpu().numpy(), cfg)
         iters = max(iters, its)
-        for b, hb, pb in zip(rows, hs, ps):
-            t_b, c_b, _ = exact_fgw(hb, x, pb, s_np, cfg.alpha)
+        for b, hb, pb, cb in zip(rows, hs, ps, cs):
+            t_b, c_b, _ = exact_fgw(hb, x, pb, s_np, cfg.alpha, c_r=cb, c_b=structure)
             valid = mask[b].cpu()
             plan[b, valid], cost[b, valid] = torch.from_numpy(t_b), torch.from_numpy(c_b)
         x0[g] = torch.from_numpy(x).to(x0)
     row_error = (plan.sum(-1) - token_log_weights(mask).exp().double().cpu() * mask.any(-1, keepdim=True).cpu())
     plan, cost = plan.float().to(h.device), cost.float().to(h.device)
     info = {"barycenter_iters": float(iters), "sinkhorn_iters": 0.0,
-            "marginal_error": float(row_error.abs().sum(-1).max()) if plan.numel() else 0.0,
-            "time_s": time.perf_counter() - start}
+            "sinkhorn_marginal_error": float(row_error.abs().sum(-1).max()) if plan.numel() else 0.0,
+            "sinkhorn_unconverged": 0.0, "solver_fallbacks": 0.0, "time_s": time.perf_counter() - start}
     eps = torch.zeros(num_groups, device=h.device)
     return BarycenterResult(x0, plan, cost, eps, p, order_reversing_mass(plan, p, s), info)
 

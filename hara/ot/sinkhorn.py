@@ -14,7 +14,9 @@ log_a (..., n), log_b (..., k), cost (..., n, k), eps broadcastable to (...). Pa
 scalings in between (matrix-vector products only): the same fixed point, several times faster, because the exp is
 taken once per absorption instead of twice per iteration (method.md, speed facts).
 Both check the marginal error only every ``check_every`` iterations (one host sync each) and accept warm-start
-potentials, which is what makes a ~20-iteration cap per barycenter iteration enough.
+potentials, which is what makes a ~20-iteration cap per barycenter iteration enough. The stop is per batch element:
+an element whose row-marginal error is below ``tol`` at a check keeps its potentials from then on, so its result
+does not depend on which other problems share the batch. Both run with fp32 denormals flushed to zero.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from torch import Tensor
 __all__ = [
     "SinkhornResult",
     "SOLVERS",
+    "denormals_flushed",
     "flush_denormals",
     "plan_from_potentials",
     "sinkhorn_log",
@@ -45,8 +48,9 @@ class SinkhornResult:
     """Output of a Sinkhorn solve.
 
     plan (..., n, k); f (..., n) and g (..., k) the dual potentials (warm start for the next call);
-    iterations: the number of full (f, g) iterations run; marginal_error (...,): L1 error of the row marginal
-    sum_t |T 1 - a|_t (the column marginal is exact after the last g update).
+    iterations: the number of full (f, g) iterations run (by the slowest element); marginal_error (...,): L1 error
+    of the row marginal sum_t |T 1 - a|_t (the column marginal is exact after the last g update); fallback: the
+    scaling solver's scalings overflowed and the result comes from the log-domain solver instead.
     """
 
     plan: Tensor
@@ -54,19 +58,24 @@ class SinkhornResult:
     g: Tensor
     iterations: int
     marginal_error: Tensor
+    fallback: bool = False
+
+
+def denormals_flushed() -> bool:
+    """Whether fp32 denormals are flushed to zero right now (torch has no getter: half of a denormal is 0 then)."""
+    return bool(torch.tensor([1e-39], dtype=torch.float32).mul(0.5).item() == 0.0)
 
 
 @contextlib.contextmanager
 def flush_denormals() -> Iterator[None]:
-    """Flush fp32 denormals to zero on CPU inside the block (no-op where unsupported).
-
-    torch has no getter for this flag, so on exit it is switched back off (torch's default).
-    """
+    """Flush fp32 denormals to zero on CPU inside the block (no-op where unsupported); nests, and on exit the
+    caller's setting is back, whatever it was."""
+    before = denormals_flushed()
     enabled = torch.set_flush_denormal(True)
     try:
         yield
     finally:
-        if enabled:
+        if enabled and not before:
             torch.set_flush_denormal(False)
 
 
@@ -120,21 +129,31 @@ def sinkhorn_log(
     tol: float = 1e-6,
     check_every: int = 10,
     absorb_every: int = 10,
+    active: Tensor | None = None,
 ) -> SinkhornResult:
-    """Log-domain Sinkhorn (module docstring). Stops when max row-marginal L1 error < tol, checked every
-    ``check_every`` iterations. ``absorb_every`` is accepted for a uniform solver signature and ignored."""
-    eps_t = _as_eps(eps, cost.shape[:-2], cost)
-    f, g = _init_potentials(f, g, cost)
-    done = 0
-    while done < max_iter:
-        f = _log_update_f(log_b, cost, eps_t, g)
-        g = _log_update_g(log_a, cost, eps_t, f)
-        done += 1
-        if done % check_every == 0 and done < max_iter:
-            if _plan_and_error(log_a, log_b, cost, eps_t, f, g)[1].max() < tol:  # one host sync per check
-                break
-    plan, error = _plan_and_error(log_a, log_b, cost, eps_t, f, g)
+    """Log-domain Sinkhorn (module docstring). An element stops when its row-marginal L1 error < tol, checked
+    every ``check_every`` iterations; active (...,) bool: elements to iterate at all (None: every one; the others
+    keep their start potentials). ``absorb_every`` is accepted for a uniform solver signature and ignored."""
+    with flush_denormals():
+        eps_t = _as_eps(eps, cost.shape[:-2], cost)
+        f, g = _init_potentials(f, g, cost)
+        live = _live(active, eps_t)
+        done = 0
+        while done < max_iter:
+            f = torch.where(live[..., None], _log_update_f(log_b, cost, eps_t, g), f)
+            g = torch.where(live[..., None], _log_update_g(log_a, cost, eps_t, f), g)
+            done += 1
+            if done % check_every == 0 and done < max_iter:  # one host sync per check
+                live = live & ~(_plan_and_error(log_a, log_b, cost, eps_t, f, g)[1] < tol)
+                if not bool(live.any()):
+                    break
+        plan, error = _plan_and_error(log_a, log_b, cost, eps_t, f, g)
     return SinkhornResult(plan, f, g, done, error)
+
+
+def _live(active: Tensor | None, eps: Tensor) -> Tensor:
+    """The elements (...,) still iterating: all, or a copy of ``active``."""
+    return torch.ones(eps.shape, dtype=torch.bool, device=eps.device) if active is None else active.bool().clone()
 
 
 def _scaling_cycle(
@@ -173,6 +192,7 @@ def sinkhorn_scaling(
     tol: float = 1e-6,
     check_every: int = 10,
     absorb_every: int = 10,
+    active: Tensor | None = None,
 ) -> SinkhornResult:
     """Scaling-domain Sinkhorn with absorption (stabilized as in Schmitzer 2019).
 
@@ -180,34 +200,50 @@ def sinkhorn_scaling(
     T = diag(a u) K~ diag(b v). Every ``absorb_every`` iterations f += eps log u, g += eps log v and K~ is rebuilt,
     so u, v stay near 1 and fp32 never overflows. One log-domain iteration first makes every kernel row hold
     mass (no all-zero row after underflow); a warm start skips it. If scalings still become non-finite, the call
-    falls back to ``sinkhorn_log`` from the same start. Stops on row-marginal L1 error < tol, checked at the end of
-    the first absorption cycle after every ``check_every`` iterations; returns the same result as ``sinkhorn_log``.
+    falls back to ``sinkhorn_log`` from the same start (``fallback`` in the result says so). Stops per element on
+    row-marginal L1 error < tol, checked at the end of the first absorption cycle after every ``check_every``
+    iterations; ``active`` as in :func:`sinkhorn_log`, whose result it returns.
     """
-    eps_t = _as_eps(eps, cost.shape[:-2], cost)
-    warm = f is not None and g is not None
-    f0, g0 = _init_potentials(f, g, cost)
-    f, g, done = f0, g0, 0
-    if not warm:  # cold start: one log-domain iteration so that no kernel row underflows entirely
-        f = _log_update_f(log_b, cost, eps_t, g0)
-        g = _log_update_g(log_a, cost, eps_t, f)
-        done = 1
-    a, b, e = log_a.exp(), log_b.exp(), eps_t[..., None]
+    with flush_denormals():
+        eps_t = _as_eps(eps, cost.shape[:-2], cost)
+        warm = f is not None and g is not None
+        f0, g0 = _init_potentials(f, g, cost)
+        live = _live(active, eps_t)
+        f, g, done = f0, g0, 0
+        if not warm:  # cold start: one log-domain iteration so that no kernel row underflows entirely
+            f = torch.where(live[..., None], _log_update_f(log_b, cost, eps_t, g0), f0)
+            g = torch.where(live[..., None], _log_update_g(log_a, cost, eps_t, f), g0)
+            done = 1
+        f, g, done = _scaling_loop(log_a, log_b, cost, eps_t, f, g, live, done, max_iter, tol, check_every,
+                                   absorb_every)
+        if not (torch.isfinite(f).all() and torch.isfinite(g).all()):
+            res = sinkhorn_log(log_a, log_b, cost, eps_t, f0, g0, max_iter, tol, check_every, active=active)
+            res.fallback = True
+            return res
+        plan, error = _plan_and_error(log_a, log_b, cost, eps_t, f, g)
+    return SinkhornResult(plan, f, g, done, error)
+
+
+def _scaling_loop(log_a: Tensor, log_b: Tensor, cost: Tensor, eps: Tensor, f: Tensor, g: Tensor, live: Tensor,
+                  done: int, max_iter: int, tol: float, check_every: int, absorb_every: int
+                  ) -> tuple[Tensor, Tensor, int]:
+    """The absorption cycles of :func:`sinkhorn_scaling` from potentials (f, g) after ``done`` iterations."""
+    a, b, e = log_a.exp(), log_b.exp(), eps[..., None]
     period, next_check = max(1, min(absorb_every, check_every)), check_every
     while done < max_iter:
         iters = min(period, max_iter - done)
         arg = (f[..., :, None] + g[..., None, :] - cost) / e[..., None]
         kernel = torch.exp(arg.clamp_min(_MIN_EXP_ARG))
         u, v, error = _scaling_cycle(a, b, kernel, iters, want_error=done + iters >= next_check)
-        f, g = f + e * torch.log(u), g + e * torch.log(v)
+        f = torch.where(live[..., None], f + e * torch.log(u), f)
+        g = torch.where(live[..., None], g + e * torch.log(v), g)
         done += iters
-        if error is not None:
+        if error is not None:  # one host sync per check
             next_check += check_every
-            if error.max() < tol:  # one host sync per check
+            live = live & ~(error < tol)
+            if not bool(live.any()):
                 break
-    if not (torch.isfinite(f).all() and torch.isfinite(g).all()):
-        return sinkhorn_log(log_a, log_b, cost, eps_t, f0, g0, max_iter, tol, check_every)
-    plan, error = _plan_and_error(log_a, log_b, cost, eps_t, f, g)
-    return SinkhornResult(plan, f, g, done, error)
+    return f, g, done
 
 
 SinkhornSolver = Callable[..., SinkhornResult]

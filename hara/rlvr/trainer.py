@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import time
 from typing import Any
 
@@ -40,7 +41,10 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
 
-__all__ = ["CONTEXT_NEEDS", "HOST_WEIGHTING", "HaraGRPOTrainer", "equal_reward_groups", "group_ids_of"]
+__all__ = ["CONTEXT_NEEDS", "FINAL_NORM", "HOST_WEIGHTING", "HaraGRPOTrainer", "equal_reward_groups",
+           "group_ids_of", "hidden_module"]
+
+LOGGER = logging.getLogger(__name__)
 
 def _restore_indexed_cpu_location(storage: Any, location: str) -> Any:
     """torch.load location hook for ``cpu:<rank>``: the storage is already in host memory."""
@@ -90,14 +94,19 @@ def equal_reward_groups(rewards: Tensor, group_ids: Tensor, atol: float = 1e-6) 
     return ((hi - lo) <= atol)[index].to(rewards.device)
 
 
-def _decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    """The decoder blocks of a causal LM (``model.model.layers`` for Qwen3 / Llama-style models)."""
+#: hidden_layer value for the last layer after the final norm (method.md's default; output_hidden_states[-1]).
+FINAL_NORM = "final_norm"
+
+
+def hidden_module(model: torch.nn.Module, layer: int | str) -> torch.nn.Module:
+    """The module whose output is the captured hidden state: the decoder's final norm (``FINAL_NORM``) or decoder
+    block ``layer`` (``model.model.layers`` / ``model.model.norm`` for Qwen3 / Llama-style models)."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model.model
-    return decoder.layers
+    return decoder.norm if layer == FINAL_NORM else decoder.layers[layer]
 
 
 def capture_context(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
-                    completion_mask: Tensor, layer: int, needs: frozenset[str], chunk: int | None = None,
+                    completion_mask: Tensor, layer: int | str, needs: frozenset[str], chunk: int | None = None,
                     ) -> tuple[Tensor | None, Tensor | None]:
     """One no-grad forward over prompt (B, P) + completion (B, T): layer ``layer``'s hidden states (B, T, d) and
     token entropies at temperature 1 (B, T), both at the positions that predict the completion tokens.
@@ -115,7 +124,7 @@ def capture_context(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Ten
 
 
 def _capture_rows(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
-                  completion_mask: Tensor, layer: int, needs: frozenset[str]) -> tuple[Tensor | None, Tensor | None]:
+                  completion_mask: Tensor, layer: int | str, needs: frozenset[str]) -> tuple[Tensor | None, Tensor | None]:
     """:func:`capture_context` for one chunk of rows."""
     P, T = prompt_ids.shape[1], completion_ids.shape[1]
     captured: dict[str, Tensor] = {}
@@ -124,7 +133,7 @@ def _capture_rows(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tenso
         out = output[0] if isinstance(output, tuple) else output
         captured["h"] = out[:, P - 1:P + T - 1].detach().float()
 
-    handle = _decoder_layers(model)[layer].register_forward_hook(hook) if "hidden" in needs else None
+    handle = hidden_module(model, layer).register_forward_hook(hook) if "hidden" in needs else None
     try:
         with torch.no_grad():
             # logits only where needed: T + 1 kept positions cover P-1 .. P+T-1; 1 position when only hidden states
@@ -152,7 +161,7 @@ class GenerationRecorder:
     vocabulary never holds (B, T, V) logits.
     """
 
-    def __init__(self, model: torch.nn.Module, layer: int, needs: frozenset[str]) -> None:
+    def __init__(self, model: torch.nn.Module, layer: int | str, needs: frozenset[str]) -> None:
         self.model, self.layer, self.needs = model, layer, needs
         self.hidden: list[Tensor] = []
         self.entropies: list[Tensor] = []
@@ -160,7 +169,7 @@ class GenerationRecorder:
 
     def __enter__(self) -> "GenerationRecorder":
         if "hidden" in self.needs:
-            self._handles.append(_decoder_layers(self.model)[self.layer].register_forward_hook(self._keep_hidden))
+            self._handles.append(hidden_module(self.model, self.layer).register_forward_hook(self._keep_hidden))
         if "entropy" in self.needs:
             self._handles.append(self.model.get_output_embeddings().register_forward_hook(self._keep_entropy))
         return self
@@ -188,14 +197,14 @@ class HaraGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with a registry advantage transform, DAPO-style dynamic sampling and HarA diagnostics.
 
     Extra arguments: method (a name of :func:`hara.weighting.available_weightings`), method_params (its knobs),
-    hidden_layer (decoder block whose output is captured; -1 = last), dynamic_sampling (mask all-equal-reward
-    groups out of the loss), outcome_reward (index of the correctness reward among ``reward_funcs``; its values
+    hidden_layer (where the hidden states are captured: FINAL_NORM or a decoder block, see hidden_module),
+    dynamic_sampling (mask all-equal-reward groups out of the loss), outcome_reward (index of the correctness reward among ``reward_funcs``; its values
     decide correct / incorrect for the method), stop (the config's prompt.stop: rollouts end at the first of these
     strings; GRPOConfig.generation_kwargs carries them to vLLM or to transformers' ``generate``).
     """
 
     def __init__(self, *args: Any, method: str = "none", method_params: dict[str, Any] | None = None,
-                 hidden_layer: int = -1, dynamic_sampling: bool = False, outcome_reward: int = 0,
+                 hidden_layer: int | str = FINAL_NORM, dynamic_sampling: bool = False, outcome_reward: int = 0,
                  capture: str = "generation", stop: tuple[str, ...] = (), **kwargs: Any) -> None:
         if method not in available_weightings() or method not in CONTEXT_NEEDS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(sorted(CONTEXT_NEEDS))}")
@@ -208,6 +217,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         self._rewards_per_func: Tensor | None = None
         self._recorded: tuple[int, tuple[Tensor | None, Tensor | None]] | None = None  # (rows, GenerationRecorder)
         self.last_advantages: dict[str, Tensor] = {}  # the latest step's (B,) and (B, T) advantages, for tests
+        self._warned_unconverged = False
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's rewards (B_global, F), kept so the hook can read each rollout's outcome reward."""
@@ -319,6 +329,17 @@ class HaraGRPOTrainer(GRPOTrainer):
                                 "mask": mask.detach(), "outcome": outcome.detach()}
         for key, value in {**info, "hara/capture_s": capture_s}.items():
             self._metrics["train"][key].append(float(value))
+        self._warn_once_if_unconverged(info)
+
+    def _warn_once_if_unconverged(self, info: dict[str, float]) -> None:
+        """One warning per run when a transport plan missed its marginal tolerance (the metrics say every step)."""
+        rows = info.get("hara/sinkhorn_unconverged", 0.0)
+        if rows and not self._warned_unconverged:
+            self._warned_unconverged = True
+            LOGGER.warning("step %d: %d transport plan(s) did not reach hara.hara.marginal_tol (worst row-marginal "
+                           "error %.3g); raise hara.hara.final_max_iter or eps_rel (metrics "
+                           "hara/sinkhorn_unconverged, hara/sinkhorn_marginal_error; warned once per run)",
+                           self.state.global_step, int(rows), info.get("hara/sinkhorn_marginal_error", float("nan")))
 
     def _mask_equal_reward_groups(self, output: dict[str, Any], rewards: Tensor, group_ids: Tensor) -> None:
         """DAPO dynamic sampling without refill: drop all-equal-accuracy groups from the loss mask and the token

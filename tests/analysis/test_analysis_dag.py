@@ -15,7 +15,8 @@ from tests.workflow.conftest import REPO, job_counts, snakemake
 
 SMOKE, DEFAULT, ANALYSES = (REPO / "config" / name for name in ("smoke.yaml", "default.yaml", "analyses.yaml"))
 
-#: Small enough for CI: one extra training run (hara_exact_tok; the other studies reuse the smoke grid's cells).
+#: Small enough for CI: two extra training runs (hara_exact_tok, of the exact study and of FGW with hidden-state
+#: structures; the other studies reuse the smoke grid's cells).
 SMOKE_ANALYSES = {"analyses": {"enabled": True, "variants": ["fgw"], "exact_methods": ["hara_tok"], "exact_steps": 0,
                                "group_sizes": [4], "group_size_methods": ["hara_tok"],
                                "interpretability": {"problems": 2, "rollouts": [2, 4]}}}
@@ -42,7 +43,7 @@ def test_default_with_analyses_dry_run_lists_the_extra_jobs(tmp_path):
     proc = snakemake(tmp_path, "-n", "--configfile", str(DEFAULT), str(ANALYSES))
     counts = job_counts(proc.stdout + proc.stderr)
     extra = len(analysis_runs(config))
-    assert extra == 2 + 2 + 4  # W and GW; hara_exact_seq/tok; G 4 and 16 x (none, hara_tok)
+    assert extra == 2 + 3 + 2 + 4  # W and GW; W, GW, FGW with hidden-state structures; hara_exact_seq/tok; G 4, 16
     assert counts["analysis_train"] == counts["analysis_evaluate"] == extra
     assert counts["analysis"] == len(enabled_analyses(config)) == 5
     assert counts["train"] == 9 and counts["report"] == 1
@@ -72,7 +73,7 @@ def test_smoke_dag_with_analyses_writes_every_section_with_numbers(tmp_path):
     override.write_text(yaml.safe_dump(SMOKE_ANALYSES), encoding="utf-8")
     proc = snakemake(tmp_path, "--configfile", str(SMOKE), str(override))
     counts = job_counts(proc.stdout + proc.stderr)
-    assert counts["analysis_train"] == counts["analysis_evaluate"] == 1 and counts["analysis"] == 5
+    assert counts["analysis_train"] == counts["analysis_evaluate"] == 2 and counts["analysis"] == 5
     config = load_config(SMOKE)
     results = tmp_path / config["results_dir"]
     markdown = (results / "report" / "report.md").read_text(encoding="utf-8")
@@ -87,5 +88,11 @@ def test_smoke_dag_with_analyses_writes_every_section_with_numbers(tmp_path):
     step_times = [row[4] for row in exact["rows"]]  # exact and linearized, both measured in this run
     assert len(step_times) == 2 and all(float(t) > 0 for t in step_times)
     interp = json.loads((results / "analysis" / "interpretability" / "interpretability.json").read_text())
-    assert {row[0] for row in interp["rows"]} == {"w", "gw", "fgw"}
-    assert all(row[3] != "n/a" for row in interp["rows"])
+    assert {(row[0], row[1]) for row in interp["rows"]} == {(v, s) for v in ("w", "gw", "fgw")
+                                                             for s in ("position", "hidden")}
+    assert all(row[4] != "n/a" for row in interp["rows"])
+    variants = json.loads((results / "analysis" / "variants" / "variants.json").read_text())
+    assert [(row[0], row[1], row[3]) for row in variants["rows"]] == [("fgw", "position", "hara_tok"),
+                                                                      ("fgw_hidden", "hidden", "hara_exact_tok")]
+    assert all(row[5] != "n/a" for row in variants["rows"])
+    assert "GW (α=1) sees only rollout lengths" in variants["note"] and "GW (α=1) sees only" in interp["note"]

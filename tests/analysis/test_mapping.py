@@ -156,3 +156,19 @@ def test_score_variants_ranks_fgw_first_at_every_rollout_count():
         assert at["fgw"] > max(at["w"], at["gw"]), count
     assert set(matrices) == set(ALPHAS) and matrices["fgw"].shape == (16, NUM_STAGES)
     assert "highest score: FGW" in _finding(rows)
+
+
+def test_score_variants_runs_every_structure():
+    from hara.analysis.interpret import Rollouts, _finding, score_variants
+    from hara.ot.barycenter import BarycenterConfig
+
+    h, mask, stages, problem = planted_rollouts(seed=8)
+    keep = problem < 2  # POT's exact solver: two problems are enough
+    data = Rollouts(h[keep], mask[keep], stages[keep], problem[keep])
+    rows, matrices = score_variants(data, ALPHAS, [4], BarycenterConfig(exact_max_iter=5), smoothing=0.5,
+                                    structures=("position", "hidden"))
+    assert [(r["structure"], r["variant"]) for r in rows] == [(s, v) for s in ("position", "hidden") for v in ALPHAS]
+    assert set(matrices) == set(ALPHAS) | {f"{v}_hidden" for v in ALPHAS}
+    assert not torch.allclose(matrices["gw"], matrices["gw_hidden"])
+    finding = _finding(rows)
+    assert finding.startswith("Positional structure, at 4 rollouts") and "Hidden-state structure, exact" in finding

@@ -34,6 +34,17 @@ def test_variants_override_alpha_and_fgw_reuses_the_grid_cell(config):
     assert eval_dir(config, runs["w"]) == "results/analysis/eval/variants/w/tiny-s/grpo/hara_tok/seed0"
 
 
+def test_hidden_structure_variants_train_the_exact_counterpart(config):
+    runs = {r.label: r for r in study_runs(config, "variants")}
+    assert {r.label for r in runs.values()} == {"w", "gw", "fgw", "w_hidden", "gw_hidden", "fgw_hidden"}
+    assert runs["gw_hidden"].method == "hara_exact_tok"
+    assert runs["gw_hidden"].overrides == (("hara.hara.alpha", 1.0), ("hara.hara.structure", "hidden"))
+    assert run_dir(config, runs["fgw_hidden"]) == \
+        "results/analysis/train/variants/fgw_hidden/tiny-s/grpo/hara_exact_tok/seed0"
+    config["analyses"]["structures"] = ["position"]
+    assert {r.label for r in study_runs(config, "variants")} == {"w", "gw", "fgw"}
+
+
 def test_exact_pairs_each_linearized_method_with_its_pot_counterpart(config):
     methods = [r.method for r in study_runs(config, "exact")]
     assert methods == ["hara_tok", "hara_exact_tok"]

@@ -94,3 +94,37 @@ def test_linearized_novelty_ranks_like_exact_fgw(seed):
     n_lin = (lin.plan * lin.cost).sum((1, 2)).numpy()
     n_exact = (exact.plan * exact.cost).sum((1, 2)).numpy()
     assert spearmanr(n_lin, n_exact)[0] >= 0.8
+
+
+def _gw_novelty(h: torch.Tensor, mask: torch.Tensor, backend: str, structure: str) -> torch.Tensor:
+    """Sequence novelty of one outcome group of 8 rollouts at alpha = 1 (GW)."""
+    from hara.novelty import NoveltyParams, compute_novelty
+
+    params = NoveltyParams(barycenter=BarycenterConfig(alpha=1.0, barycenter_size=6, structure=structure),
+                           backend=backend)
+    ones = torch.ones(h.shape[0])
+    return compute_novelty(h, mask, torch.zeros(h.shape[0], dtype=torch.long), ones, 0.5 * ones, params).sequence
+
+
+def test_gw_sees_the_hidden_states_only_with_the_hidden_state_structure():
+    """The issue's case: lengths 20/20/20/20/12/12/16/16, rollout 0's states replaced by new ones times 5. With
+    positional structures GW novelty is a function of lengths; with hidden-state structures it is not."""
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([20, 20, 20, 20, 12, 12, 16, 16])
+    mask = torch.arange(20)[None, :] < lengths[:, None]
+    h = torch.randn(8, 20, 16, generator=g)
+    changed = h.clone()
+    changed[0] = 5.0 * torch.randn(20, 16, generator=g)
+    for backend in ("linearized", "exact"):
+        before, after = _gw_novelty(h, mask, backend, "position"), _gw_novelty(changed, mask, backend, "position")
+        torch.testing.assert_close(after, before, atol=1e-4, rtol=1e-3)
+    before, after = _gw_novelty(h, mask, "exact", "hidden"), _gw_novelty(changed, mask, "exact", "hidden")
+    assert abs(float(after[0] - before[0])) > 0.1 * abs(float(before[0]))
+
+
+def test_the_linearization_refuses_a_structure_it_cannot_linearize():
+    h, mask = torch.randn(2, 6, 3), torch.ones(2, 6, dtype=torch.bool)
+    with pytest.raises(ValueError, match="1-D positional structure"):
+        linearized_barycenter(h, mask, torch.zeros(2, dtype=torch.long), 1, BarycenterConfig(structure="hidden"))
+    with pytest.raises(ValueError, match="structure must be"):
+        BarycenterConfig(structure="graph")

@@ -98,3 +98,73 @@ def test_reported_error_is_the_row_marginal_error(solver):
     expected = (res.plan.sum(1) - a).abs().sum()
     assert float(res.marginal_error) == pytest.approx(float(expected), rel=1e-9)
     assert float(res.marginal_error) > 1e-8  # three iterations are not converged
+
+
+def _flushing() -> bool:
+    """Whether fp32 denormals are flushed right now (half of a denormal is then 0)."""
+    return bool(torch.tensor([1e-39], dtype=torch.float32).mul(0.5).item() == 0.0)
+
+
+def test_flush_denormals_gives_the_caller_its_own_setting_back():
+    from hara.ot.sinkhorn import flush_denormals
+
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        with flush_denormals():
+            assert _flushing()
+        assert _flushing()  # the caller had it on: it stays on
+        torch.set_flush_denormal(False)
+        with flush_denormals():
+            with flush_denormals():  # nested: the inner exit leaves the outer block flushing
+                pass
+            assert _flushing()
+        assert not _flushing()
+    finally:
+        torch.set_flush_denormal(False)
+
+
+@pytest.mark.parametrize("solver", sorted(SOLVERS))
+def test_every_solver_runs_with_denormals_flushed(solver, monkeypatch):
+    """Any caller of a solver (the barycenter, SHEAR's span transport) gets flushing without asking for it."""
+    import hara.ot.sinkhorn as sk
+
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush denormals")
+    seen, update = [], sk._log_update_f
+    monkeypatch.setattr(sk, "_log_update_f", lambda *args: seen.append(_flushing()) or update(*args))
+    a, b, cost = _problem(9, dtype=torch.float32)
+    SOLVERS[solver](a.log(), b.log(), cost, 0.05, max_iter=5)
+    assert seen and all(seen)
+    assert not _flushing()
+
+
+def test_the_scaling_solver_says_when_it_fell_back_to_the_log_domain(monkeypatch):
+    import hara.ot.sinkhorn as sk
+
+    a, b, cost = _problem(10, dtype=torch.float32)
+    assert not sinkhorn_scaling(a.log(), b.log(), cost, 0.05, max_iter=50).fallback
+
+    def overflowing(a2, b2, kernel, iters, want_error):
+        u, v, error = cycle(a2, b2, kernel, iters, want_error)
+        return torch.full_like(u, float("inf")), v, error
+
+    cycle = sk._scaling_cycle
+    monkeypatch.setattr(sk, "_scaling_cycle", overflowing)
+    res = sinkhorn_scaling(a.log(), b.log(), cost, 0.05, max_iter=50)
+    ref = sinkhorn_log(a.log(), b.log(), cost, 0.05, max_iter=50)
+    assert res.fallback and torch.equal(res.plan, ref.plan)
+
+
+@pytest.mark.parametrize("solver", sorted(SOLVERS))
+def test_each_batch_element_stops_on_its_own(solver):
+    """An element that has converged keeps its potentials while a harder one iterates on: its plan is the one it
+    gets when solved alone, whatever shares the batch."""
+    a, b, easy = _problem(11, dtype=torch.float32)
+    hard = 30.0 * _problem(12, dtype=torch.float32)[2]  # large cost / eps: many more iterations
+    alone = SOLVERS[solver](a.log(), b.log(), easy, 0.05, max_iter=5000, tol=1e-3)
+    both = SOLVERS[solver](a.log().expand(2, -1), b.log().expand(2, -1), torch.stack([easy, hard]), 0.05,
+                           max_iter=5000, tol=1e-3)
+    assert both.iterations > alone.iterations
+    torch.testing.assert_close(both.plan[0], alone.plan, atol=1e-7, rtol=0)
+    assert float(both.marginal_error.max()) < 1e-3

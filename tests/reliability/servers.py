@@ -57,7 +57,8 @@ def tracking_server(folder: Path, port: int | None = None, auth: bool = True, ti
     log = folder / f"server-{port}-{time.monotonic_ns()}.log"
     with open(log, "w", encoding="utf-8") as out:
         proc = subprocess.Popen(cmd, cwd=folder, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+                                env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+                                     "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # no jobs: no Huey consumers
     try:
         wait_until_healthy(uri, proc, timeout, log)
         yield uri, proc

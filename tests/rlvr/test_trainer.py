@@ -122,6 +122,27 @@ def test_capture_aligns_hidden_states_and_entropies_with_completion_tokens(tiny_
     assert hidden_only.shape == (3, 4, model.config.hidden_size) and no_entropy is None
 
 
+def test_the_default_hidden_states_are_the_last_layer_after_the_final_norm(tiny_base):
+    """method.md: h_t is the last layer after the final norm, what output_hidden_states[-1] gives (and what the LM
+    head reads); the last decoder block's output before the norm stays available as hidden_layer -1."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True).eval()
+    prompt_ids, completion_ids = torch.randint(3, 200, (2, 5)), torch.randint(3, 200, (2, 4))
+    prompt_mask, completion_mask = torch.ones(2, 5, dtype=torch.long), torch.ones(2, 4, dtype=torch.long)
+    with torch.no_grad():
+        ref = model(input_ids=torch.cat([prompt_ids, completion_ids], 1), output_hidden_states=True)
+    default = load_config(REPO / "config" / "default.yaml")["hara"]["hidden_layer"]
+    hidden, _ = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, default,
+                                frozenset({"hidden"}))
+    torch.testing.assert_close(hidden, ref.hidden_states[-1][:, 4:8])
+    block, _ = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, -1,
+                               frozenset({"hidden"}))
+    torch.testing.assert_close(model.model.norm(block), hidden)
+    assert not torch.allclose(block, hidden)
+    with GenerationRecorder(model, default, frozenset({"hidden"})) as recorder, torch.no_grad():
+        model(input_ids=prompt_ids)
+    torch.testing.assert_close(recorder.result()[0][:, 0], ref.hidden_states[-1][:, 4])
+
+
 def test_generation_recording_equals_an_extra_forward(tiny_base):
     """What the hooks see while `generate` samples equals what a separate forward over prompt + completion gives
     at the positions that predict each completion token (left-padded prompts, sequences ending at different steps)."""
@@ -179,6 +200,23 @@ def test_method_without_context_captures_and_logs_nothing(tiny_base, tmp_path):
     trainer.train()
     logged = trainer.state.log_history[0]
     assert "hara/capture_s" in logged and "hara/capture_from_generation" not in logged
+
+
+def test_unconverged_transport_is_a_metric_every_step_and_a_warning_once(tiny_base, tmp_path, caplog):
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    config = smoke_config()
+    config["training"]["steps"] = 2
+    config["hara"]["hara"].update(eps_rel=0.001, sinkhorn_max_iter=1, final_max_iter=1)  # 50 iterations: too few
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    trainer = build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
+                            reward_funcs=[parity_reward])
+    with caplog.at_level("WARNING", logger="hara.rlvr.trainer"):
+        trainer.train()
+    steps = [line for line in trainer.state.log_history if "hara/sinkhorn_unconverged" in line]
+    assert len(steps) == 2 and all(line["hara/sinkhorn_unconverged"] > 0 for line in steps)
+    assert all(line["hara/sinkhorn_marginal_error"] > 5e-3 for line in steps)
+    assert len([r for r in caplog.records if "did not reach hara.hara.marginal_tol" in r.message]) == 1
 
 
 def train_args(base: Path, out: Path, tmp: Path, method: str = "hara_tok", rlvr: str = "grpo") -> list[str]:
