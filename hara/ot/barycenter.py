@@ -79,7 +79,7 @@ class BarycenterConfig:
     sinkhorn_max_iter: int = 20
     sinkhorn_tol: float = 1e-4
     marginal_tol: float = 5e-3
-    final_max_iter: int = 500
+    final_max_iter: int = 1000
     check_every: int = 10
     absorb_every: int = 10
     solver: str = "scaling"
