@@ -12,7 +12,7 @@ TORCH_PIN := torch==2.13.0
 # The suite runs in TEST_WORKERS pytest-xdist processes, one test file per unit (tests/conftest.py): most of its time
 # is spent waiting (Slurm polls, servers, subprocess imports), so more workers than cores pay off on 2 cores.
 TEST_WORKERS ?= 4
-PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadgroup
+PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 CONFIG ?= config/default.yaml
 RESULTS ?= results

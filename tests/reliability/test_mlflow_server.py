@@ -78,9 +78,11 @@ def server_dag(tmp_path_factory):
     with mlflow_server(root / "server") as uri:
         config_args = ["--configfile", str(SMOKE), "--config", f"tracking={json.dumps({'mlflow_uri': uri})}"]
         first_code, first_log = run_and_kill_one_training_job(workdir, config_args)
+        config = load_config(SMOKE)
+        trained = [m for m in config["grid"]["methods"] if (workdir / cell_dir(config, "train", m) / "final").is_dir()]
         second = snakemake(workdir, "--rerun-incomplete", *config_args)
-        yield {"uri": uri, "workdir": workdir, "config": load_config(SMOKE), "first_code": first_code,
-               "first_log": first_log, "second_log": second.stdout + second.stderr}
+        yield {"uri": uri, "workdir": workdir, "config": config, "first_code": first_code, "first_log": first_log,
+               "second_log": second.stdout + second.stderr, "trained_in_first_run": trained}
 
 
 def cell_dir(config: dict, stage: str, method: str) -> Path:
@@ -106,7 +108,11 @@ def test_killed_training_job_resumes_from_its_checkpoint_and_the_dag_completes(s
     assert info["resumed_from"].endswith("checkpoint-1"), info["resumed_from"]  # step 2 was lost, step 1 kept
     assert [json.loads(x)["step"] for x in (victim / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     counts = job_counts(server_dag["second_log"])
-    assert counts.get("train") == 1 and counts.get("report") == 1, counts  # only the killed job trained again
+    # Only what did not finish trains again: the killed job, and a job Snakemake stopped when the kill failed the
+    # run (with --cores 2 another training job may still be running then; under load it often is).
+    trained = server_dag["trained_in_first_run"]
+    assert VICTIM not in trained
+    assert counts.get("train") == len(config["grid"]["methods"]) - len(trained) and counts.get("report") == 1, counts
     assert (workdir / config["results_dir"] / "report" / "index.html").is_file()
     for method in config["grid"]["methods"]:
         assert (workdir / cell_dir(config, "eval", method) / "scores.json").is_file()

@@ -132,10 +132,16 @@ def test_summary_draws_sensitivity_figures_from_the_trials(parallel_study, tiny_
     best = max(complete, key=lambda t: t.value)
     assert summary["best"] == {"trial": best.number, "value": best.value, "params": best.params}
     assert sum(summary["states"].values()) == 6
-    assert set(summary["importances"]) == set(PARAMS)
-    assert sum(summary["importances"].values()) == pytest.approx(1.0)
+    # Which trials the median pruner stops depends on the two workers' pace, so the complete trials may all score
+    # alike (seen under a loaded CI machine); fANOVA needs two distinct values.
+    varied = len({t.value for t in complete}) >= 2
+    if varied:
+        assert set(summary["importances"]) == set(PARAMS)
+        assert sum(summary["importances"].values()) == pytest.approx(1.0)
+    else:
+        assert summary["importances"] == "n/a (fewer than two distinct objective values)"
     out = results / "sweeps" / "smoke"
-    expected = {"history", "importance", *(f"param:{p}" for p in PARAMS)}
+    expected = {"history", *(["importance"] if varied else []), *(f"param:{p}" for p in PARAMS)}
     assert set(summary["figures"]) == expected
     for name in summary["figures"].values():
         image = matplotlib.image.imread(out / name)

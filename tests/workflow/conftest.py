@@ -55,7 +55,7 @@ def run_snakemake():
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The smoke DAG run once, locally, in a scratch folder: (workdir, resolved config, Snakemake's output). Shared by
-    test_smoke_run.py and test_slurm.py (which compares the Slurm run's scores with it)."""
+    test_smoke_run.py."""
     from hara.config import load_config
 
     workdir = tmp_path_factory.mktemp("smoke_dag")
@@ -76,7 +76,7 @@ def missing_slurm_requirement() -> str | None:
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A running single-node cluster with 8 (fake) GPUs for the session (scripts/slurm/local_cluster.sh); yields
-    the environment its commands need. Shared by test_slurm.py and test_rehearsal.py."""
+    the environment its commands need. Every test that uses it is in test_rehearsal.py (one cluster per machine)."""
     reason = missing_slurm_requirement()
     if reason:
         pytest.skip(reason)

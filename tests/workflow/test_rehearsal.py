@@ -28,6 +28,14 @@ from hara.config import validate_config
 from tests.reliability.servers import PASSWORD, tracking_server
 from tests.workflow.conftest import BIN, REPO, SNAKEFILE, job_counts
 from tests.workflow.rehearsal_assets import DATASETS, REHEARSAL_MODEL, build_hub_cache
+from tests.workflow.slurm import (
+    PROFILE,
+    RETRY_SNAKEFILE,
+    comparable_scores,
+    slurm_history,
+    slurm_log,
+    start_snakemake_on_slurm,
+)
 from tests.workflow.test_dag import expected_counts
 
 PAPER = REPO / "config" / "paper.yaml"
@@ -191,8 +199,6 @@ def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
     """The rehearsal DAG locally and, where the test cluster can run, through the Slurm profile, at the same time
     (the Slurm run waits on status polls most of the time), one training job of the Slurm run preempted on the way:
     name -> (workdir, output, wall seconds) or None; "preempted" -> what requeue_when_checkpointed found."""
-    from tests.workflow.test_slurm import PROFILE
-
     try:
         cluster = request.getfixturevalue("slurm_cluster")
     except pytest.skip.Exception:
@@ -300,10 +306,8 @@ def job_gpus(job_id: str, env: dict) -> int:
 
 @pytest.mark.slow
 def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_local_run(rehearsals, rehearsal_env):
-    from tests.workflow.test_slurm import comparable_scores, slurm_history, slurm_log
-
     if rehearsals["slurm"] is None:
-        pytest.skip("the test Slurm cluster cannot run here (see test_slurm.py)")
+        pytest.skip("the test Slurm cluster cannot run here (see tests/workflow/conftest.py)")
     workdir, output, _ = rehearsals["slurm"]
     slurm_cluster = rehearsals["cluster"]
     env = {**rehearsal_env, **slurm_cluster}
@@ -328,3 +332,38 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     for name in local_scores:
         assert comparable_scores(slurm_scores[name]) == comparable_scores(local_scores[name]), name
     check_tracking(workdir, env)
+
+
+# --- Retries on the cluster (in this file: every test on the session's one Slurm cluster lives here) -------------
+# A job that fails once is resubmitted and succeeds; a job that always fails is submitted 1 + `retries` times (the
+# profile's value) and then reported with its rule and its Slurm log.
+
+
+@pytest.fixture(scope="module")
+def slurm_runs(slurm_cluster, tmp_path_factory):
+    """The failing-jobs workflow on the cluster: name -> (workdir, exit code, output)."""
+    workdir = tmp_path_factory.mktemp("retry_slurm")
+    proc = start_snakemake_on_slurm(workdir, slurm_cluster, RETRY_SNAKEFILE, "--keep-going")
+    try:
+        proc.wait(timeout=900)
+    finally:
+        proc.kill()  # no-op once it has exited; never leave a Snakemake behind on a timeout
+    return {"retry": (workdir, proc.returncode, (workdir / "snakemake.out").read_text(encoding="utf-8"))}
+
+
+
+def test_failing_slurm_job_is_resubmitted_per_retries_and_reported(slurm_runs, slurm_cluster):
+    retries = yaml.safe_load((PROFILE / "config.yaml").read_text(encoding="utf-8"))["retries"]
+    assert retries >= 1
+    workdir, returncode, output = slurm_runs["retry"]
+    assert returncode != 0, output[-4000:]
+    history = slurm_history(output, slurm_cluster)
+    assert [state for _, state in history["flaky"]] == ["FAILED", "COMPLETED"]
+    assert (workdir / "flaky.txt").is_file()
+    assert [state for _, state in history["broken"]] == ["FAILED"] * (1 + retries)
+    assert not (workdir / "broken.txt").exists()
+    for job_id, _ in history["broken"]:
+        log = slurm_log(workdir, "broken", job_id)
+        report = output.split(f"external_jobid: {job_id}\n")[0].rsplit("Error in rule ", 1)[1]
+        assert report.startswith("broken:") and str(log) in report, report  # names the rule and its Slurm log
+        assert "broken: failing on every attempt" in log.read_text(encoding="utf-8")

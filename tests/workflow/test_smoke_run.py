@@ -14,7 +14,7 @@ from tests.workflow.test_dag import expected_counts
 pytestmark = pytest.mark.slow
 
 
-# smoke_run: the local smoke DAG run, a session fixture of tests/workflow/conftest.py (test_slurm.py compares with it).
+# smoke_run: the local smoke DAG run, a session fixture of tests/workflow/conftest.py.
 
 
 def cell_dirs(config: dict, stage: str) -> list[Path]:

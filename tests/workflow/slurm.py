@@ -1,11 +1,8 @@
-"""The workflow on a real single-node Slurm cluster (scripts/slurm/local_cluster.sh: munged, slurmctld and slurmd from
-the Debian packages, started as root for the session and stopped by PID afterwards).
+"""Helpers for the tests on a real single-node Slurm cluster (scripts/slurm/local_cluster.sh: munged, slurmctld and
+slurmd from the Debian packages, started as root for the session and stopped by PID afterwards).
 
-The paper DAG's run through profiles/slurm is the rehearsal's (tests/workflow/test_rehearsal.py: every job that is
-not a declared local rule is a Slurm job, GPU jobs hold a GPU, scores and completions equal the local run's). Here:
-a job that fails once is resubmitted and succeeds; a job that always fails is submitted 1 + `retries` times (the
-profile's value) and then reported with its rule and its Slurm log. (The rehearsal also preempts one training job
-with `scontrol requeue` and checks it resumes to the weights of the uninterrupted local run.)
+Every test on the cluster lives in tests/workflow/test_rehearsal.py: one cluster per machine at a time (fixed ports,
+one conf path), and pytest-xdist's `--dist loadfile` keeps one file on one worker.
 """
 
 from __future__ import annotations
@@ -16,14 +13,10 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-import yaml
-
 from tests.workflow.conftest import BIN, REPO
 
 PROFILE = REPO / "profiles" / "slurm"
 RETRY_SNAKEFILE = REPO / "tests" / "workflow" / "slurm_retry" / "Snakefile"
-pytestmark = pytest.mark.slow
 
 
 def start_snakemake_on_slurm(workdir: Path, cluster_env: dict, snakefile: Path, *args: str) -> subprocess.Popen:
@@ -61,18 +54,6 @@ def slurm_log(workdir: Path, rule: str, job_id: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def slurm_runs(slurm_cluster, tmp_path_factory):
-    """The failing-jobs workflow on the cluster: name -> (workdir, exit code, output)."""
-    workdir = tmp_path_factory.mktemp("retry_slurm")
-    proc = start_snakemake_on_slurm(workdir, slurm_cluster, RETRY_SNAKEFILE, "--keep-going")
-    try:
-        proc.wait(timeout=900)
-    finally:
-        proc.kill()  # no-op once it has exited; never leave a Snakemake behind on a timeout
-    return {"retry": (workdir, proc.returncode, (workdir / "snakemake.out").read_text(encoding="utf-8"))}
-
-
 def comparable_scores(scores: dict) -> dict:
     """What must not depend on where a job ran: the checkpoint's hash, and every benchmark's score and completions."""
     return {"fingerprint": scores["fingerprint"],
@@ -80,20 +61,3 @@ def comparable_scores(scores: dict) -> dict:
                                   "predictions": [(p["id"], p["completions"], p["pass@1"])
                                                   for p in result["predictions"]]}
                            for name, result in scores["benchmarks"].items()}}
-
-
-def test_failing_slurm_job_is_resubmitted_per_retries_and_reported(slurm_runs, slurm_cluster):
-    retries = yaml.safe_load((PROFILE / "config.yaml").read_text(encoding="utf-8"))["retries"]
-    assert retries >= 1
-    workdir, returncode, output = slurm_runs["retry"]
-    assert returncode != 0, output[-4000:]
-    history = slurm_history(output, slurm_cluster)
-    assert [state for _, state in history["flaky"]] == ["FAILED", "COMPLETED"]
-    assert (workdir / "flaky.txt").is_file()
-    assert [state for _, state in history["broken"]] == ["FAILED"] * (1 + retries)
-    assert not (workdir / "broken.txt").exists()
-    for job_id, _ in history["broken"]:
-        log = slurm_log(workdir, "broken", job_id)
-        report = output.split(f"external_jobid: {job_id}\n")[0].rsplit("Error in rule ", 1)[1]
-        assert report.startswith("broken:") and str(log) in report, report  # names the rule and its Slurm log
-        assert "broken: failing on every attempt" in log.read_text(encoding="utf-8")
