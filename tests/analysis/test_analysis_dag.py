@@ -71,7 +71,8 @@ def test_analyses_are_off_in_every_shipped_config(name):
 def test_smoke_dag_with_analyses_writes_every_section_with_numbers(tmp_path):
     override = tmp_path / "analyses.yaml"
     override.write_text(yaml.safe_dump(SMOKE_ANALYSES), encoding="utf-8")
-    proc = snakemake(tmp_path, "--configfile", str(SMOKE), str(override))
+    # 76 s alone, over 600 s beside the rest of the suite in 4 workers on 2 cores (two training runs with POT's exact FGW)
+    proc = snakemake(tmp_path, "--configfile", str(SMOKE), str(override), timeout=1800)
     counts = job_counts(proc.stdout + proc.stderr)
     assert counts["analysis_train"] == counts["analysis_evaluate"] == 2 and counts["analysis"] == 5
     config = load_config(SMOKE)

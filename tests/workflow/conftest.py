@@ -22,11 +22,11 @@ CLUSTER_SCRIPT = REPO / "scripts" / "slurm" / "local_cluster.sh"
 SLURM_BINARIES = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client"}
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
     """``snakemake -s <repo>/Snakefile --cores 2 ARGS`` in ``workdir`` with the venv's `hara` on PATH."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
     cmd = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--cores", "2", *args]
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600,
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout,
                           check=False)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
