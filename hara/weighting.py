@@ -252,14 +252,14 @@ def _cap(w: Tensor, ops: _GroupOps, cap: float, rounds: int = 50) -> tuple[Tenso
     omega-weighted mean stays 1, until none exceeds it (each round caps at least one more token). Returns w and
     the capped flags (B, T)."""
     capped = torch.zeros_like(w, dtype=torch.bool)
+    at_cap, zero = torch.full_like(w, cap), torch.zeros_like(w)
     for _ in range(rounds):
         over = ops.valid & ~capped & (w > cap)
         if not bool(over.any()):  # one host sync per round; the first round usually ends it
             break
         capped = capped | over
-        fixed = ops.mean(torch.where(capped, torch.full_like(w, cap), torch.zeros_like(w)))
-        free = ops.mean(torch.where(capped, torch.zeros_like(w), w))
-        w = torch.where(capped, torch.full_like(w, cap), w * ((1.0 - fixed) / free.clamp_min(1e-30)).clamp_min(0.0))
+        fixed, free = ops.mean(torch.where(capped, at_cap, zero)), ops.mean(torch.where(capped, zero, w))
+        w = torch.where(capped, at_cap, w * ((1.0 - fixed) / free.clamp_min(1e-30)).clamp_min(0.0))
     return w.clamp_max(cap), capped
 
 

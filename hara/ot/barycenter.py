@@ -214,13 +214,10 @@ class _Problem:
         return cost.masked_fill(~self.mask[..., None], 0.0)
 
 
-def _leave_one_out_support(prob: _Problem, num: Tensor, mass: Tensor, row_num: Tensor, row_mass: Tensor,
-                           group_shift: Tensor | None, group_scale: Tensor | None) -> Tensor:
+def _leave_one_out_support(prob: _Problem, num: Tensor, mass: Tensor, row_num: Tensor, row_mass: Tensor) -> Tensor:
     """X^{-r} (N, k, d): the projection with row r's own contribution removed (one-step leave-one-out)."""
     g = prob.group
-    shift = None if group_shift is None else group_shift[g]
-    scale = None if group_scale is None else group_scale[g]
-    return _whiten_means(num[g] - row_num, mass[g] - row_mass, shift, scale)
+    return _whiten_means(num[g] - row_num, mass[g] - row_mass, prob.shift, prob.scale)
 
 
 @dataclass
@@ -299,7 +296,7 @@ def linearized_barycenter(
     x = init_support(h, mask, p, group, num_groups, k, shift, scale)
     with flush_denormals():
         x, warm, eps, stats = _support_loop(cfg, prob, x, has_tokens)
-        x_rows = _leave_one_out_support(prob, *warm.projection, shift, scale) if cfg.leave_one_out else x[group]
+        x_rows = _leave_one_out_support(prob, *warm.projection) if cfg.leave_one_out else x[group]
         cost = prob.cost(x_rows, cfg.alpha)
         final = _solve(cfg, prob.log_a, prob.log_q, cost, eps[group], warm.solve, has_tokens, final=True)
     plan = final.plan * has_tokens[:, None, None].to(h.dtype)
