@@ -178,6 +178,7 @@ def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any
         train_dataset=dataset, callbacks=callbacks, method=method, method_params=method_params(config, method),
         hidden_layer=config["hara"]["hidden_layer"], capture=config["hara"]["capture"],
         dynamic_sampling=preset.dynamic_sampling, outcome_reward=0, stop=tuple(config["prompt"]["stop"]),
+        entropy_chunk=config["hara"]["entropy_chunk"],
     )
 
 

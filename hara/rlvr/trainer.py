@@ -41,8 +41,8 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
 
-__all__ = ["CONTEXT_NEEDS", "FINAL_NORM", "HOST_WEIGHTING", "HaraGRPOTrainer", "equal_reward_groups",
-           "group_ids_of", "hidden_module"]
+__all__ = ["CONTEXT_NEEDS", "ENTROPY_CHUNK", "FINAL_NORM", "HOST_WEIGHTING", "HaraGRPOTrainer",
+           "capture_context", "chunked_token_entropies", "equal_reward_groups", "group_ids_of", "hidden_module"]
 
 LOGGER = logging.getLogger(__name__)
 
@@ -105,48 +105,72 @@ def hidden_module(model: torch.nn.Module, layer: int | str) -> torch.nn.Module:
     return decoder.norm if layer == FINAL_NORM else decoder.layers[layer]
 
 
+#: Completion positions per LM-head chunk when token entropies are computed (hara.entropy_chunk's default).
+ENTROPY_CHUNK = 256
+
+
 def capture_context(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
                     completion_mask: Tensor, layer: int | str, needs: frozenset[str], chunk: int | None = None,
-                    ) -> tuple[Tensor | None, Tensor | None]:
-    """One no-grad forward over prompt (B, P) + completion (B, T): layer ``layer``'s hidden states (B, T, d) and
-    token entropies at temperature 1 (B, T), both at the positions that predict the completion tokens.
+                    entropy_chunk: int = ENTROPY_CHUNK) -> tuple[Tensor | None, Tensor | None]:
+    """One no-grad forward over prompt (B, P) + completion (B, T): layer ``layer``'s hidden states (B, T, d), in the
+    model's dtype, and token entropies at temperature 1 (B, T) in fp32, both at the positions that predict the
+    completion tokens.
 
     Only what ``needs`` asks for is returned (None otherwise); the hook stores one layer, never all of them.
-    ``chunk`` rows per forward bound the memory (default: all rows at once).
+    ``chunk`` rows per forward bound the activations (default: all rows at once); the entropies never hold
+    (rows, T, V) logits: the final norm's output goes through the LM head ``entropy_chunk`` positions at a time
+    (:func:`chunked_token_entropies`).
     """
     if not needs:
         return None, None
     step = chunk or prompt_ids.shape[0]
     parts = [_capture_rows(model, prompt_ids[i:i + step], prompt_mask[i:i + step], completion_ids[i:i + step],
-                           completion_mask[i:i + step], layer, needs) for i in range(0, prompt_ids.shape[0], step)]
+                           completion_mask[i:i + step], layer, needs, entropy_chunk)
+             for i in range(0, prompt_ids.shape[0], step)]
     hidden, entropies = zip(*parts)
     return (torch.cat(hidden) if "hidden" in needs else None), (torch.cat(entropies) if "entropy" in needs else None)
 
 
+def chunked_token_entropies(final_hidden: Tensor, lm_head: torch.nn.Module, chunk: int = ENTROPY_CHUNK) -> Tensor:
+    """Temperature-1 entropies (B, T), fp32, of the LM head's distributions over final-norm states (B, T, d).
+
+    At most (B, chunk, V) logits are alive at once: at the paper's T = 3072 and V = 151936 the full (B, T, V) fp32
+    logits are 1.9 GB per row (benchmarks/bench_entropy.py measures both). Per chunk it is the former formula,
+    -sum exp(log p) log p, so the entropies equal the full-logits ones up to the LM head's matmul rounding.
+    """
+    parts = []
+    for start in range(0, final_hidden.shape[1], chunk):
+        logp = torch.log_softmax(lm_head(final_hidden[:, start:start + chunk]).float(), dim=-1)
+        parts.append(-(logp.exp() * logp).sum(-1))
+    return torch.cat(parts, 1) if parts else final_hidden.new_zeros(final_hidden.shape[:2], dtype=torch.float32)
+
+
 def _capture_rows(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
-                  completion_mask: Tensor, layer: int | str, needs: frozenset[str]) -> tuple[Tensor | None, Tensor | None]:
-    """:func:`capture_context` for one chunk of rows."""
+                  completion_mask: Tensor, layer: int | str, needs: frozenset[str],
+                  entropy_chunk: int) -> tuple[Tensor | None, Tensor | None]:
+    """:func:`capture_context` for one chunk of rows: hooks keep the completion positions of the captured layer
+    and (for entropies) of the final norm; the model itself computes the logits of one position only."""
     P, T = prompt_ids.shape[1], completion_ids.shape[1]
     captured: dict[str, Tensor] = {}
 
-    def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
-        out = output[0] if isinstance(output, tuple) else output
-        captured["h"] = out[:, P - 1:P + T - 1].detach().float()
+    def keep(name: str):
+        def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+            out = output[0] if isinstance(output, tuple) else output
+            captured[name] = out[:, P - 1:P + T - 1].detach()
+        return hook
 
-    handle = hidden_module(model, layer).register_forward_hook(hook) if "hidden" in needs else None
+    modules = {"h": hidden_module(model, layer) if "hidden" in needs else None,
+               "final": hidden_module(model, FINAL_NORM) if "entropy" in needs else None}
+    handles = [m.register_forward_hook(keep(name)) for name, m in modules.items() if m is not None]
     try:
         with torch.no_grad():
-            # logits only where needed: T + 1 kept positions cover P-1 .. P+T-1; 1 position when only hidden states
-            out = model(input_ids=torch.cat([prompt_ids, completion_ids], 1),
-                        attention_mask=torch.cat([prompt_mask, completion_mask], 1),
-                        logits_to_keep=T + 1 if "entropy" in needs else 1, use_cache=False)
+            model(input_ids=torch.cat([prompt_ids, completion_ids], 1),
+                  attention_mask=torch.cat([prompt_mask, completion_mask], 1), logits_to_keep=1, use_cache=False)
+            entropies = (chunked_token_entropies(captured.pop("final"), model.get_output_embeddings(), entropy_chunk)
+                         if "entropy" in needs else None)
     finally:
-        if handle is not None:
+        for handle in handles:
             handle.remove()
-    entropies = None
-    if "entropy" in needs:
-        logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)
-        entropies = -(logp.exp() * logp).sum(-1)
     return captured.get("h"), entropies
 
 
@@ -181,7 +205,7 @@ class GenerationRecorder:
 
     def _keep_hidden(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         out = output[0] if isinstance(output, tuple) else output
-        self.hidden.append(out[:, -1:].detach().float())  # prefill: its last position predicts the first token
+        self.hidden.append(out[:, -1:].detach())  # model dtype (bf16 on a GPU): half the memory of fp32  # prefill: its last position predicts the first token
 
     def _keep_entropy(self, module: torch.nn.Module, args: Any, output: Tensor) -> None:
         logp = torch.log_softmax(output[:, -1:].detach().float(), dim=-1)
@@ -200,12 +224,14 @@ class HaraGRPOTrainer(GRPOTrainer):
     hidden_layer (where the hidden states are captured: FINAL_NORM or a decoder block, see hidden_module),
     dynamic_sampling (mask all-equal-reward groups out of the loss), outcome_reward (index of the correctness reward among ``reward_funcs``; its values
     decide correct / incorrect for the method), stop (the config's prompt.stop: rollouts end at the first of these
-    strings; GRPOConfig.generation_kwargs carries them to vLLM or to transformers' ``generate``).
+    strings; GRPOConfig.generation_kwargs carries them to vLLM or to transformers' ``generate``), entropy_chunk
+    (completion positions per LM-head chunk when the extra forward computes entropies).
     """
 
     def __init__(self, *args: Any, method: str = "none", method_params: dict[str, Any] | None = None,
                  hidden_layer: int | str = FINAL_NORM, dynamic_sampling: bool = False, outcome_reward: int = 0,
-                 capture: str = "generation", stop: tuple[str, ...] = (), **kwargs: Any) -> None:
+                 capture: str = "generation", stop: tuple[str, ...] = (), entropy_chunk: int = ENTROPY_CHUNK,
+                 **kwargs: Any) -> None:
         if method not in available_weightings() or method not in CONTEXT_NEEDS:
             raise ValueError(f"unknown method {method!r}; known: {', '.join(sorted(CONTEXT_NEEDS))}")
         if capture not in ("generation", "forward"):
@@ -213,7 +239,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.method, self.method_params = method, dict(method_params or {})
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
-        self.capture, self.stop = capture, tuple(stop)
+        self.capture, self.stop, self.entropy_chunk = capture, tuple(stop), entropy_chunk
         self._rewards_per_func: Tensor | None = None
         self._recorded: tuple[int, tuple[Tensor | None, Tensor | None]] | None = None  # (rows, GenerationRecorder)
         self.last_advantages: dict[str, Tensor] = {}  # the latest step's (B,) and (B, T) advantages, for tests
@@ -296,12 +322,13 @@ class HaraGRPOTrainer(GRPOTrainer):
         self._metrics["train"]["hara/capture_from_generation"].append(float(recorded is not None))
         if recorded is not None:
             return recorded
-        # as in TRL's own no-grad passes: checkpointing off (it only warns under no_grad); dropout is off
-        # (GRPOConfig.disable_dropout in hara.rlvr.train)
-        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+        # as in TRL's own no-grad passes: checkpointing off (it only warns under no_grad), under the accelerator's
+        # autocast (bf16 matmuls on a GPU, as TRL's logprob pass); dropout is off (GRPOConfig.disable_dropout)
+        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs), \
+                self.accelerator.autocast():
             return capture_context(self.accelerator.unwrap_model(self.model), output["prompt_ids"],
                                    output["prompt_mask"], output["completion_ids"], mask, self.hidden_layer, needs,
-                                   chunk=self.args.per_device_train_batch_size)
+                                   chunk=self.args.per_device_train_batch_size, entropy_chunk=self.entropy_chunk)
 
     def _local_rewards(self, batch: int) -> Tensor:
         """This process's outcome (correctness) rewards (B,); TRL gathers rewards across processes."""

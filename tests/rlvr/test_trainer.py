@@ -23,7 +23,13 @@ from hara.cli import main
 from hara.config import ConfigError, load_config
 from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import build_trainer
-from hara.rlvr.trainer import GenerationRecorder, capture_context, equal_reward_groups, group_ids_of
+from hara.rlvr.trainer import (
+    GenerationRecorder,
+    capture_context,
+    chunked_token_entropies,
+    equal_reward_groups,
+    group_ids_of,
+)
 from hara.weighting import available_weightings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -168,6 +174,76 @@ def test_generation_recording_equals_an_extra_forward(tiny_base):
     torch.testing.assert_close(hidden[live], expected[0][live], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(entropies[live], expected[1][live], rtol=1e-4, atol=1e-4)
     assert not model.model.layers[0]._forward_hooks and not model.lm_head._forward_hooks  # removed on exit
+
+
+def test_chunked_entropies_equal_the_full_logits_entropies_for_any_chunk():
+    """Chunks that do not divide T, a chunk of 1 and one larger than T all give -sum p log p of the full logits."""
+    gen = torch.Generator().manual_seed(0)
+    lm_head = torch.nn.Linear(16, 503, bias=False)
+    with torch.no_grad():
+        lm_head.weight.normal_(0.0, 1.0, generator=gen)
+    hidden = torch.randn(3, 37, 16, generator=gen)
+    logp = torch.log_softmax(lm_head(hidden), -1)
+    expected = -(logp.exp() * logp).sum(-1)
+    for chunk in (1, 5, 16, 37, 100):
+        torch.testing.assert_close(chunked_token_entropies(hidden, lm_head, chunk), expected, rtol=0, atol=1e-5)
+
+
+def test_entropy_capture_never_holds_logits_of_the_whole_completion(tiny_base):
+    """The LM head sees at most ``entropy_chunk`` positions per call (the former capture asked the model for the
+    logits of all T + 1 positions at once: (rows, T + 1, V), 60 GB per tensor at the paper's micro-batch)."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True).eval()
+    gen = torch.Generator().manual_seed(1)
+    prompt_ids, completion_ids = torch.randint(3, 200, (2, 5), generator=gen), torch.randint(3, 200, (2, 11),
+                                                                                             generator=gen)
+    prompt_mask, completion_mask = torch.ones(2, 5, dtype=torch.long), torch.ones(2, 11, dtype=torch.long)
+    widths = []
+    handle = model.lm_head.register_forward_hook(lambda module, args, out: widths.append(out.shape[1]))
+    try:
+        _, entropies = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0,
+                                       frozenset({"entropy"}), entropy_chunk=4)
+    finally:
+        handle.remove()
+    assert max(widths) <= 4 and entropies.shape == (2, 11)
+    with torch.no_grad():
+        logits = model(input_ids=torch.cat([prompt_ids, completion_ids], 1)).logits[:, 4:15]
+    logp = torch.log_softmax(logits, -1)
+    torch.testing.assert_close(entropies, -(logp.exp() * logp).sum(-1), rtol=0, atol=1e-5)
+
+
+def test_hidden_states_are_kept_in_the_models_dtype(tiny_base):
+    """A bf16 policy (the GPU path) gives bf16 hidden states, half of fp32's memory; the novelty code upcasts."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True, dtype=torch.bfloat16).eval()
+    prompt_ids, completion_ids = torch.randint(3, 200, (2, 5)), torch.randint(3, 200, (2, 4))
+    masks = torch.ones(2, 5, dtype=torch.long), torch.ones(2, 4, dtype=torch.long)
+    hidden, entropies = capture_context(model, prompt_ids, masks[0], completion_ids, masks[1], "final_norm",
+                                        frozenset({"hidden", "entropy"}))
+    assert hidden.dtype == torch.bfloat16 and entropies.dtype == torch.float32
+    with GenerationRecorder(model, "final_norm", frozenset({"hidden"})) as recorder, torch.no_grad():
+        model(input_ids=prompt_ids)
+    assert recorder.result()[0].dtype == torch.bfloat16
+
+
+def test_the_extra_forward_runs_under_the_accelerators_autocast(tiny_base, tmp_path, monkeypatch):
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    config = smoke_config()
+    config["hara"]["capture"], config["training"]["steps"] = "forward", 1
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    trainer = build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
+                            reward_funcs=[parity_reward])
+    entered, autocast = [], trainer.accelerator.autocast
+
+    def recording_autocast(*args, **kwargs):
+        entered.append(True)
+        return autocast(*args, **kwargs)
+
+    monkeypatch.setattr(trainer.accelerator, "autocast", recording_autocast)
+    monkeypatch.setattr("hara.rlvr.trainer.capture_context",
+                        lambda *args, **kwargs: (_ for _ in ()).throw(AssertionError("outside autocast"))
+                        if not entered else capture_context(*args, **kwargs))
+    trainer.train()
+    assert entered and trainer.state.log_history[0]["hara/capture_from_generation"] == 0.0
 
 
 @pytest.mark.parametrize("method", ["hara_tok", "gtpo"])
