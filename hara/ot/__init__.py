@@ -1,7 +1,8 @@
 """Optimal-transport core of HarA: Sinkhorn, the anchor-guided linearized FGW cost, batched barycenters,
 diagnostics (marginal errors, order-reversing mass R(T)) and the exact POT reference behind the same interface.
 
-Pure tensor code: no I/O, device-agnostic, fp32 (the POT reference runs in float64 on the CPU).
+Pure tensor code: no I/O, device-agnostic, fp32 (the POT reference runs in float64 on the CPU). Importing it needs
+torch only: POT and numpy are imported when the exact reference runs (tests/ot/test_ot_exact.py checks this).
 """
 
 from hara.ot.barycenter import (

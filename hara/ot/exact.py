@@ -21,10 +21,11 @@ positional structures the GW term, and so the GW variant, sees only lengths; wit
 
 from __future__ import annotations
 
+import importlib
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import numpy as np
-import ot
 import torch
 from torch import Tensor
 
@@ -34,18 +35,39 @@ from hara.ot.linearized import support_positions, token_log_weights, token_posit
 
 __all__ = ["FGW_VARIANTS", "STRUCTURES", "exact_barycenter", "exact_fgw", "hidden_structure", "structure_matrix"]
 
+if TYPE_CHECKING:  # annotations only: numpy and POT are imported where the exact backend runs (below)
+    import numpy as np
+
+
+def _pot() -> ModuleType:
+    """POT (``import ot``), imported on first use: the linearized path (hara.novelty, hara.weighting) needs torch
+    only, so it runs where POT and numpy are absent (e.g. benchmarks/gpu_check.py on a bare GPU machine)."""
+    try:
+        return importlib.import_module("ot")
+    except ImportError as err:
+        raise ImportError("the exact FGW backend needs POT (pip install pot==0.9.7.post1) and numpy; the "
+                          "linearized backend does not") from err
+
+
+def _numpy() -> ModuleType:
+    """numpy, imported on first use (torch does not require it)."""
+    return importlib.import_module("numpy")
+
+
 #: The ablation variants of HarA as FGW trade-offs alpha.
 FGW_VARIANTS: dict[str, float] = {"fgw": 0.5, "w": 0.0, "gw": 1.0}
 
 
 def structure_matrix(positions: np.ndarray) -> np.ndarray:
     """C[t, t'] = |p_t - p_t'| for positions (n,) -> (n, n)."""
+    np = _numpy()
     return np.abs(positions[:, None] - positions[None, :])
 
 
 def hidden_structure(h: np.ndarray) -> np.ndarray:
     """C[t, t'] = ||h_t - h_t'|| / max_{t,t'} ||h_t - h_t'|| for hidden states (n, d) -> (n, n): in [0, 1] like the
     positional structure, so alpha weighs the two terms alike (all zeros when the states coincide)."""
+    np, ot = _numpy(), _pot()
     dist = np.sqrt(np.maximum(ot.dist(h, h), 0.0))
     top = dist.max()
     return dist / top if top > 0 else dist
@@ -64,6 +86,7 @@ def exact_fgw(
     c_r (n, n) / c_b (k, k): the structures (default: the positional ones of p and s). Returns the plan T (n, k),
     the local cost (1 - alpha) M + alpha L(T) (n, k) and F(T) = <T, cost> (float).
     """
+    ot = _pot()
     n, k = h.shape[0], x.shape[0]
     a, q = ot.unif(n), ot.unif(k)
     c_r = structure_matrix(p) if c_r is None else c_r
@@ -82,6 +105,7 @@ def _group_barycenter(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """POT's FGW barycenter of one group: features X (k, d), structure C_B (k, k) and its iterations. With the
     positional structure C_B stays the fixed 1-D one; with "hidden" POT learns it, starting from X0's own."""
+    ot = _pot()
     fixed = cfg.structure == "position"
     s = support_positions(cfg.barycenter_size, dtype=torch.float64).numpy()
     init_c = structure_matrix(s) if fixed else hidden_structure(x0)
@@ -103,6 +127,7 @@ def exact_barycenter(
     tensors on h's device."""
     if config.leave_one_out:
         raise ValueError("leave_one_out is only implemented for the linearized barycenter")
+    _pot()  # a clear error before any work when POT is missing
     start, cfg, k = time.perf_counter(), config, config.barycenter_size
     mask = mask.bool()
     p, s = token_positions(mask), support_positions(k, device=h.device)

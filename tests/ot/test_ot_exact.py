@@ -128,3 +128,40 @@ def test_the_linearization_refuses_a_structure_it_cannot_linearize():
         linearized_barycenter(h, mask, torch.zeros(2, dtype=torch.long), 1, BarycenterConfig(structure="hidden"))
     with pytest.raises(ValueError, match="structure must be"):
         BarycenterConfig(structure="graph")
+
+
+#: Run with POT, numpy and scipy blocked: the linearized path (what benchmarks/gpu_check.py runs on a bare GPU
+#: machine with only torch) must import and reweight; the exact backend must fail with an error naming POT.
+_TORCH_ONLY = """
+import sys
+for name in ("ot", "numpy", "scipy"):
+    sys.modules[name] = None  # any import of them raises ImportError
+import torch
+import hara.ot as hot
+from hara.weighting import WeightingContext, apply_weighting
+from hara.novelty import NoveltyParams, compute_novelty
+assert callable(hot.exact_barycenter) and hot.FGW_VARIANTS["gw"] == 1.0 and "position" in hot.STRUCTURES
+g = torch.Generator().manual_seed(0)
+h, mask = torch.randn(8, 12, 6, generator=g), torch.ones(8, 12, dtype=torch.bool)
+rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0])
+adv = rewards - rewards.mean()
+tok, info = apply_weighting("hara_tok", adv, mask, torch.zeros(8, dtype=torch.long), rewards,
+                            WeightingContext(hidden_states=h))
+assert torch.isfinite(tok).all() and not torch.allclose(tok, adv[:, None].expand_as(tok))
+try:
+    compute_novelty(h, mask, torch.zeros(8, dtype=torch.long), rewards, adv, NoveltyParams(backend="exact"))
+except ImportError as err:
+    assert "POT" in str(err), err
+else:
+    raise AssertionError("the exact backend ran without POT")
+print("torch-only ok")
+"""
+
+
+def test_linearized_path_imports_and_runs_without_pot_or_numpy():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _TORCH_ONLY], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "torch-only ok" in out.stdout

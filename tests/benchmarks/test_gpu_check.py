@@ -1,0 +1,120 @@
+"""benchmarks/gpu_check.py: its CPU toy run (the GPU run needs a lent accelerator; docs/gpu_check.md) and its parts."""
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "gpu_check.py"
+
+#: The toy run as on a bare GPU machine: POT, numpy and scipy blocked, so only torch and the repository's maths.
+_RUN_TORCH_ONLY = """
+import runpy, sys
+for name in ("ot", "numpy", "scipy"):
+    sys.modules[name] = None
+sys.argv = [sys.argv[1]] + sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_toy_run_on_cpu_prints_sane_figures(tmp_path):
+    out_json = tmp_path / "gpu_check.json"
+    run = subprocess.run([sys.executable, "-c", _RUN_TORCH_ONLY, str(SCRIPT), "--device", "cpu", "--scale", "toy",
+                          "--out", str(out_json)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    fig = dict(line.rsplit("=", 1) for line in lines if "=" in line and " " not in line)
+    for key in ("step_s_none", "step_s_hara_tok", "hara_tok_step_ratio", "hara_tok_step_ratio_without_capture",
+                "bandwidth_gb_s", "capture_s_hara_tok", "weighting_s_hara_tok", "achieved_tflops_none"):
+        value = float(fig[key])
+        assert math.isfinite(value) and value > 0, (key, value)
+    assert float(fig["hara_tok_step_ratio_without_capture"]) < float(fig["hara_tok_step_ratio"])
+    for key in ("peak_memory_gib_none", "peak_memory_gib_hara_tok", "resident_memory_gib"):
+        assert fig[key] == "unavailable", key  # no CUDA memory counters on the CPU
+    planned = importlib.util.find_spec("hara.planning") is not None  # `hara plan`'s model, when it is there
+    for method in ("none", "hara_tok"):
+        value = fig[f"plan_memory_gib_{method}"]
+        assert float(value) > 0 if planned else value == "unavailable", (method, value)
+    assert "plan: " in run.stdout  # where the prediction came from, or why there is none
+    assert int(fig["timed_steps"]) == 2
+    # the hara_tok step really reweights: token advantages differ from the sequence advantages; none never does
+    assert float(fig["hara_tok_reweighted_fraction"]) > 0.5
+    assert float(fig["none_reweighted_fraction"]) == 0.0
+    assert fig["token_advantages_finite"] == "1" and fig["novelty_finite"] == "1"
+    # the novelty kernel ran at every toy length, and cannot beat reading its input once
+    for n in (64, 256):
+        assert float(fig[f"novelty_ms@{n}"]) > 0
+        assert float(fig[f"ratio_to_bandwidth_floor@{n}"]) > 1
+    assert lines[-1].startswith("ratio_to_bandwidth_floor@256=")
+    saved = json.loads(out_json.read_text())
+    assert saved["figures"]["hara_tok_step_ratio"] == float(fig["hara_tok_step_ratio"])
+    steps = saved["steps"]
+    assert {s["method"] for s in steps} == {"none", "hara_tok"} and len(steps) == 2 * 3
+    assert all(s["capture_s"] < 0.01 * s["step_s"] for s in steps if s["method"] == "none")  # no capture pass
+    assert all(s["w_std"] > 0 for s in steps if s["method"] == "hara_tok")
+    assert [r["n"] for r in saved["novelty"]] == [64, 256] and all(r["groups"] == 2 for r in saved["novelty"])
+
+
+def test_paper_shape_is_qwen3_1_7b():
+    gc = _load()
+    s = gc.SCALES["paper"]
+    with torch.device("meta"):
+        model = gc.Decoder(s)
+    total, blocks = gc.parameter_count(s)
+    assert sum(p.numel() for p in model.parameters()) == total == 1_720_574_976  # Qwen3-1.7B, tied embeddings
+    assert blocks == 1_409_408_000  # "1.4B non-embedding parameters"
+    assert s.completion_len == 3072 and s.group_size == 16 and max(s.novelty_lengths) == 8192
+    assert s.novelty_d == s.hidden == 2048 and s.novelty_rollouts == 16
+
+
+def test_paper_scale_is_estimated_well_inside_eight_minutes():
+    gc = _load()
+    s = gc.SCALES["paper"]
+    flops = gc.step_flops(s)
+    seconds = (s.warmup_steps + s.steps) * (flops["none"] + flops["hara_tok"]) / 400e12
+    assert seconds < 180  # GRPO steps at 400 TFLOP/s; the run adds init + novelty kernel and has a 360 s guard
+    assert 1.0 < flops["hara_tok"] / flops["none"] < 1.3  # the capture forward is one no-grad pass
+
+
+def test_chunked_logprobs_match_full_log_softmax():
+    gc = _load()
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(3, 10, 8, generator=g, requires_grad=True)
+    w = torch.randn(17, 8, generator=g, requires_grad=True)
+    t = torch.randint(0, 17, (3, 10), generator=g)
+    chunked = gc.token_logprobs(h, w, t, chunk=4)
+    full = torch.log_softmax(F.linear(h, w), -1).gather(-1, t[..., None]).squeeze(-1)
+    torch.testing.assert_close(chunked, full)
+    grads = torch.autograd.grad(chunked.sum(), (h, w))
+    torch.testing.assert_close(grads, torch.autograd.grad(full.sum(), (h, w)))
+
+
+def test_capture_takes_the_positions_that_predict_the_completion():
+    gc = _load()
+    s = gc.SCALES["toy"]
+    torch.manual_seed(0)
+    model = gc.Decoder(s).to(torch.bfloat16)
+    batch = gc.make_batch(s, 0, torch.device("cpu"))
+    hidden = gc.capture_hidden(model, batch, s)
+    assert hidden.shape == (s.prompts * s.group_size, s.completion_len, s.hidden) and hidden.dtype == torch.bfloat16
+    with torch.no_grad():
+        ref = model(torch.cat([batch.prompt[:2], batch.completion[:2]], 1))
+    torch.testing.assert_close(hidden[:2, 0], ref[:, s.prompt_len - 1])
+    torch.testing.assert_close(hidden[:2, -1], ref[:, -2])
+    adv = gc.grpo_advantages(batch.rewards, s.group_size)
+    assert torch.allclose(adv.view(-1, s.group_size).mean(1), torch.zeros(s.prompts), atol=1e-5)
+    assert bool((adv.view(-1, s.group_size).std(1) > 0.9).all())  # both outcomes in every prompt
