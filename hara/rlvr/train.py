@@ -190,6 +190,20 @@ def policy_dtype(config: Mapping) -> str:
     return "bfloat16" if torch.cuda.is_available() and config["training"]["bf16"] else "float32"
 
 
+def load_policy_for_training(base_model: Path, config: Mapping):
+    """The policy of a training run in :func:`policy_dtype`. Under ``accelerate launch`` the process group is set up
+    first, so that with FSDP's ``fsdp_cpu_ram_efficient_loading`` (config/accelerate/fsdp.yaml) transformers reads
+    the weights in local rank 0 only and the other ranks take them from its broadcast (FSDP's sync_module_states on
+    GPUs, DDP's initial broadcast on the CPU), so a node reads the checkpoint once, not once per GPU. Host memory
+    is not saved by it in transformers 5.17: the other ranks fill their parameters with zeros on the CPU (resident)
+    until FSDP moves the model to the meta device and shards it; bf16 (:func:`policy_dtype`) is what halves it."""
+    if world_size() > 1:
+        from accelerate import PartialState
+
+        PartialState()
+    return load_policy(base_model, policy_dtype(config))
+
+
 def load_policy(base_model: Path, dtype: str = "float32"):
     """Model + tokenizer from a local folder (never the hub)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -240,7 +254,7 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     base = Path(base_model) if base_model else Path(config["results_dir"]) / "base_model" / size
     set_threads(config["threads"])
     seed_everything(seed)
-    model, tokenizer = load_policy(base, policy_dtype(config))
+    model, tokenizer = load_policy_for_training(base, config)
     out.mkdir(parents=True, exist_ok=True)
     last = last_valid_checkpoint(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones
     run = None  # under `accelerate launch` only the main process writes files and talks to MLflow

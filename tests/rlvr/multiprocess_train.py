@@ -1,11 +1,34 @@
 """Run by tests/rlvr/test_multiprocess.py under ``accelerate launch`` (2 gloo processes on the CPU): one training
 run through hara.rlvr.train.train with the parity reward (a random model never answers right), summary on stdout."""
 
+import hashlib
 import json
 import sys
 
+from transformers import TrainerCallback
+
+import hara.rlvr.train as train_module
 from hara.config import load_config
 from hara.rlvr.train import train
+
+START_DIGEST: dict[str, str] = {}
+
+
+class StartWeights(TrainerCallback):
+    """sha256 of this rank's weights when training begins (after accelerate's prepare and its broadcast)."""
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        digest = hashlib.sha256()
+        for name, tensor in sorted(model.state_dict().items()):
+            digest.update(name.encode() + tensor.detach().float().cpu().numpy().tobytes())
+        START_DIGEST["sha256"] = digest.hexdigest()
+
+
+def build_trainer_recording_start(*args, callbacks=None, **kwargs):
+    return _build_trainer(*args, callbacks=[*(callbacks or []), StartWeights()], **kwargs)
+
+
+_build_trainer, train_module.build_trainer = train_module.build_trainer, build_trainer_recording_start
 
 
 def parity_reward(completions, **kwargs):
@@ -18,4 +41,10 @@ if __name__ == "__main__":
                                                  "training.save_steps=2", "data.train_size=40",
                                                  "training.processes=2"])
     summary = train(config, "tiny-s", "grpo", "hara_tok", 5, out, base_model=base, reward_funcs=[parity_reward])
+    import os
+
+    from transformers.distributed.fsdp import is_fsdp_enabled
+
+    summary.update(start_weights=START_DIGEST.get("sha256"), rank=int(os.environ["RANK"]),
+                   read_weights_from_disk=not is_fsdp_enabled() or int(os.environ["LOCAL_RANK"]) == 0)
     print("SUMMARY " + json.dumps(summary), flush=True)

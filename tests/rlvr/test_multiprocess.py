@@ -76,6 +76,15 @@ def test_two_gloo_processes_train_data_parallel(uninterrupted, tiny_base):
     assert any(not torch.equal(final[k], base[k]) for k in base), "no parameter moved"
 
 
+def test_only_local_rank_zero_reads_the_weights_and_every_rank_starts_from_them(uninterrupted, tiny_base):
+    """fsdp_cpu_ram_efficient_loading: rank 1 never reads the file (one host copy per node); the broadcast gives it
+    rank 0's weights before the first step."""
+    _, summaries = uninterrupted
+    by_rank = {s["rank"]: s for s in summaries}
+    assert (by_rank[0]["read_weights_from_disk"], by_rank[1]["read_weights_from_disk"]) == (True, False)
+    assert by_rank[0]["start_weights"] == by_rank[1]["start_weights"] is not None
+
+
 def test_only_rank_zero_logs_and_novelty_ran_on_whole_groups(uninterrupted):
     tmp, _ = uninterrupted
     lines = [json.loads(x) for x in (tmp / "run" / "metrics.jsonl").read_text().splitlines()]
