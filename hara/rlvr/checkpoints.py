@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 import warnings
 from collections.abc import Mapping
@@ -28,8 +29,9 @@ from transformers import TrainerCallback
 from hara.config import ConfigError
 from hara.runinfo import file_sha256
 
-__all__ = ["MANIFEST", "RESUME_IGNORED", "CheckpointWarning", "ManifestCallback", "changed_keys",
-           "checkpoint_problem", "last_valid_checkpoint", "refuse_changed_config", "write_manifest"]
+__all__ = ["FINISHED_CHECKPOINTS", "MANIFEST", "RESUME_IGNORED", "CheckpointWarning", "ManifestCallback",
+           "changed_keys", "checkpoint_problem", "last_valid_checkpoint", "prune_finished_checkpoints",
+           "refuse_changed_config", "write_manifest"]
 
 MANIFEST = "hara_manifest.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
@@ -42,7 +44,8 @@ _NOT_LOADED_ON_RESUME = frozenset({"training_args.bin"})
 #: must match the run folder's resolved_config.yaml.
 RESUME_IGNORED = ("grid", "evaluation", "analyses", "sweeps", "tracking", "threads", "resources", "models.sizes",
                   "models.hub_ids", "models.local_dir", "models.train_gpus", "data.benchmarks", "data.benchmark_size",
-                  "data.local_dir", "training.progress", "training.vllm.gpu_memory_utilization")
+                  "data.local_dir", "training.progress", "training.vllm.gpu_memory_utilization",
+                  "training.finished_checkpoints")
 
 
 class CheckpointWarning(UserWarning):
@@ -159,6 +162,40 @@ def last_valid_checkpoint(folder: str | Path) -> str | None:
         warnings.warn(f"{checkpoint}: {problem}; moved to {moved}, falling back to the previous checkpoint",
                       CheckpointWarning, stacklevel=2)
     return None
+
+
+#: What only a resume reads (optimizer, scheduler and RNG states; FSDP writes its sharded optimizer state as a
+#: folder ``optimizer_<i>``): dropped by ``training.finished_checkpoints: weights`` once final/ exists.
+_RESUME_ONLY = re.compile(r"^(optimizer.*|scheduler\.pt|rng_state.*\.pth)$")
+
+
+def _keep_weights_only(checkpoint: Path) -> None:
+    for path in checkpoint.iterdir():
+        if _RESUME_ONLY.match(path.name):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    write_manifest(checkpoint)  # the manifest vouches for what is left
+
+
+#: training.finished_checkpoints: what becomes of checkpoints/checkpoint-<step>/ once a run's final/ is written.
+FINISHED_CHECKPOINTS = {
+    "keep": lambda checkpoint: None,  # everything, resumable (the optimizer states are ~2x the weights)
+    "weights": _keep_weights_only,  # model, config and trainer state: evaluable, not resumable
+    "delete": shutil.rmtree,  # final/ only
+}
+
+
+def prune_finished_checkpoints(folder: str | Path, mode: str) -> None:
+    """Apply ``mode`` (:data:`FINISHED_CHECKPOINTS`) to every ``checkpoint-<step>`` of a finished run's ``folder``.
+
+    A finished run is never resumed (``hara train`` returns at once when final/ exists), so what only a resume reads
+    is dead weight: for an 8B run in bf16 the AdamW states are 33 GB per checkpoint. Idempotent, so a kill during
+    the pruning is mended by the rerun; other files of ``folder`` (mlflow_run.json) stay.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    for checkpoint in sorted(p for p in folder.iterdir() if p.is_dir() and _CHECKPOINT.match(p.name)):
+        FINISHED_CHECKPOINTS[mode](checkpoint)
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:

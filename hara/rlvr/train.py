@@ -240,6 +240,7 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     from hara.rlvr.checkpoints import (
         ManifestCallback,
         last_valid_checkpoint,
+        prune_finished_checkpoints,
         refuse_changed_config,
     )
     from hara.runinfo import seed_everything, set_threads, write_run_info
@@ -247,7 +248,9 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     check_size(config, size)
     out = Path(out_dir)
     refuse_changed_config(out, config)  # before anything is resumed or overwritten
-    if (out / "final" / "config.json").is_file():
+    if (out / "final" / "config.json").is_file():  # (pruned again: a kill may have interrupted the pruning)
+        if is_main_process():
+            prune_finished_checkpoints(out / "checkpoints", config["training"]["finished_checkpoints"])
         return {"status": "already finished", "final": str(out / "final")}
     preset = get_preset(rlvr, config["rlvr"][rlvr])
     method_params(config, method)  # unknown method: fail before any work
@@ -275,6 +278,8 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
             run.finish("FAILED")
         raise
     save_final(trainer, tokenizer, out)
+    if is_main_process():
+        prune_finished_checkpoints(out / "checkpoints", config["training"]["finished_checkpoints"])
     if run is not None:
         run.finish()
     return {"status": "finished", "steps": trainer.state.global_step, "resumed_from": last,

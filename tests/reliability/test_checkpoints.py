@@ -170,3 +170,22 @@ def test_changed_keys_ignore_other_cells_stages_and_storage_places():
     assert changed_keys(saved, changed) == ["rlvr.grpo.epsilon_high", "seed", "training.lr"]
     grown = {**saved, "training": {**saved["training"], "new_knob": 1}}  # a key the saved config did not have yet
     assert changed_keys(saved, grown) == ["training.new_knob"]
+
+
+def test_a_finished_run_keeps_its_checkpoints_weights_or_nothing_as_configured(finished_run, tiny_base, tmp_path):
+    """training.finished_checkpoints: `weights` drops what only a resume reads (optimizer, scheduler, RNG states)
+    and keeps evaluable weights that pass their rewritten manifest; `delete` leaves final/ and mlflow_run.json."""
+    run = shutil.copytree(finished_run, tmp_path / "run")
+    checkpoints = sorted((run / "checkpoints").glob("checkpoint-*"))
+    weights = {c.name: (c / "model.safetensors").read_bytes() for c in checkpoints}
+    assert all((c / "optimizer.pt").is_file() for c in checkpoints)  # `keep` (the smoke config): all of it
+    assert main(train_args(tiny_base, run, tmp_path, "--set", "training.finished_checkpoints=weights")) == 0
+    for checkpoint in checkpoints:
+        names = {p.name for p in checkpoint.iterdir()}
+        assert not {n for n in names if n.startswith(("optimizer", "scheduler", "rng_state"))}, names
+        assert {"model.safetensors", "config.json", "trainer_state.json", MANIFEST} <= names
+        assert (checkpoint / "model.safetensors").read_bytes() == weights[checkpoint.name]
+        assert checkpoint_problem(checkpoint) is None
+    assert main(train_args(tiny_base, run, tmp_path, "--set", "training.finished_checkpoints=delete")) == 0
+    assert not list((run / "checkpoints").glob("checkpoint-*"))
+    assert (run / "checkpoints" / "mlflow_run.json").is_file() and (run / "final" / "model.safetensors").is_file()
