@@ -10,7 +10,9 @@ scored and normalised a generation batch (``_generate_and_score_completions``). 
    hidden states) and, if needed, the token entropies at temperature 1. By default (``hara.capture: generation``)
    both are recorded by forward hooks while TRL's transformers ``generate`` samples the batch
    (:class:`GenerationRecorder`), so no pass is added; under vLLM or continuous batching, which cannot be hooked,
-   and with ``hara.capture: forward``, one extra no-grad forward over prompt + completion computes them,
+   they ride on TRL's own no-grad log-prob pass when it runs (vLLM's importance-sampling correction,
+   :class:`PassRecorder`); otherwise, and with ``hara.capture: forward``, one extra no-grad forward over
+   prompt + completion computes them. Entropies never hold (rows, T, V) logits (:func:`chunked_token_entropies`),
 3. calls :func:`hara.weighting.apply_weighting` and stores the (B, T) result in ``output["advantages"]``; TRL's
    ``_compute_loss`` accepts (B, T) advantages.
 
@@ -217,6 +219,41 @@ class GenerationRecorder:
         return hidden, entropies
 
 
+class PassRecorder:
+    """Forward hooks that record, during one no-grad pass over prompt + completion (TRL's old log-prob pass, run
+    in row chunks), what :func:`capture_context` computes with its own forward: the captured layer's output at the
+    ``completion_length`` positions that predict the completion tokens, and their entropies (LM head in chunks of
+    ``entropy_chunk`` positions over the final norm's output, so no (rows, T, V) logits)."""
+
+    def __init__(self, model: torch.nn.Module, layer: int | str, needs: frozenset[str], completion_length: int,
+                 entropy_chunk: int = ENTROPY_CHUNK) -> None:
+        self.model, self.needs, self.length, self.entropy_chunk = model, needs, completion_length, entropy_chunk
+        self.modules = {"hidden": hidden_module(model, layer) if "hidden" in needs else None,
+                        "entropy": hidden_module(model, FINAL_NORM) if "entropy" in needs else None}
+        self.parts: dict[str, list[Tensor]] = {"hidden": [], "entropy": []}
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> "PassRecorder":
+        self._handles = [m.register_forward_hook(functools.partial(self._keep, name))
+                         for name, m in self.modules.items() if m is not None]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _keep(self, name: str, module: torch.nn.Module, args: Any, output: Any) -> None:
+        out = output[0] if isinstance(output, tuple) else output
+        states = out[:, -self.length - 1:-1].detach()  # position t predicts completion token t
+        if name == "entropy":
+            states = chunked_token_entropies(states, self.model.get_output_embeddings(), self.entropy_chunk)
+        self.parts[name].append(states)
+
+    def result(self) -> tuple[Tensor | None, Tensor | None]:
+        return tuple(torch.cat(self.parts[name]) if self.parts[name] else None for name in ("hidden", "entropy"))
+
+
 class HaraGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with a registry advantage transform, DAPO-style dynamic sampling and HarA diagnostics.
 
@@ -241,7 +278,8 @@ class HaraGRPOTrainer(GRPOTrainer):
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
         self.capture, self.stop, self.entropy_chunk = capture, tuple(stop), entropy_chunk
         self._rewards_per_func: Tensor | None = None
-        self._recorded: tuple[int, tuple[Tensor | None, Tensor | None]] | None = None  # (rows, GenerationRecorder)
+        self._recorded: tuple[int, tuple[Tensor | None, Tensor | None]] | None = None  # (rows, a recorder's result)
+        self._record_logprob_pass = False
         self.last_advantages: dict[str, Tensor] = {}  # the latest step's (B,) and (B, T) advantages, for tests
         self._warned_unconverged = False
 
@@ -251,7 +289,12 @@ class HaraGRPOTrainer(GRPOTrainer):
         return self._rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        output = super()._generate_and_score_completions(inputs)
+        needs = CONTEXT_NEEDS[self.method] if self.model.training else frozenset()
+        self._record_logprob_pass = bool(needs) and self._records_logprob_pass()
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self._record_logprob_pass = False
         if self.model.training:  # evaluation batches keep TRL's advantages
             start = time.perf_counter()
             self._reweight_advantages(output, [x["prompt"] for x in inputs])
@@ -262,6 +305,27 @@ class HaraGRPOTrainer(GRPOTrainer):
         """Hooks can see the generation only when TRL runs transformers' ``generate`` in this process."""
         return (self.capture == "generation" and not self.use_vllm and self.rollout_func is None
                 and not self.use_transformers_continuous_batching)
+
+    def _records_logprob_pass(self) -> bool:
+        """Where generation cannot be hooked (vLLM), TRL's own no-grad pass over prompt + completion for the old
+        log-probs (run under vLLM's importance-sampling correction, or when generation and optimisation steps are
+        misaligned) carries the hooks instead of an extra forward."""
+        return self.capture == "generation" and not self._records_during_generation()
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        """TRL's log-prob pass; the no-grad one inside ``_generate_and_score_completions`` also records the
+        captured layer (and entropies through the LM head in chunks) at the positions that predict the completion."""
+        if not (self._record_logprob_pass and not torch.is_grad_enabled()):
+            return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                              *args, **kwargs)
+        recorder = PassRecorder(self.accelerator.unwrap_model(model), self.hidden_layer, CONTEXT_NEEDS[self.method],
+                                logits_to_keep, self.entropy_chunk)
+        with recorder:
+            result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                                *args, **kwargs)
+        self._recorded = (input_ids.shape[0], recorder.result())
+        self._record_logprob_pass = False  # one pass per generation batch
+        return result
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's generation, recording hidden states / entropies on the way when the method needs them, and
@@ -319,7 +383,10 @@ class HaraGRPOTrainer(GRPOTrainer):
         if not needs:  # nothing to capture, so no capture_from_generation to log either
             return None, None
         recorded = self._recorded_context(*mask.shape)
-        self._metrics["train"]["hara/capture_from_generation"].append(float(recorded is not None))
+        self._metrics["train"]["hara/capture_from_generation"].append(
+            float(recorded is not None and self._records_during_generation()))
+        self._metrics["train"]["hara/capture_from_logprob_pass"].append(
+            float(recorded is not None and not self._records_during_generation()))
         if recorded is not None:
             return recorded
         # as in TRL's own no-grad passes: checkpointing off (it only warns under no_grad), under the accelerator's

@@ -266,6 +266,36 @@ def test_trainer_takes_context_from_generation_like_an_extra_forward(tiny_base, 
     torch.testing.assert_close(recorded["token"], forward["token"], rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("method", ["hara_tok", "gtpo"])
+def test_where_generation_cannot_be_hooked_trls_logprob_pass_carries_the_capture(tiny_base, tmp_path, method,
+                                                                                 monkeypatch):
+    """Under vLLM (simulated: generation not hookable) TRL already runs a no-grad pass over prompt + completion for
+    the old log-probs (here because num_iterations 2 misaligns generation and optimisation, as vLLM's importance
+    sampling does on the cluster); the capture rides on it instead of an extra forward, with the same advantages."""
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    monkeypatch.setattr("hara.rlvr.trainer.HaraGRPOTrainer._records_during_generation", lambda self: False)
+    results, forwards = {}, []
+    original = capture_context
+    monkeypatch.setattr("hara.rlvr.trainer.capture_context",
+                        lambda *a, **k: forwards.append(1) or original(*a, **k))
+    for capture in ("generation", "forward"):
+        config = smoke_config()
+        config["hara"]["capture"], config["training"]["steps"] = capture, 1
+        config["training"]["num_iterations"] = 2
+        model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+        trainer = build_trainer(config, "grpo", method, 0, model, tokenizer, data, tmp_path / capture,
+                                reward_funcs=[parity_reward])
+        forwards.clear()
+        trainer.train()
+        logged = trainer.state.log_history[0]
+        results[capture] = (trainer.last_advantages, logged["hara/capture_from_logprob_pass"], len(forwards))
+    (ridden, from_pass, extra_passes), (forward, from_forward, forward_passes) = results["generation"], results["forward"]
+    assert (from_pass, from_forward, extra_passes) == (1.0, 0.0, 0) and forward_passes > 0
+    assert torch.equal(ridden["mask"], forward["mask"])  # same seed, same rollouts
+    torch.testing.assert_close(ridden["token"], forward["token"], rtol=1e-4, atol=1e-5)
+
+
 def test_method_without_context_captures_and_logs_nothing(tiny_base, tmp_path):
     data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
