@@ -232,6 +232,22 @@ def run_sweep(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def plan_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", help="write the plan as JSON here")
+
+
+@register_command("plan", "resources per grid cell: GPU memory per rank, host memory, checkpoint disk, tokens and "
+                  "device-hours (docs/plan.md)", plan_arguments, skip_checks=("check_local_folders",))
+def run_plan(args: argparse.Namespace, config: dict) -> int:
+    from hara.planning import format_plan_table, plan_grid, write_plan
+
+    grid = plan_grid(config)
+    print(format_plan_table(grid))
+    if args.out:
+        write_plan(grid, args.out)
+    return 0
+
+
 def tracking_server_arguments(parser: argparse.ArgumentParser) -> None:
     from hara.tracking_server import add_arguments
 

@@ -183,11 +183,15 @@ def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any
 
 
 def policy_dtype(config: Mapping) -> str:
-    """The policy's weights dtype: bf16 on a GPU when training.bf16 (never fp32 copies of a hub model in host
-    memory there), fp32 on the CPU."""
+    """The dtype the policy's weights are loaded in. Under FSDP (several GPU processes, training.bf16) bf16, which
+    halves each rank's host copy; accelerate then upcasts the sharded parameters to fp32 master weights and computes
+    in bf16. One process keeps the weights as loaded, so there fp32 (bf16 compute comes from the autocast of
+    GRPOConfig.bf16): pure bf16 weights and AdamW states would round an lr 1e-6 update of a weight ~0.02 away
+    (bf16 resolves 2^-8 of it, 8e-5). fp32 on the CPU."""
     import torch
 
-    return "bfloat16" if torch.cuda.is_available() and config["training"]["bf16"] else "float32"
+    sharded = torch.cuda.is_available() and world_size() > 1
+    return "bfloat16" if sharded and config["training"]["bf16"] else "float32"
 
 
 def load_policy_for_training(base_model: Path, config: Mapping):

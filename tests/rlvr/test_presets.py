@@ -113,4 +113,20 @@ def test_vllm_settings_and_the_policy_dtype_follow_the_config(tmp_path, monkeypa
         0.45, 4096, True)
     assert policy_dtype(config) == "float32"  # no CUDA here
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
-    assert policy_dtype(config) == "bfloat16"
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert policy_dtype(config) == "bfloat16"  # FSDP: bf16 on the host, fp32 master weights after accelerate's upcast
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert policy_dtype(config) == "float32"  # one GPU: fp32 master weights (pure bf16 loses lr 1e-6 updates)
+
+
+def test_one_gpu_training_keeps_updates_that_bf16_weights_would_round_away():
+    """Why one process loads fp32: an AdamW step of lr 1e-6 on weights ~0.02 leaves bf16 weights unchanged."""
+    weights = torch.full((1000,), 0.02).uniform_(0.01, 0.05, generator=torch.Generator().manual_seed(0))
+    moved = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        param = torch.nn.Parameter(weights.to(dtype).clone())
+        optimizer = torch.optim.AdamW([param], lr=1e-6, weight_decay=0.0)
+        param.grad = torch.ones_like(param)
+        optimizer.step()
+        moved[dtype] = float((param.detach().float() != weights.to(dtype).float()).float().mean())
+    assert moved[torch.float32] == 1.0 and moved[torch.bfloat16] < 0.01
