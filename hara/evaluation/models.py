@@ -10,8 +10,9 @@ Generation engines (:data:`ENGINES`), loaded once per evaluation job and shared 
 lighteval model, :class:`CheckpointModel`, holds its own sampling settings and cache, not the weights):
 
 - ``transformers``: batched generation with :mod:`hara.models.generate` (CPU, or the GPU when there is one);
-- ``vllm``: vLLM's offline ``LLM`` (GPU). ``vllm`` is imported inside that engine only, so the CPU path never
-  imports it (lighteval's own vllm extra pins an old vllm; the gpu extra of this package pins vllm 0.31.0). Its
+- ``vllm``: vLLM's offline ``LLM`` (GPU, or vLLM's CPU build: :mod:`hara.vllm_cpu` sets its CPU arguments).
+  ``vllm`` is imported inside that engine only, so the transformers backend never imports it (lighteval's own vllm
+  extra pins an old vllm; the gpu extra of this package pins vllm 0.31.0, the vllm-cpu extra its CPU build). Its
   memory share, context length and tensor parallel size come from ``evaluation.vllm``; :meth:`VLLMEngine.close`
   tears the engine down (model-parallel groups, GPU memory) when the job is done.
 
@@ -21,6 +22,7 @@ before the first of the task's stop sequences (the config's ``prompt.stop``) exa
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import importlib.util
@@ -151,12 +153,18 @@ class VLLMEngine:
     """vLLM's offline ``LLM.generate`` with ``SamplingParams(n=...)``; vllm is imported here only."""
 
     def __init__(self, config: CheckpointModelConfig):
-        from vllm import LLM  # the gpu extra; never imported on the CPU path
+        from vllm import LLM  # the gpu extra or the CPU build; never imported by the transformers backend
 
-        self.llm = LLM(model=config.checkpoint, tokenizer=config.checkpoint, dtype=config.dtype,
-                       seed=sampling_of(config)["seed"], gpu_memory_utilization=config.gpu_memory_utilization,
-                       max_model_len=config.max_model_len, tensor_parallel_size=config.tensor_parallel_size,
-                       skip_tokenizer_init=False)
+        from hara import vllm_cpu
+
+        extra, threads = {"dtype": config.dtype}, contextlib.nullcontext()
+        if vllm_cpu.is_cpu_build():  # vLLM's CPU build: its environment, eager, fp32 as the transformers backend
+            vllm_cpu.prepare_environment()
+            extra, threads = vllm_cpu.engine_kwargs(config.dtype, seeded_requests=True), vllm_cpu.torch_threads_kept()
+        with threads:
+            self.llm = LLM(model=config.checkpoint, tokenizer=config.checkpoint, seed=sampling_of(config)["seed"],
+                           gpu_memory_utilization=config.gpu_memory_utilization, max_model_len=config.max_model_len,
+                           tensor_parallel_size=config.tensor_parallel_size, skip_tokenizer_init=False, **extra)
         self.tokenizer = self.llm.get_tokenizer()
 
     def generate(self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...] = ()
@@ -164,14 +172,18 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = SamplingParams(n=n, temperature=sampling["temperature"], top_p=sampling["top_p"],
+        # vLLM refuses n > 1 with greedy sampling: one arg-max completion per prompt, repeated n times below
+        greedy = sampling["temperature"] == 0
+        params = SamplingParams(n=1 if greedy else n, temperature=sampling["temperature"], top_p=sampling["top_p"],
                                 max_tokens=sampling["max_new_tokens"], seed=sampling["seed"], stop=list(stop))
         # Token ids, not text: vLLM would add the tokenizer's special tokens, training does not.
         inputs = [TokensPrompt(prompt_token_ids=self.tokenizer(p, add_special_tokens=False)["input_ids"])
                   for p in prompts]
         outputs = self.llm.generate(inputs, params)
-        texts = [cut_at_stop(sample.text, stop) for output in outputs for sample in output.outputs]
-        ids = [list(sample.token_ids) for output in outputs for sample in output.outputs]
+        copies = n if greedy else 1
+        texts = [cut_at_stop(sample.text, stop) for output in outputs for sample in output.outputs
+                 for _ in range(copies)]
+        ids = [list(sample.token_ids) for output in outputs for sample in output.outputs for _ in range(copies)]
         return texts, ids
 
     def close(self) -> None:
@@ -243,7 +255,10 @@ class CheckpointModel(LightevalModel):
 
 
 def resolve_backend(name: str) -> str:
-    """``auto`` -> ``vllm`` where CUDA and vllm are present, else ``transformers`` (vllm is looked up, not imported)."""
+    """``auto`` -> ``vllm`` where CUDA and vllm are present, else ``transformers`` (vllm is looked up, not imported).
+
+    vLLM's CPU build does not make ``auto`` pick vllm: on a CPU each evaluation job would pay ~12 s of vllm import
+    and engine start for a tiny model (CI runs dozens); ``--backend vllm`` uses it."""
     if name != "auto":
         return name
     import torch

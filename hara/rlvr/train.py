@@ -117,13 +117,33 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def reserve_master_port() -> None:
+    """A ``MASTER_PORT`` of this process's own for TRL's colocated vLLM (its torch.distributed rendezvous) when no
+    launcher set one. TRL takes the first free port of a fixed list (29500, 23456, ...): training jobs that start
+    together on one node (the rehearsal's, or 1-GPU jobs packed on a cluster node) all pick the same one and all but
+    one fail with EADDRINUSE. A port the OS hands out is different for each."""
+    import socket
+
+    if os.environ.get("MASTER_PORT", "").strip().lower() in ("", "0", "auto"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+
+
 def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
-    """GRPOConfig from the config's ``training`` section and the preset (CPU: no bf16, no checkpointing, no vLLM)."""
+    """GRPOConfig from the config's ``training`` section and the preset (CPU: no bf16, no checkpointing).
+
+    ``training.use_vllm`` generates with vLLM wherever vLLM can run (:func:`hara.vllm_cpu.vllm_usable`): on a GPU
+    with the gpu extra, and on a CPU with vLLM's CPU build (the cluster's code path, in CI); elsewhere TRL's
+    transformers ``generate``."""
     import torch
     from trl import GRPOConfig
 
+    from hara.vllm_cpu import vllm_usable
+
     t = config["training"]
     gpu = torch.cuda.is_available()
+    use_vllm = t["use_vllm"] and vllm_usable()
     rollouts, accum, world = t["prompts_per_step"] * t["group_size"], t["grad_accum_steps"], world_size()
     if t["prompts_per_step"] % world:
         raise ConfigError(f"training.prompts_per_step: {t['prompts_per_step']} prompts cannot be split into whole "
@@ -144,12 +164,12 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
         save_strategy="steps", save_steps=t["save_steps"], save_total_limit=t["save_total_limit"],
         logging_steps=1, report_to=[], disable_tqdm=not t["progress"], log_completions=False, disable_dropout=True,
         use_cpu=not gpu, bf16=gpu and t["bf16"], gradient_checkpointing=gpu and t["gradient_checkpointing"],
-        use_vllm=gpu and t["use_vllm"], vllm_mode=t["vllm_mode"],
+        use_vllm=use_vllm, vllm_mode=t["vllm_mode"],
         vllm_gpu_memory_utilization=t["vllm"]["gpu_memory_utilization"],
         vllm_max_model_length=t["vllm"]["max_model_len"],
         vllm_tensor_parallel_size=t["vllm"]["tensor_parallel_size"],
         vllm_enable_sleep_mode=t["vllm"]["enable_sleep_mode"],
-        generation_kwargs=stop_kwargs(config["prompt"]["stop"], vllm=gpu and t["use_vllm"]),
+        generation_kwargs=stop_kwargs(config["prompt"]["stop"], vllm=use_vllm),
         **grpo_config_kwargs(preset),
     )
 
@@ -168,18 +188,23 @@ def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any
     correctness reward (tests); DAPO's overlong term is appended when the preset asks for it."""
     from hara.rlvr.rewards import accuracy_reward
     from hara.rlvr.trainer import HaraGRPOTrainer
+    from hara.vllm_cpu import colocated_generation
 
     preset = get_preset(rlvr, config["rlvr"][rlvr])
     funcs = list(reward_funcs or [accuracy_reward])
     if preset.overlong_shaping:
         funcs.append(soft_overlong_reward(config["training"]["max_completion_length"], preset.overlong_cache))
-    return HaraGRPOTrainer(
-        model=model, processing_class=tokenizer, reward_funcs=funcs, args=grpo_args(config, preset, out, seed),
-        train_dataset=dataset, callbacks=callbacks, method=method, method_params=method_params(config, method),
-        hidden_layer=config["hara"]["hidden_layer"], capture=config["hara"]["capture"],
-        dynamic_sampling=preset.dynamic_sampling, outcome_reward=0, stop=tuple(config["prompt"]["stop"]),
-        entropy_chunk=config["hara"]["entropy_chunk"],
-    )
+    args = grpo_args(config, preset, out, seed)
+    if args.use_vllm and args.vllm_mode == "colocate":
+        reserve_master_port()
+    with colocated_generation(args):  # vLLM's CPU build only: its engine arguments and weight sync
+        return HaraGRPOTrainer(
+            model=model, processing_class=tokenizer, reward_funcs=funcs, args=args,
+            train_dataset=dataset, callbacks=callbacks, method=method, method_params=method_params(config, method),
+            hidden_layer=config["hara"]["hidden_layer"], capture=config["hara"]["capture"],
+            dynamic_sampling=preset.dynamic_sampling, outcome_reward=0, stop=tuple(config["prompt"]["stop"]),
+            entropy_chunk=config["hara"]["entropy_chunk"],
+        )
 
 
 def policy_dtype(config: Mapping) -> str:
