@@ -9,8 +9,8 @@ POT or numpy), so it runs on a bare GPU machine that received a copy of the work
    ``hara_tok`` runs) on one prompt's 16 rollouts (8 correct, 8 incorrect) of n tokens of d = 2048 bf16 hidden
    states with planted stage structure, for n up to 8192; its floor is the time to read those hidden states once,
    16 n d x 2 bytes / bandwidth (the kernel cannot do less than read its input).
-3. GRPO steps: a Qwen3-1.7B-shaped decoder (plain torch, random init, bf16 weights as the GPU training path loads
-   them, SDPA attention, gradient checkpointing per block, AdamW) on prompts x 16 rollouts with 3072-token
+3. GRPO steps: a Qwen3-1.7B-shaped decoder (plain torch, random init, fp32 master weights with bf16 compute under
+   autocast, as one GPU trains it (hara.rlvr.train.policy_dtype), SDPA attention, gradient checkpointing per block, AdamW) on prompts x 16 rollouts with 3072-token
    completions. Generation is NOT measured: completions are random tokens with random lengths (one per prompt at
    full length), rewards random 0/1 (each prompt gets both). A step: for ``hara_tok`` one no-grad capture forward
    (final-norm hidden states of the completion positions, bf16; the trainer's extra-forward path, the worst case:
@@ -49,6 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # a copied working tree, not an installed package
 
 from hara.novelty import compute_novelty  # noqa: E402
+from hara.planning import PAPER_ARCHITECTURES, Architecture  # noqa: E402  (torch-free)
 from hara.weighting import WeightingContext, apply_weighting  # noqa: E402
 
 METHODS = ("none", "hara_tok")
@@ -59,13 +60,7 @@ GIB = 1024**3
 class Scale:
     """Model shape (Qwen3 names), the GRPO batch and the novelty-kernel grid of one run."""
 
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
+    arch: Architecture  # the decoder's shapes (hara.planning's, so the plan and this check read one table)
     prompts: int  # prompts per step
     group_size: int  # rollouts per prompt
     prompt_len: int
@@ -83,10 +78,11 @@ class Scale:
 
 SCALES = {
     # Qwen3-1.7B(-Base): hidden 2048, 28 layers, 16/8 heads of 128, intermediate 6144, vocab 151936, tied embeddings
-    "paper": Scale(2048, 28, 16, 8, 128, 6144, 151936, prompts=4, group_size=16, prompt_len=256,
+    "paper": Scale(PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"], prompts=4, group_size=16, prompt_len=256,
                    completion_len=3072, micro_batch=8, logit_chunk=256, warmup_steps=1, steps=4,
                    novelty_d=2048, novelty_lengths=(1024, 2048, 4096, 8192)),
-    "toy": Scale(64, 2, 4, 2, 16, 128, 512, prompts=2, group_size=16, prompt_len=8, completion_len=48,
+    "toy": Scale(Architecture(64, 2, 4, 2, 16, 128, 512, tied=True), prompts=2, group_size=16, prompt_len=8,
+                 completion_len=48,
                  micro_batch=8, logit_chunk=16, warmup_steps=1, steps=2, novelty_d=32, novelty_lengths=(64, 256),
                  bandwidth_bytes=64 * 1024**2),
 }
@@ -126,22 +122,22 @@ class Block(nn.Module):
     def __init__(self, s: Scale) -> None:
         super().__init__()
         self.s = s
-        self.attn_norm, self.mlp_norm = RMSNorm(s.hidden), RMSNorm(s.hidden)
-        self.q = nn.Linear(s.hidden, s.heads * s.head_dim, bias=False)
-        self.k = nn.Linear(s.hidden, s.kv_heads * s.head_dim, bias=False)
-        self.v = nn.Linear(s.hidden, s.kv_heads * s.head_dim, bias=False)
-        self.o = nn.Linear(s.heads * s.head_dim, s.hidden, bias=False)
-        self.q_norm, self.k_norm = RMSNorm(s.head_dim), RMSNorm(s.head_dim)
-        self.gate = nn.Linear(s.hidden, s.intermediate, bias=False)
-        self.up = nn.Linear(s.hidden, s.intermediate, bias=False)
-        self.down = nn.Linear(s.intermediate, s.hidden, bias=False)
+        self.attn_norm, self.mlp_norm = RMSNorm(s.arch.hidden), RMSNorm(s.arch.hidden)
+        self.q = nn.Linear(s.arch.hidden, s.arch.heads * s.arch.head_dim, bias=False)
+        self.k = nn.Linear(s.arch.hidden, s.arch.kv_heads * s.arch.head_dim, bias=False)
+        self.v = nn.Linear(s.arch.hidden, s.arch.kv_heads * s.arch.head_dim, bias=False)
+        self.o = nn.Linear(s.arch.heads * s.arch.head_dim, s.arch.hidden, bias=False)
+        self.q_norm, self.k_norm = RMSNorm(s.arch.head_dim), RMSNorm(s.arch.head_dim)
+        self.gate = nn.Linear(s.arch.hidden, s.arch.intermediate, bias=False)
+        self.up = nn.Linear(s.arch.hidden, s.arch.intermediate, bias=False)
+        self.down = nn.Linear(s.arch.intermediate, s.arch.hidden, bias=False)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         B, L, _ = x.shape
         h = self.attn_norm(x)
-        q = self.q_norm(self.q(h).view(B, L, self.s.heads, -1)).transpose(1, 2)
-        k = self.k_norm(self.k(h).view(B, L, self.s.kv_heads, -1)).transpose(1, 2)
-        v = self.v(h).view(B, L, self.s.kv_heads, -1).transpose(1, 2)
+        q = self.q_norm(self.q(h).view(B, L, self.s.arch.heads, -1)).transpose(1, 2)
+        k = self.k_norm(self.k(h).view(B, L, self.s.arch.kv_heads, -1)).transpose(1, 2)
+        v = self.v(h).view(B, L, self.s.arch.kv_heads, -1).transpose(1, 2)
         a = attention(rotary(q, cos, sin), rotary(k, cos, sin), v)
         x = x + self.o(a.transpose(1, 2).reshape(B, L, -1))
         h = self.mlp_norm(x)
@@ -154,9 +150,9 @@ class Decoder(nn.Module):
     def __init__(self, s: Scale) -> None:
         super().__init__()
         self.s = s
-        self.embed = nn.Embedding(s.vocab, s.hidden)
-        self.layers = nn.ModuleList(Block(s) for _ in range(s.layers))
-        self.norm = RMSNorm(s.hidden)
+        self.embed = nn.Embedding(s.arch.vocab, s.arch.hidden)
+        self.layers = nn.ModuleList(Block(s) for _ in range(s.arch.layers))
+        self.norm = RMSNorm(s.arch.hidden)
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, std=0.02)  # Qwen3's initializer_range
@@ -164,7 +160,7 @@ class Decoder(nn.Module):
     def forward(self, ids: Tensor) -> Tensor:
         """Final-norm hidden states (B, L, d) of token ids (B, L)."""
         x = self.embed(ids)
-        inv = 1.0 / self.s.rope_theta ** (torch.arange(0, self.s.head_dim, 2, device=ids.device) / self.s.head_dim)
+        inv = 1.0 / self.s.rope_theta ** (torch.arange(0, self.s.arch.head_dim, 2, device=ids.device) / self.s.arch.head_dim)
         angles = torch.outer(torch.arange(ids.shape[1], device=ids.device, dtype=torch.float32), inv)
         angles = torch.cat([angles, angles], -1)
         cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
@@ -175,9 +171,9 @@ class Decoder(nn.Module):
 
 def parameter_count(s: Scale) -> tuple[int, int]:
     """(all parameters, parameters of the decoder blocks): the tied embedding counts once."""
-    attn = s.hidden * s.head_dim * (2 * s.heads + 2 * s.kv_heads) + 2 * s.head_dim
-    block = attn + 3 * s.hidden * s.intermediate + 2 * s.hidden
-    return s.layers * block + s.vocab * s.hidden + s.hidden, s.layers * block
+    attn = s.arch.hidden * s.arch.head_dim * (2 * s.arch.heads + 2 * s.arch.kv_heads) + 2 * s.arch.head_dim
+    block = attn + 3 * s.arch.hidden * s.arch.intermediate + 2 * s.arch.hidden
+    return s.arch.layers * block + s.arch.vocab * s.arch.hidden + s.arch.hidden, s.arch.layers * block
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -201,8 +197,8 @@ def make_batch(s: Scale, seed: int, device: torch.device) -> Batch:
     with both outcomes in every prompt, so HarA has two outcome groups to work on."""
     g = torch.Generator().manual_seed(seed)
     B, T = s.prompts * s.group_size, s.completion_len
-    prompt = torch.randint(0, s.vocab, (s.prompts, s.prompt_len), generator=g).repeat_interleave(s.group_size, 0)
-    completion = torch.randint(0, s.vocab, (B, T), generator=g)
+    prompt = torch.randint(0, s.arch.vocab, (s.prompts, s.prompt_len), generator=g).repeat_interleave(s.group_size, 0)
+    completion = torch.randint(0, s.arch.vocab, (B, T), generator=g)
     lengths = torch.randint(T // 4, T + 1, (B,), generator=g)
     lengths[:: s.group_size] = T
     rewards = (torch.rand(B, generator=g) < 0.5).float()
@@ -261,13 +257,19 @@ def policy_update(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, toke
     return float(total)
 
 
+def bf16_autocast(like: Tensor):
+    """bf16 matmuls on a GPU (GRPOConfig.bf16's autocast); the CPU toy run stays in fp32."""
+    return torch.autocast(device_type=like.device.type, dtype=torch.bfloat16, enabled=like.is_cuda)
+
+
 def grpo_step(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, method: str, s: Scale, sync) -> dict:
     """One optimizer step of ``method``; times of its parts, peak memory and how much the method reweighted."""
     if torch.cuda.is_available() and batch.mask.is_cuda:
         torch.cuda.reset_peak_memory_stats()
     sync()
     start = time.perf_counter()
-    hidden = capture_hidden(model, batch, s) if method != "none" else None
+    with bf16_autocast(batch.mask):
+        hidden = capture_hidden(model, batch, s) if method != "none" else None
     sync()
     captured = time.perf_counter()
     adv = grpo_advantages(batch.rewards, s.group_size)
@@ -276,7 +278,8 @@ def grpo_step(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, method: 
     del hidden
     sync()
     weighted = time.perf_counter()
-    loss = policy_update(model, opt, batch, token_adv, s)
+    with bf16_autocast(batch.mask):
+        loss = policy_update(model, opt, batch, token_adv, s)
     sync()
     end = time.perf_counter()
     live = batch.mask & (adv.abs() > 0)[:, None]
@@ -373,39 +376,32 @@ def step_flops(s: Scale) -> dict[str, float]:
     checkpointed blocks), 2 N_blocks per token for the capture forward, causal attention on top."""
     n_all, n_blocks = parameter_count(s)
     B, L = s.prompts * s.group_size, s.prompt_len + s.completion_len
-    attn_fwd = 2.0 * B * L * L * s.heads * s.head_dim * s.layers  # QK^T and AV, causal half
+    attn_fwd = 2.0 * B * L * L * s.arch.heads * s.arch.head_dim * s.arch.layers  # QK^T and AV, causal half
     policy = 8.0 * n_all * B * L + 4.0 * attn_fwd
     capture = 2.0 * n_blocks * B * L + attn_fwd
     return {"none": policy, "hara_tok": policy + capture}
 
 
-def plan_prediction(s: Scale) -> tuple[dict[str, float] | None, str]:
-    """Peak GPU memory per method (GiB) that ``hara plan``'s model (hara.planning) predicts for this run's shape, or
-    (None, why). The setup is this script's: one GPU, bf16 weights/grads/AdamW states, gradient checkpointing, no
-    vLLM, the capture forward for hara_tok; the plan's generation phase is left out (no generation runs here) and
-    its runtime overhead set to 0 (max_memory_allocated does not count the CUDA context or the allocator's cache).
+def plan_prediction(s: Scale) -> tuple[dict[str, float], str]:
+    """Peak GPU memory per method (GiB) that ``hara plan``'s model (hara.planning) predicts for this run's shape. The
+    setup is this script's: one GPU, fp32 weights/grads/AdamW states, bf16 compute, gradient checkpointing, no vLLM,
+    the capture forward for hara_tok; the plan's generation phase is left out (no generation runs here) and its
+    runtime overhead set to 0 (max_memory_allocated does not count the CUDA context or the allocator's cache).
     Not modelled alike: the plan assumes TRL's fused LM head, this script a checkpointed chunked one."""
-    try:
-        from hara import planning  # torch-free arithmetic; absent or changed: the measured peak stands alone
-    except ImportError as err:
-        return None, f"hara.planning not importable ({err.__class__.__name__}: {err})"
-    try:
-        arch = planning.Architecture(s.hidden, s.layers, s.heads, s.kv_heads, s.head_dim, s.intermediate, s.vocab,
-                                     tied=True)
-        out = {}
-        for method in METHODS:
-            setup = planning.Setup(
-                gpu=True, world=1, rollouts=s.prompts * s.group_size, micro_batch=s.micro_batch,
-                prompt_tokens=s.prompt_len, completion_tokens=s.completion_len, steps=s.warmup_steps + s.steps,
-                compute_bytes=2, master_bytes=2, sharded=False, checkpointing=True, use_vllm=False, vllm_share=0.0,
-                vllm_sleep=False, vllm_tp=1, vllm_max_len=None, reference_model=False, old_logps_pass=False,
-                capture_forward=method != "none", entropy_chunk=s.logit_chunk, save_total_limit=1,
-                cpu_ram_efficient_loading=False)
-            mem = planning.training_memory(arch, setup, method, 0.0, 0.0)
-            phase = max(sum(terms.values()) for name, terms in mem.phases.items() if name != "generation")
-            out[method] = (sum(mem.resident.values()) + phase) / GIB
-    except (AttributeError, TypeError, KeyError, ValueError) as err:
-        return None, f"hara.planning's interface is not the one this check reads ({err.__class__.__name__}: {err})"
+    from hara import planning
+
+    out = {}
+    for method in METHODS:
+        setup = planning.Setup(
+            gpu=True, world=1, rollouts=s.prompts * s.group_size, micro_batch=s.micro_batch,
+            prompt_tokens=s.prompt_len, completion_tokens=s.completion_len, steps=s.warmup_steps + s.steps,
+            compute_bytes=2, master_bytes=4, sharded=False, checkpointing=True, use_vllm=False, vllm_share=0.0,
+            vllm_sleep=False, vllm_tp=1, vllm_max_len=None, reference_model=False, old_logps_pass=False,
+            capture_forward=method != "none", entropy_chunk=s.logit_chunk, save_total_limit=1,
+            cpu_ram_efficient_loading=False)
+        mem = planning.training_memory(s.arch, setup, method, 0.0, 0.0)
+        phase = max(sum(terms.values()) for name, terms in mem.phases.items() if name != "generation")
+        out[method] = (sum(mem.resident.values()) + phase) / GIB
     return out, "hara.planning.training_memory, generation phase and runtime overhead left out"
 
 
@@ -458,8 +454,8 @@ def main(argv: list[str] | None = None) -> dict:
     novelty = novelty_kernel(s, device, sync, bandwidth, args.seed)
 
     print("GRPO steps: building the model ...", flush=True)
-    with torch.device(device):
-        model = Decoder(s).to(torch.bfloat16)
+    with torch.device(device):  # fp32 master weights, bf16 compute under autocast: one GPU as hara.rlvr.train trains it
+        model = Decoder(s)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.0, **({"fused": True} if cuda else {}))
     records: list[dict] = []
@@ -512,12 +508,12 @@ def summarise(records: list[dict], novelty: list[dict], bandwidth: float, s: Sca
         fig[f"peak_memory_gib_{m}"] = round(peak, 2) if peak is not None else "unavailable"
     fig["resident_memory_gib"] = round(resident, 2) if resident is not None else "unavailable"
     for m in METHODS:
-        fig[f"plan_memory_gib_{m}"] = float(f"{plan[m]:.4g}") if plan is not None else "unavailable"
-        if plan is not None and cuda:
+        fig[f"plan_memory_gib_{m}"] = float(f"{plan[m]:.4g}")
+        if cuda:
             fig[f"peak_over_plan_{m}"] = round(fig[f"peak_memory_gib_{m}"] / plan[m], 3)
         print(f"peak GPU memory of {m} (max_memory_allocated): {fig[f'peak_memory_gib_{m}']} GiB; plan "
               f"{fig[f'plan_memory_gib_{m}']} GiB", flush=True)
-    print(f"plan: {plan_note}" + ("" if plan is not None else "; the measured peak stands alone"), flush=True)
+    print(f"plan: {plan_note}", flush=True)
     fig["hara_tok_reweighted_fraction"] = round(min(r["reweighted_fraction"] for r in records
                                                     if r["method"] == "hara_tok"), 4)
     fig["none_reweighted_fraction"] = round(max(r["reweighted_fraction"] for r in records

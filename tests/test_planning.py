@@ -4,7 +4,6 @@ measured one within a stated factor."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import subprocess
@@ -13,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from hara.cli import main
 from hara.config import ConfigError, load_config, validate_config
+from tests.workflow.conftest import merged, read
 from hara.planning import (
     CONTEXT_NEEDS,
     GB,
@@ -45,18 +44,6 @@ CPU_PEAK_FACTOR = 1.5
 
 def paper_config() -> dict:
     return load_config(PAPER, skip_checks=NO_FOLDERS)
-
-
-def merged(base: dict, overlay: dict) -> dict:
-    """Snakemake's merge of two --configfile files: mappings merged key by key, anything else replaced."""
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def read(path: Path) -> dict:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("hub_id", sorted(PAPER_ARCHITECTURES))

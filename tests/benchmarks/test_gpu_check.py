@@ -78,7 +78,7 @@ def test_paper_shape_is_qwen3_1_7b():
     assert sum(p.numel() for p in model.parameters()) == total == 1_720_574_976  # Qwen3-1.7B, tied embeddings
     assert blocks == 1_409_408_000  # "1.4B non-embedding parameters"
     assert s.completion_len == 3072 and s.group_size == 16 and max(s.novelty_lengths) == 8192
-    assert s.novelty_d == s.hidden == 2048 and s.novelty_rollouts == 16
+    assert s.novelty_d == s.arch.hidden == 2048 and s.novelty_rollouts == 16
 
 
 def test_paper_scale_is_estimated_well_inside_eight_minutes():
@@ -110,7 +110,7 @@ def test_capture_takes_the_positions_that_predict_the_completion():
     model = gc.Decoder(s).to(torch.bfloat16)
     batch = gc.make_batch(s, 0, torch.device("cpu"))
     hidden = gc.capture_hidden(model, batch, s)
-    assert hidden.shape == (s.prompts * s.group_size, s.completion_len, s.hidden) and hidden.dtype == torch.bfloat16
+    assert hidden.shape == (s.prompts * s.group_size, s.completion_len, s.arch.hidden) and hidden.dtype == torch.bfloat16
     with torch.no_grad():
         ref = model(torch.cat([batch.prompt[:2], batch.completion[:2]], 1))
     torch.testing.assert_close(hidden[:2, 0], ref[:, s.prompt_len - 1])

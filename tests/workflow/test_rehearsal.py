@@ -10,7 +10,6 @@ tracking store comes from the environment), and the password lands in no file.
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 import hashlib
 import json
@@ -26,7 +25,7 @@ import yaml
 
 from hara.config import validate_config
 from tests.reliability.servers import PASSWORD, tracking_server
-from tests.workflow.conftest import BIN, REPO, SNAKEFILE, job_counts
+from tests.workflow.conftest import BIN, REPO, SNAKEFILE, job_counts, merged, read
 from tests.workflow.rehearsal_assets import DATASETS, REHEARSAL_MODEL, build_hub_cache
 from tests.workflow.slurm import (
     PROFILE,
@@ -74,18 +73,6 @@ def leaves(tree: dict, prefix: str = "") -> dict[str, object]:
         path = f"{prefix}{key}"
         out.update(leaves(value, f"{path}.") if isinstance(value, dict) and value else {path: value})
     return out
-
-
-def merged(base: dict, overlay: dict) -> dict:
-    """Snakemake's merge of two --configfile files: mappings merged key by key, anything else replaced."""
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def read(path: Path) -> dict:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 def rehearsal_config() -> dict:
