@@ -198,13 +198,27 @@ def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any
     if args.use_vllm and args.vllm_mode == "colocate":
         reserve_master_port()
     with colocated_generation(args):  # vLLM's CPU build only: its engine arguments and weight sync
-        return HaraGRPOTrainer(
+        trainer = HaraGRPOTrainer(
             model=model, processing_class=tokenizer, reward_funcs=funcs, args=args,
             train_dataset=dataset, callbacks=callbacks, method=method, method_params=method_params(config, method),
             hidden_layer=config["hara"]["hidden_layer"], capture=config["hara"]["capture"],
             dynamic_sampling=preset.dynamic_sampling, outcome_reward=0, stop=tuple(config["prompt"]["stop"]),
             entropy_chunk=config["hara"]["entropy_chunk"],
         )
+    if args.use_vllm and args.vllm_mode == "colocate":
+        reseed_after_colocated_engine(trainer, seed)
+    return trainer
+
+
+def reseed_after_colocated_engine(trainer: Any, seed: int) -> None:
+    """TRL starts the colocated vLLM engine with ``seed=process_index // tp``, and the in-process engine seeds the
+    global RNGs with it, which its sampler then draws from (requests carry no seed of their own): every training
+    seed would sample the same stream. The run's seed goes back in, offset per tensor-parallel group so that ranks
+    that generate different batches do not share a stream (rank 0 gets exactly ``seed``)."""
+    from transformers import set_seed
+
+    group = trainer.accelerator.process_index // trainer.args.vllm_tensor_parallel_size
+    set_seed(seed + 1_000_003 * group)
 
 
 def policy_dtype(config: Mapping) -> str:

@@ -108,8 +108,27 @@ def test_colocated_vllm_trains_hara_tok_on_the_trained_weights(rehearsal_base, t
                    if "sampling/sampling_logp_difference/max" in e]
     assert len(differences) == 3 and max(differences) < 1e-3, differences
     assert len(captures.batches) == 3
+    # the hidden states rode on TRL's own log-prob pass (vLLM's importance sampling), not on an extra forward
+    assert [e["hara/capture_from_logprob_pass"] for e in trainer.state.log_history
+            if "hara/capture_from_logprob_pass" in e] == [1.0] * 3
     for tokens, hidden, state in captures.batches:
         assert_recording_path_agrees(rehearsal_base, state, tokens, hidden, config["hara"]["hidden_layer"])
+
+
+@needs_vllm
+def test_the_training_seed_reaches_the_colocated_engines_sampling(rehearsal_base, tmp_path):
+    """The engine's start seeds the global RNGs that its sampler draws from with TRL's process index; the run's own
+    seed must be what they hold afterwards, or seeds 3 and 4 of a cell would sample one stream."""
+    data = Dataset.from_list([{"prompt": "Question: 1+1?\nAnswer:", "answer": "2"}])
+    seeds = []
+    for seed in (3, 4):
+        model, tokenizer = load_policy(rehearsal_base)
+        trainer = build_trainer(vllm_config(steps=1), "grpo", "none", seed, model, tokenizer, data,
+                                tmp_path / str(seed), reward_funcs=[parity_reward])
+        assert trainer.use_vllm
+        seeds.append(torch.initial_seed())
+        del trainer
+    assert seeds == [3, 4]
 
 
 def assert_recording_path_agrees(base: Path, state: dict, tokens: dict, hidden: torch.Tensor, layer) -> None:
