@@ -12,7 +12,7 @@ hands the None to ``signal.alarm``, gets a TypeError and silently fails every La
 with no alarm at all, a model that writes ``\\boxed{9!!!!}`` or ``\\boxed{9^{9^{9^9}}}`` would hang the trainer:
 sympy evaluates such numbers eagerly and never returns. So:
 
-- in the main thread the answer is scored in process, under math-verify's own alarms (3 s per parse/compare);
+- in the main thread the answer is scored in process, under math-verify's own alarms (PARSING_TIMEOUT_S per parse/compare);
 - in any other thread it is scored by a helper process (``python -m hara.rlvr.rewards``, started on first use, one
   per process, calls serialized by a lock) whose main thread has working alarms; if the helper does not answer
   within :data:`SANDBOX_TIMEOUT_S` it is killed and restarted and the answer scores 0.
@@ -42,8 +42,12 @@ from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, veri
 __all__ = ["math_reward", "accuracy_reward", "last_boxed", "too_costly", "MAX_ANSWER_CHARS", "SANDBOX_TIMEOUT_S"]
 
 MAX_ANSWER_CHARS = 300  # longer boxed contents are not parsed (a final answer is short; parsing cost grows fast)
-PARSING_TIMEOUT_S = 3  # math-verify's default alarm, per parse and per comparison
-SANDBOX_TIMEOUT_S = 15.0  # hard limit for one worker-thread answer: two parses and a comparison, with margin
+# math-verify's alarm per parse and per comparison. It is wall-clock time (signal.alarm), so on a loaded machine
+# (the CI's 4 test workers on 2 cores beside Slurm jobs) a parse that takes 0.1-0.3 s idle was cut off at
+# math-verify's default of 3 s and a right answer scored 0; 10 s keeps scores independent of load, and answers that
+# could run unbounded are refused before parsing (too_costly).
+PARSING_TIMEOUT_S = 10
+SANDBOX_TIMEOUT_S = 35.0  # hard limit for one worker-thread answer: two parses and a comparison, with margin
 SANDBOX_START_TIMEOUT_S = 120.0  # the helper imports sympy and math-verify before it is ready
 
 # The completion side: only the boxed answer counts (no fallback to bare numbers elsewhere in the text), with the

