@@ -150,30 +150,12 @@ def chunked_token_entropies(final_hidden: Tensor, lm_head: torch.nn.Module, chun
 def _capture_rows(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
                   completion_mask: Tensor, layer: int | str, needs: frozenset[str],
                   entropy_chunk: int) -> tuple[Tensor | None, Tensor | None]:
-    """:func:`capture_context` for one chunk of rows: hooks keep the completion positions of the captured layer
-    and (for entropies) of the final norm; the model itself computes the logits of one position only."""
-    P, T = prompt_ids.shape[1], completion_ids.shape[1]
-    captured: dict[str, Tensor] = {}
-
-    def keep(name: str):
-        def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
-            out = output[0] if isinstance(output, tuple) else output
-            captured[name] = out[:, P - 1:P + T - 1].detach()
-        return hook
-
-    modules = {"h": hidden_module(model, layer) if "hidden" in needs else None,
-               "final": hidden_module(model, FINAL_NORM) if "entropy" in needs else None}
-    handles = [m.register_forward_hook(keep(name)) for name, m in modules.items() if m is not None]
-    try:
-        with torch.no_grad():
-            model(input_ids=torch.cat([prompt_ids, completion_ids], 1),
-                  attention_mask=torch.cat([prompt_mask, completion_mask], 1), logits_to_keep=1, use_cache=False)
-            entropies = (chunked_token_entropies(captured.pop("final"), model.get_output_embeddings(), entropy_chunk)
-                         if "entropy" in needs else None)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return captured.get("h"), entropies
+    """:func:`capture_context` for one chunk of rows: a :class:`PassRecorder` on our own forward, in which the model
+    computes the logits of one position only."""
+    with PassRecorder(model, layer, needs, completion_ids.shape[1], entropy_chunk) as recorder, torch.no_grad():
+        model(input_ids=torch.cat([prompt_ids, completion_ids], 1),
+              attention_mask=torch.cat([prompt_mask, completion_mask], 1), logits_to_keep=1, use_cache=False)
+    return recorder.result()
 
 
 class GenerationRecorder:
@@ -207,7 +189,8 @@ class GenerationRecorder:
 
     def _keep_hidden(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         out = output[0] if isinstance(output, tuple) else output
-        self.hidden.append(out[:, -1:].detach())  # model dtype (bf16 on a GPU): half the memory of fp32  # prefill: its last position predicts the first token
+        # prefill: its last position predicts the first token; kept in the model's dtype (bf16 on a GPU)
+        self.hidden.append(out[:, -1:].detach())
 
     def _keep_entropy(self, module: torch.nn.Module, args: Any, output: Tensor) -> None:
         logp = torch.log_softmax(output[:, -1:].detach().float(), dim=-1)
@@ -221,7 +204,7 @@ class GenerationRecorder:
 
 class PassRecorder:
     """Forward hooks that record, during one no-grad pass over prompt + completion (TRL's old log-prob pass, run
-    in row chunks), what :func:`capture_context` computes with its own forward: the captured layer's output at the
+    in row chunks, or :func:`capture_context`'s own forward): the captured layer's output at the
     ``completion_length`` positions that predict the completion tokens, and their entropies (LM head in chunks of
     ``entropy_chunk`` positions over the final norm's output, so no (rows, T, V) logits)."""
 
