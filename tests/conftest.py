@@ -20,19 +20,16 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-#: What an in-process vLLM engine (TRL's colocated one, hara.vllm_cpu) writes into os.environ for its rendezvous and
-#: settings. In a training process that is where they belong; in a test worker they would leak into every later
-#: test's subprocesses (a `hara train` that sees RANK believes it was launched and joins a rendezvous).
-_ENGINE_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-
-
 @pytest.fixture(autouse=True)
-def engine_environment_restored():
-    before = {key: value for key, value in os.environ.items() if key in _ENGINE_ENV or key.startswith("VLLM_")}
+def environment_restored():
+    """os.environ as it was before each test. An in-process vLLM engine (TRL's colocated one, hara.vllm_cpu) writes
+    its rendezvous (RANK, WORLD_SIZE, MASTER_PORT, ...), VLLM_* settings and LD_PRELOAD (torch's libgomp) into
+    os.environ: in a training process that is where they belong; in a test worker they leaked into every later
+    test's subprocesses (a `hara train` that sees RANK believes it was launched and joins a rendezvous)."""
+    before = dict(os.environ)
     yield
-    for key in [k for k in os.environ if k in _ENGINE_ENV or k.startswith("VLLM_")]:
-        if key not in before:
-            del os.environ[key]
+    for key in [k for k in os.environ if k not in before]:
+        del os.environ[key]
     os.environ.update(before)
 
 

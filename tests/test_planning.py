@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,15 @@ NO_FOLDERS = ("check_local_folders",)  # the paper's data folders exist on the c
 # buffers made while TRL's trainer is built, measured apart), glibc keeps freed blocks, and the fp32 activation
 # count is 12-17% high on purpose (it is fitted to bf16, where the RMSNorms keep extra fp32 copies).
 CPU_PEAK_FACTOR = 1.5
+
+#: The measuring process's environment: only what it needs (a test worker's os.environ may hold what an earlier
+#: test's in-process vLLM engine set, e.g. LD_PRELOAD of torch's libgomp), and glibc malloc fixed to one arena
+#: with a fixed mmap threshold: every block over 128 KiB (any tensor that matters) is its own mapping, returned to
+#: the system when freed, so the peak RSS is the peak of live memory rather than of what an allocator kept for
+#: later (thread arenas and glibc's self-raising mmap threshold make that depend on timing). Seen once in CI
+#: without it: a 1.93x ratio that no run here reproduced (1.51-1.63x idle, loaded and beside the vLLM tests).
+ALLOCATOR_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+MEASURING_ENV_KEYS = ("PATH", "HOME", "TMPDIR", "LANG", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 
 def paper_config() -> dict:
@@ -229,8 +239,9 @@ def test_rehearsal_reads_the_architecture_of_its_snapshot(tmp_path, monkeypatch)
 def test_planned_cpu_peak_of_a_grpo_step_agrees_with_the_measured_peak(tmp_path):
     """Two GRPO steps (hara_tok) of a 42M-parameter Qwen3 with the real vocabulary, fp32, one process, in a fresh
     process: peak RSS minus the RSS before the model exists, against the plan's peak for the same run."""
+    env = {key: os.environ[key] for key in MEASURING_ENV_KEYS if key in os.environ} | ALLOCATOR_ENV
     result = subprocess.run([sys.executable, str(REPO / "tests" / "planning_peak.py"), "hara_tok", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600, cwd=REPO)
+                            capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     ratio = report["measured"] / report["planned"]
