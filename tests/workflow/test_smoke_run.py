@@ -52,6 +52,35 @@ def test_report_has_numbers_from_the_runs(smoke_run):
     assert (report / "figures" / f"dynamics_{config['models']['sizes'][0]}.png").stat().st_size > 1000
 
 
+def test_report_differences_from_the_baseline_recompute_from_the_saved_predictions(smoke_run):
+    """The main table's paired difference of hara_tok from none, recomputed independently (scipy's paired
+    bootstrap over the problems of the two scores.json files, the config's resamples and seed): same interval."""
+    import numpy as np
+    from scipy import stats
+
+    workdir, config, _ = smoke_run
+    report = workdir / config["results_dir"] / "report"
+    found = {(c["a"], c["b"]): c for c in json.loads((report / "comparisons.json").read_text(encoding="utf-8"))}
+    (none_dir, tok_dir), benchmark = cell_dirs(config, "eval"), config["data"]["benchmarks"][0]
+    outcome = {}
+    for name, folder in (("none", none_dir), ("hara_tok", tok_dir)):
+        entry = json.loads((workdir / folder / "scores.json").read_text(encoding="utf-8"))["benchmarks"][benchmark]
+        assert entry["eval_fingerprint"]["n"] == entry["sampling"]["n"]
+        outcome[name] = np.array([row["pass@1"] for row in sorted(entry["predictions"], key=lambda r: r["id"])])
+    bootstrap = config["report"]["bootstrap"]
+    ci = stats.bootstrap((outcome["hara_tok"], outcome["none"]), lambda a, b, axis: np.mean(a - b, axis=axis),
+                         paired=True, vectorized=True, method="percentile", n_resamples=bootstrap["resamples"],
+                         confidence_level=bootstrap["confidence"],
+                         rng=np.random.default_rng(bootstrap["seed"])).confidence_interval
+    ours = found[("hara_tok", "none")]["benchmarks"][benchmark]
+    assert (ours["ci_low"], ours["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    assert ours["difference"] == pytest.approx(outcome["hara_tok"].mean() - outcome["none"].mean())
+    main = next(t for t in json.loads((report / "tables.json").read_text(encoding="utf-8")) if t["key"] == "main")
+    tok_row = next(row for row in main["rows"] if row[1] == "hara_tok")
+    lo, hi = 100 * ci.low, 100 * ci.high
+    assert tok_row[2].endswith(f"Δ {100 * ours['difference']:+.1f} [{lo:+.1f}, {hi:+.1f}] {ours['verdict']}")
+
+
 def test_mlflow_holds_runs_scores_and_the_report(smoke_run):
     from mlflow.tracking import MlflowClient
 

@@ -1,0 +1,102 @@
+"""Paired bootstrap differences and the evaluation fingerprints that decide whether two runs may be compared."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from hara.config import load_config
+from hara.report.collect import Cell, Run
+from hara.report.compare import MISMATCH_MARK, ComparisonError, compare_cells
+from hara.report.paired import BETTER, WITHIN_NOISE, WORSE, Bootstrap, bootstrap_difference, paired_matrix
+from hara.report.tables import main_table
+from tests.workflow.conftest import REPO
+
+SETTINGS = Bootstrap(resamples=2000, seed=7, confidence=0.95)
+
+
+def scipy_interval(a: np.ndarray, b: np.ndarray, settings: Bootstrap) -> tuple[float, float]:
+    """scipy's paired percentile bootstrap of mean(a - b)."""
+    result = stats.bootstrap((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), paired=True, vectorized=True,
+                             method="percentile", n_resamples=settings.resamples, confidence_level=settings.confidence,
+                             rng=np.random.default_rng(settings.seed))
+    return result.confidence_interval.low, result.confidence_interval.high
+
+
+def test_one_seed_interval_is_scipys_paired_percentile_bootstrap():
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 5, 80) / 4, rng.integers(0, 5, 80) / 4  # pass@1 over n = 4 samples
+    diff = bootstrap_difference([paired_matrix({0: dict(enumerate(a))}, {0: dict(enumerate(b))})], SETTINGS)
+    low, high = scipy_interval(a, b, SETTINGS)
+    assert diff.low == pytest.approx(low, abs=1e-12) and diff.high == pytest.approx(high, abs=1e-12)
+    assert diff.mean == pytest.approx(a.mean() - b.mean())
+
+
+def test_several_seeds_resample_seeds_then_problems_as_documented():
+    """The draw protocol of hara.report.paired recomputed with plain loops."""
+    rng = np.random.default_rng(1)
+    diffs = [rng.normal(0.02, 0.3, (3, 40)), rng.normal(0.0, 0.3, (3, 25))]
+    got = bootstrap_difference(diffs, SETTINGS)
+    draw = np.random.default_rng(SETTINGS.seed)
+    seed_draw = draw.integers(0, 3, (SETTINGS.resamples, 3))
+    problem_draws = [draw.integers(0, d.shape[1], (SETTINGS.resamples, 3, d.shape[1])) for d in diffs]
+    replicates = []
+    for r in range(SETTINGS.resamples):
+        per_benchmark = [np.mean([d[seed_draw[r, k], problems[r, k]].mean() for k in range(3)])
+                         for d, problems in zip(diffs, problem_draws)]
+        replicates.append(np.mean(per_benchmark))
+    low, high = np.percentile(replicates, [2.5, 97.5])
+    assert (got.low, got.high) == pytest.approx((low, high), abs=1e-12)
+    assert got.mean == pytest.approx(np.mean([d.mean() for d in diffs])) and got.seeds == 3 and got.problems == 65
+
+
+def test_verdicts_read_the_interval():
+    ones, zeros = {str(i): 1.0 for i in range(30)}, {str(i): 0.0 for i in range(30)}
+    mixed = {str(i): float(i % 2) for i in range(30)}
+    assert bootstrap_difference([paired_matrix({0: ones}, {0: zeros})], SETTINGS).verdict == BETTER
+    assert bootstrap_difference([paired_matrix({0: zeros}, {0: ones})], SETTINGS).verdict == WORSE
+    assert bootstrap_difference([paired_matrix({0: mixed}, {0: mixed})], SETTINGS).verdict == WITHIN_NOISE
+    with pytest.raises(ValueError, match="different problems"):
+        paired_matrix({0: ones}, {0: {"x": 1.0}})
+
+
+FINGERPRINT = {"benchmark_sha256": "ab", "prompt_template_sha256": "cd", "stop": ["\n\n"], "n": 2,
+               "temperature": 0.8, "top_p": 1.0, "max_new_tokens": 16, "seed": 0, "backend": "transformers",
+               "device": "cpu", "versions": {"lighteval": "0.13.0", "torch": "2.13.0"}}
+
+
+def two_runs(config: dict, fingerprint_b: dict) -> dict[Cell, Run]:
+    benchmarks = config["data"]["benchmarks"]
+    problems = {str(i): float(i % 3 == 0) for i in range(20)}
+    runs = {}
+    for method, fingerprint in (("none", FINGERPRINT), ("hara_tok", fingerprint_b)):
+        cell = Cell("tiny-s", "grpo", method, 0)
+        runs[cell] = Run(cell, [], {b: 1 / 3 for b in benchmarks}, {b: dict(problems) for b in benchmarks},
+                         {b: fingerprint for b in benchmarks})
+    return runs
+
+
+def test_evaluations_that_differ_in_one_fingerprint_field_are_not_compared():
+    config = load_config(REPO / "config" / "smoke.yaml")
+    runs = two_runs(config, {**FINGERPRINT, "temperature": 0.6})
+    with pytest.raises(ComparisonError) as refused:
+        main_table(config, runs)
+    message = str(refused.value)
+    assert "\n" not in message and "hara_tok vs none (tiny-s, grpo)" in message
+    assert "temperature (0.6 vs 0.8)" in message and "top_p" not in message  # hara_tok's, then none's
+
+    runs = two_runs(config, {**FINGERPRINT, "versions": {"lighteval": "0.13.0", "torch": "2.14.0"}})
+    with pytest.raises(ComparisonError, match=r"versions\.torch \(2\.13\.0 vs 2\.14\.0\)"):
+        compare_cells(config, runs, "tiny-s", "grpo", "none", "hara_tok")
+
+    config["report"]["allow_fingerprint_mismatch"] = True
+    row = main_table(config, runs).rows[-1]
+    assert row[1] == "hara_tok" and all(cell.endswith(MISMATCH_MARK) for cell in row[2:])
+
+
+def test_identical_fingerprints_compare_and_the_table_gives_the_difference():
+    config = load_config(REPO / "config" / "smoke.yaml")
+    row = main_table(config, two_runs(config, dict(FINGERPRINT))).rows[-1]
+    assert row[1] == "hara_tok"
+    assert all(cell == "33.3 (1 seed); Δ +0.0 [+0.0, +0.0] within noise" for cell in row[2:])
