@@ -222,6 +222,28 @@ def run_report(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def repro_check_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
+    parser.add_argument("--claims", help="claims file (default: config/paper_claims.yaml)")
+    parser.add_argument("--json", dest="json_out", help="also write the checks as JSON to this file")
+
+
+@register_command("repro-check", "each of the paper's claims (config/paper_claims.yaml) checked on the results: "
+                  "reproduced / within noise / contradicted / not measured", repro_check_arguments,
+                  skip_checks=("check_local_folders",))
+def run_repro_check(args: argparse.Namespace, config: dict) -> int:
+    from hara.report.repro import check_claims, format_checks, load_claims
+
+    claims = load_claims(args.claims) if args.claims else None
+    checks = check_claims(config, args.results or config["results_dir"], claims=claims)
+    print(format_checks(checks))
+    if args.json_out:
+        rows = [{"claim": c.key, "paper": c.paper, "status": o.status, "ours": o.ours, "numbers": o.numbers,
+                 "how": c.how} for c, o in checks]
+        Path(args.json_out).write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
+
+
 def sweep_arguments(parser: argparse.ArgumentParser) -> None:
     from hara.sweeps.cli import add_sweep_arguments
 

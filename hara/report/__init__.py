@@ -63,7 +63,10 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = collect_runs(config, results)
-    tables = build_tables(config, runs, read_base_scores(config, results))
+    from hara.report.repro import check_claims, claims_table
+
+    tables = [claims_table(check_claims(config, results, runs)),
+              *build_tables(config, runs, read_base_scores(config, results))]
     figures = write_figures(config, runs, out_dir)
     sections = collect_sections(config, results, out_dir)
     title, summary = f"HarA report: {config['name']}", summary_line(config, runs)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cell", "Run", "collect_runs", "grid_cells", "read_base_scores"]
+__all__ = ["Cell", "Run", "collect_runs", "grid_cells", "read_base_scores", "read_run"]
 
 
 @dataclass(frozen=True)
@@ -70,20 +70,23 @@ def read_scores(path: Path) -> dict[str, float]:
     return {name: float(entry["score"]) for name, entry in read_evaluation(path).items()}
 
 
-def read_run(cell: Cell, results: Path) -> Run:
-    """One cell's metrics and evaluation (scores, per-problem pass@1 from the saved predictions, fingerprints)."""
-    evaluation = read_evaluation(results / "eval" / cell.path() / "scores.json")
+def read_run(cell: Cell, train_dir: Path, eval_dir: Path) -> Run:
+    """One run's metrics (train_dir/metrics.jsonl) and evaluation (eval_dir/scores.json: scores, per-problem pass@1
+    from the saved predictions, fingerprints)."""
+    evaluation = read_evaluation(eval_dir / "scores.json")
     problems = {name: {str(row["id"]): float(row[entry["metric"]]) for row in entry["predictions"]}
                 for name, entry in evaluation.items() if entry.get("predictions")}
     fingerprints = {name: entry["eval_fingerprint"] for name, entry in evaluation.items()
                     if "eval_fingerprint" in entry}
-    return Run(cell, read_metrics(results / "train" / cell.path() / "metrics.jsonl"),
+    return Run(cell, read_metrics(train_dir / "metrics.jsonl"),
                {name: float(entry["score"]) for name, entry in evaluation.items()}, problems, fingerprints)
 
 
 def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:
     """Every grid cell with whatever the workflow has written for it."""
-    return {cell: read_run(cell, Path(results)) for cell in grid_cells(config)}
+    results = Path(results)
+    return {cell: read_run(cell, results / "train" / cell.path(), results / "eval" / cell.path())
+            for cell in grid_cells(config)}
 
 
 def read_base_scores(config: Mapping, results: str | Path) -> dict[str, dict[str, float]]:

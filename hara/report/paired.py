@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BETTER", "WITHIN_NOISE", "WORSE", "Bootstrap", "Difference", "bootstrap_difference",
-           "paired_matrix"]
+__all__ = ["BETTER", "WITHIN_NOISE", "WORSE", "Bootstrap", "Difference", "Interval", "bootstrap_difference",
+           "bootstrap_mean", "bootstrap_ratio", "paired_matrix"]
 
 BETTER, WORSE, WITHIN_NOISE = "better", "worse", "within noise"
 
@@ -111,7 +111,42 @@ def bootstrap_difference(diffs: Sequence[np.ndarray], settings: Bootstrap) -> Di
     rng = np.random.default_rng(settings.seed)
     seed_draw = rng.integers(0, n_seeds, (settings.resamples, n_seeds)) if n_seeds > 1 else None
     replicates = np.mean([_replicates(d, seed_draw, rng, settings.resamples) for d in diffs], axis=0)
-    alpha = (1 - settings.confidence) / 2
-    low, high = np.percentile(replicates, [100 * alpha, 100 * (1 - alpha)])
+    low, high = _percentiles(replicates, settings.confidence)
     point = float(np.mean([d.mean() for d in diffs]))
-    return Difference(point, float(low), float(high), n_seeds, int(sum(d.shape[1] for d in diffs)))
+    return Difference(point, low, high, n_seeds, int(sum(d.shape[1] for d in diffs)))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def format(self, fmt: str = "{:.2f}") -> str:
+        return f"{fmt.format(self.value)} [{fmt.format(self.low)}, {fmt.format(self.high)}]"
+
+
+def _percentiles(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+    alpha = (1 - confidence) / 2
+    low, high = np.percentile(replicates, [100 * alpha, 100 * (1 - alpha)])
+    return float(low), float(high)
+
+
+def bootstrap_ratio(a: Sequence[float], b: Sequence[float], settings: Bootstrap) -> Interval:
+    """mean(a) / mean(b) of two independent samples (e.g. two runs' per-step costs), each resampled with
+    replacement: ``rng.integers(0, len(a), (R, len(a)))``, then the same for b."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    rng = np.random.default_rng(settings.seed)
+    draw_a = rng.integers(0, len(a), (settings.resamples, len(a)))
+    draw_b = rng.integers(0, len(b), (settings.resamples, len(b)))
+    return Interval(float(a.mean() / b.mean()),
+                    *_percentiles(a[draw_a].mean(axis=1) / b[draw_b].mean(axis=1), settings.confidence))
+
+
+def bootstrap_mean(values: Sequence[float], settings: Bootstrap) -> Interval:
+    """The mean of independent units (e.g. one value per seed) with its percentile interval."""
+    values = np.asarray(values, dtype=np.float64)
+    draw = np.random.default_rng(settings.seed).integers(0, len(values), (settings.resamples, len(values)))
+    return Interval(float(values.mean()), *_percentiles(values[draw].mean(axis=1), settings.confidence))

@@ -15,7 +15,7 @@ from hara.analysis.claims import PAPER_NUMBERS
 from hara.report.collect import Cell, Run
 from hara.report.compare import MISMATCH_MARK, compare_cells
 from hara.report.paired import Bootstrap
-from hara.report.stats import NA, Estimate, final_value, mean_se, step_reaching, value_at_time
+from hara.report.stats import NA, Estimate, cumulative_time, final_value, mean_se, step_reaching, value_at_time
 
 __all__ = ["TABLES", "Table", "build_tables"]
 
@@ -194,91 +194,30 @@ def efficiency_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: Bas
                  ["size", "rlvr", "method", *(title for _, title, _ in EFFICIENCY_COLUMNS)], rows)
 
 
-CREDIT_BASELINES = ("forking_tokens", "gtpo", "grpo_s", "position", "shear")
-
-
-def _method_gains(config: Mapping, runs: Mapping[Cell, Run], methods: list[str], against: list[str]
-                  ) -> list[tuple[float, str]]:
-    """(best average pass@1 of ``methods`` - best of ``against``, where) per (size, rlvr), in points."""
-    benchmarks, out = config["data"]["benchmarks"], []
-
-    def best(size: str, rlvr: str, names: list[str]) -> tuple[float, str] | None:
-        est = [(score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks).mean, m) for m in names]
-        return max(((v, m) for v, m in est if v is not None), default=None)
-
-    for size in config["models"]["sizes"]:
-        for rlvr in config["grid"]["rlvr"]:
-            mine, theirs = best(size, rlvr, methods), best(size, rlvr, against)
-            if mine and theirs:
-                out.append(((mine[0] - theirs[0]) * 100, f"{mine[1]} vs {theirs[1]}, {size}, {rlvr}"))
-    return out
-
-
-def _best(values: list[tuple[float, str]], unit: str, sign: bool = True) -> str:
-    if not values:
-        return NA
-    value, where = max(values)
-    return f"{value:+.1f}{unit} ({where})" if sign else f"{value:.2f}{unit} ({where})"
-
-
-def _efficiency_extremes(config: Mapping, runs: Mapping[Cell, Run]) -> dict[str, list[tuple[float, str]]]:
-    """Per HarA run paired with its baseline: total-time overhead (%), speed-up (x), gain at equal time (points)."""
-    from hara.report.stats import cumulative_time
-
-    out: dict[str, list[tuple[float, str]]] = {"overhead": [], "speedup": [], "equal_time": []}
-    for cell, run in runs.items():
-        base = runs.get(Cell(cell.size, cell.rlvr, BASELINE, cell.seed))
-        if not cell.method.startswith("hara") or base is None or not run.metrics or not base.metrics:
+def seed_curve_values(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str, measure: str) -> list[float]:
+    """One training-curve value per seed paired with the baseline's run: ``speedup`` = the baseline's total time
+    over the time ``method`` takes to reach the baseline's final accuracy; ``equal_time`` = ``method``'s accuracy
+    after the baseline's total time minus the baseline's final accuracy. Seeds where it is undefined are left out
+    (a baseline at accuracy 0 sets no target)."""
+    base, out = _seed_runs(runs, size, rlvr, BASELINE), []
+    for seed, run in _seed_runs(runs, size, rlvr, method).items():
+        baseline = base.get(seed)
+        if not run.metrics or baseline is None or not baseline.metrics:
             continue
-        where = f"{cell.method}, {cell.size}, {cell.rlvr}, seed {cell.seed}"
-        m, total, base_total = efficiency_measures(run, base), cumulative_time(run.metrics), \
-            cumulative_time(base.metrics)
-        base_final = final_value(base.metrics, ACCURACY)
-        if total and base_total:
-            out["overhead"].append(((total[-1] / base_total[-1] - 1) * 100, where))
-            if m["seconds_to_target"] and base_final:  # a baseline at 0 accuracy sets no target
-                out["speedup"].append((base_total[-1] / m["seconds_to_target"], where))
-        if m["acc_at_budget"] is not None and base_final is not None:
-            out["equal_time"].append(((m["acc_at_budget"] - base_final) * 100, where))
+        measures, base_final = efficiency_measures(run, baseline), final_value(baseline.metrics, ACCURACY)
+        base_total = cumulative_time(baseline.metrics)
+        if measure == "speedup" and measures["seconds_to_target"] and base_total and base_final:
+            out.append(base_total[-1] / measures["seconds_to_target"])
+        elif measure == "equal_time" and measures["acc_at_budget"] is not None and base_final is not None:
+            out.append(measures["acc_at_budget"] - base_final)
     return out
 
 
-def paper_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
-    """The paper's headline numbers (hara.analysis.claims, from method.md) next to the same measure on our runs."""
-    methods = config["grid"]["methods"]
-    hara = [m for m in methods if m.startswith("hara")]
-    credit = [m for m in methods if m in CREDIT_BASELINES]
-    tok_seq = _method_gains(config, runs, ["hara_tok"], ["hara_seq"]) if {"hara_tok", "hara_seq"} <= set(methods) \
-        else []
-    eff = _efficiency_extremes(config, runs)
-    best_overhead = max(eff["overhead"], default=None)
-    rows = [
-        ["HarA vs GRPO-family baseline (avg pass@1)", PAPER_NUMBERS["gain_vs_grpo"],
-         _best(_method_gains(config, runs, hara, [BASELINE]), " points")],
-        ["HarA vs credit-assignment baselines", PAPER_NUMBERS["gain_vs_credit"],
-         _best(_method_gains(config, runs, hara, credit), " points") if credit else "n/a (none in the grid)"],
-        ["token- vs sequence-level HarA", PAPER_NUMBERS["tok_vs_seq"],
-         f"tok > seq in {sum(v > 0 for v, _ in tok_seq)} of {len(tok_seq)} (size, preset) cells" if tok_seq
-         else NA],
-        ["total training-time overhead", PAPER_NUMBERS["overhead"],
-         f"largest: {best_overhead[0]:+.1f}% ({best_overhead[1]})" if best_overhead else NA],
-        ["speed-up to the baseline's final accuracy", PAPER_NUMBERS["speedup"], _best(eff["speedup"], "x", False)],
-        ["accuracy at equal training time", PAPER_NUMBERS["equal_time"], _best(eff["equal_time"], " points")],
-        ["exact FGW vs linearized per-step time", f"{PAPER_NUMBERS['exact_seq']}; {PAPER_NUMBERS['exact_tok']}",
-         "see the exact-vs-linearized analysis section" if config["analyses"]["enabled"]
-         and config["analyses"]["exact_methods"] else "n/a (analyses off: config/analyses.yaml)"],
-    ]
-    return Table("paper", "The paper's numbers next to ours",
-                 "Left: the paper's own numbers (Qwen3-1.7B/4B/8B-Base, MATH; from the public summary, "
-                 "../shared/method.md), never ours. Right: the same measure on this run's grid (best case, "
-                 "as the paper's 'up to' numbers are); pass@1 in percentage points, training accuracy for "
-                 "the time measures.", ["claim", "paper", "ours (this run)"], rows)
-
-
-#: The report's tables, in page order. Every builder takes (config, runs, base_scores); the main table shows the
-#: Base models' scores, the others compare trained runs only.
+#: The report's tables over the grid, in page order (after the paper's claims checked, hara.report.repro). Every
+#: builder takes (config, runs, base_scores); the main table shows the Base models' scores, the others compare
+#: trained runs only.
 TABLES: list[Callable[[Mapping, Mapping[Cell, Run], BaseScores | None], Table]] = [
-    paper_table, main_table, rlvr_table, seq_tok_table, efficiency_table]
+    main_table, rlvr_table, seq_tok_table, efficiency_table]
 
 
 def build_tables(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> list[Table]:

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import shutil
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,15 +76,23 @@ def method_params(config: Mapping, method: str) -> dict[str, Any]:
 
 
 class MetricsCallback(TrainerCallback):
-    """Every optimizer step's metrics -> one metrics.jsonl line and the MLflow run (main process only)."""
+    """Every optimizer step's metrics -> one metrics.jsonl line and the MLflow run (main process only).
+
+    Adds ``time/cpu_s``: the process's CPU time (all its threads) since the previous step's line. Unlike the wall
+    time it does not grow when other jobs share the cores, so costs of runs made side by side stay comparable
+    (hara.report.repro's overhead check reads it)."""
 
     def __init__(self, path: Path, run: Any | None) -> None:
-        self.path, self.run = path, run
+        self.path, self.run, self.cpu_mark = path, run, time.process_time()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.cpu_mark = time.process_time()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs or "loss" not in logs:
             return  # the end-of-training summary has no per-step loss
-        metrics = rename_metrics(logs)
+        now, metrics = time.process_time(), rename_metrics(logs)
+        metrics["time/cpu_s"], self.cpu_mark = now - self.cpu_mark, now
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"step": state.global_step, **metrics}, sort_keys=True) + "\n")
         if self.run is not None:

@@ -4,6 +4,7 @@ incremental behaviour (nothing to redo; one deleted evaluation reruns only itsel
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,24 @@ def test_report_differences_from_the_baseline_recompute_from_the_saved_predictio
     tok_row = next(row for row in main["rows"] if row[1] == "hara_tok")
     lo, hi = 100 * ci.low, 100 * ci.high
     assert tok_row[2].endswith(f"Δ {100 * ours['difference']:+.1f} [{lo:+.1f}, {hi:+.1f}] {ours['verdict']}")
+
+
+def test_repro_check_gives_every_claim_a_status_on_the_dags_results(smoke_run, capsys):
+    """`hara repro-check` on a finished DAG: every claim of config/paper_claims.yaml with its status and numbers;
+    the report's first table is the same check."""
+    from hara.cli import main
+    from hara.report.repro import load_claims
+
+    workdir, config, _ = smoke_run
+    results = workdir / config["results_dir"]
+    assert main(["repro-check", "--config", str(SMOKE), "--results", str(results)]) == 0
+    printed, claims = capsys.readouterr().out, load_claims()
+    status = dict((key, found) for found, key in re.findall(r"^\[(.+?)\] (\S+)$", printed, re.M))
+    assert list(status) == [claim.key for claim in claims]
+    assert set(status.values()) <= {"reproduced", "within noise", "contradicted", "not measured"}
+    assert status["gain_vs_grpo"] != "not measured" and "hara_tok vs none (tiny-s, grpo): " in printed
+    tables = {t["key"]: t for t in json.loads((results / "report" / "tables.json").read_text(encoding="utf-8"))}
+    assert [row[0] for row in tables["paper"]["rows"]] == [claim.key for claim in claims]
 
 
 def test_mlflow_holds_runs_scores_and_the_report(smoke_run):
