@@ -4,6 +4,8 @@ The training stage opens (or, on resume, reopens) the run and writes ``<run dir>
 ``{"tracking_uri", "run_id", "experiment_id"}``; later stages call :func:`open_run` on the same folder and log into
 the same run (e.g. ``eval/<benchmark>/pass_at_1``). Everything goes through an explicit ``MlflowClient`` with the
 config's tracking URI (never MLflow's global default, which writes ``sqlite:///mlflow.db`` wherever it runs).
+Experiments are marked as model training (:data:`EXPERIMENT_KIND`); links into the UI open its training mode
+(:func:`ui_path`).
 
 MLflow metric names may only contain alphanumerics, ``_ - . : /`` and spaces: ``pass@1`` is rejected, so
 :func:`metric_name` spells ``@`` as ``_at_`` (``eval/math500/pass@1`` -> ``eval/math500/pass_at_1``).
@@ -34,9 +36,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RUN_FILE", "MlflowRun", "absolute_uri", "metric_name", "open_run", "run_name", "start_run"]
+__all__ = ["EXPERIMENT_KIND", "RUN_FILE", "TRAINING_UI_QUERY", "MlflowRun", "absolute_uri", "metric_name", "open_run",
+           "run_name", "start_run", "ui_path"]
 
 RUN_FILE = "mlflow_run.json"
+
+#: The experiment tag that MLflow 3's UI reads as the experiment's kind; ``custom_model_development`` is its
+#: "Machine learning" kind, whose experiment page opens on the runs table. MLflow 3.17's UI build, though, turns on
+#: its GenAI / Model training switch, which then decides the kind in place of the tag (default GenAI: the overview,
+#: "Traces 0"), so links also carry :data:`TRAINING_UI_QUERY` (:func:`ui_path`).
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+
+#: The URL query that opens MLflow 3.17's UI in its "Model training" mode (its default is GenAI, whatever the
+#: experiment's kind tag says): the experiment page then lands on the runs table.
+TRAINING_UI_QUERY = "workflowType=machine_learning"
+
+
+def ui_path(experiment_id: str, page: str = "runs", query: str = "") -> str:
+    """The MLflow UI's in-app link (``#/experiments/<id>/<page>?...``) to a page of an experiment, in training
+    mode; relative, so it works on whichever address the server is reached at."""
+    suffix = f"/{page}" if page else ""
+    return f"#/experiments/{experiment_id}{suffix}?{'&'.join(filter(None, [query, TRAINING_UI_QUERY]))}"
 
 
 def metric_name(name: str) -> str:
@@ -214,18 +234,20 @@ def open_run(out_dir: str | Path) -> MlflowRun | None:
 
 
 def _experiment_id(client: Any, name: str, uri: str) -> str:
-    """Id of experiment ``name``, created with its artifacts next to a sqlite database (not in the cwd)."""
+    """Id of experiment ``name``, created with its artifacts next to a sqlite database (not in the cwd) and marked
+    as model training (:data:`EXPERIMENT_KIND`; an experiment made before that was marked gets the tag now)."""
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
+        if EXPERIMENT_KIND[0] not in experiment.tags:  # the user's own choice of kind is left alone
+            client.set_experiment_tag(experiment.experiment_id, *EXPERIMENT_KIND)
         return experiment.experiment_id
     location = None
     if uri.startswith("sqlite:///"):
         location = (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts" / name).as_uri()
     from mlflow.exceptions import MlflowException
 
-    try:  # the kind tag opens the MLflow UI on its training-runs view (MLflow 3 guesses "GenAI" when it is empty)
-        return client.create_experiment(name, artifact_location=location,
-                                        tags={"mlflow.experimentKind": "custom_model_development"})
+    try:
+        return client.create_experiment(name, artifact_location=location, tags=dict([EXPERIMENT_KIND]))
     except MlflowException as error:  # another job created it between our lookup and our create
         if error.error_code != "RESOURCE_ALREADY_EXISTS":
             raise

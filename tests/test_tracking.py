@@ -6,10 +6,12 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from hara.cli import main
-from hara.tracking import RUN_FILE, metric_name, open_run, run_name, start_run
+from hara.evaluation.tracking import DIGEST_CHARS, log_scores
+from hara.tracking import EXPERIMENT_KIND, RUN_FILE, metric_name, open_run, run_name, start_run, ui_path
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,6 +51,48 @@ def test_experiment_artifacts_live_next_to_the_database(tmp_path):
     run, _ = start_run(uri, "exp", "r", tmp_path / "out", tags={}, params={})
     location = MlflowClient(tracking_uri=uri).get_experiment(run.experiment_id).artifact_location
     assert location.startswith((tmp_path / "mlartifacts").as_uri())
+
+
+def test_experiments_are_marked_as_model_training_and_old_ones_get_the_mark(tmp_path):
+    """MLflow's UI reads the kind tag (custom_model_development: the runs table, not the GenAI overview)."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run, _ = start_run(uri, "new", "r", tmp_path / "a", tags={}, params={})
+    client = MlflowClient(tracking_uri=uri)
+    assert client.get_experiment(run.experiment_id).tags[EXPERIMENT_KIND[0]] == "custom_model_development"
+    old = client.create_experiment("old")  # made before hara marked its experiments
+    chosen = client.create_experiment("chosen", tags={EXPERIMENT_KIND[0]: "finetuning"})  # a kind a person set
+    for name, folder in (("old", "b"), ("chosen", "c")):
+        start_run(uri, name, "r", tmp_path / folder, tags={}, params={})
+    assert client.get_experiment(old).tags[EXPERIMENT_KIND[0]] == "custom_model_development"
+    assert client.get_experiment(chosen).tags[EXPERIMENT_KIND[0]] == "finetuning"
+
+
+def test_ui_links_open_the_training_mode_of_the_ui():
+    assert ui_path("3") == "#/experiments/3/runs?workflowType=machine_learning"
+    assert ui_path("3", "", "") == "#/experiments/3?workflowType=machine_learning"
+    assert (ui_path("3", "runs", "viewStateShareKey=v") ==
+            "#/experiments/3/runs?viewStateShareKey=v&workflowType=machine_learning")
+
+
+def test_evaluation_logs_the_benchmarks_as_dataset_inputs_of_the_training_run(tmp_path):
+    """The runs table's Dataset column: benchmark name and content digest; logging them twice adds nothing."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run, _ = start_run(uri, "exp", "r", tmp_path / "run", tags={}, params={})
+    sha = "ab" * 32
+    entries = {"math500": {"eval_fingerprint": {"benchmark_sha256": sha}, "n_problems": 7},
+               "aime24": {"dataset_fingerprint": "cd" * 32}}  # evaluated before fingerprints were recorded
+    for _ in range(2):
+        log_scores(tmp_path / "run" / "final", {"math500": {"pass@1": 0.5}}, benchmarks=entries)
+    inputs = MlflowClient(tracking_uri=uri).get_run(run.run_id).inputs.dataset_inputs
+    found = {i.dataset.name: i for i in inputs}
+    assert sorted(found) == ["aime24", "math500"] and len(inputs) == 2
+    math = found["math500"]
+    assert math.dataset.digest == sha[:DIGEST_CHARS]
+    assert json.loads(math.dataset.source)["tags"]["benchmark_sha256"] == sha  # the full hash, for a lookup
+    assert json.loads(math.dataset.profile) == {"num_rows": 7}
+    assert [(t.key, t.value) for t in math.tags] == [("mlflow.data.context", "eval")]
+    with pytest.raises(ValueError, match="benchmark gsm8k: no eval_fingerprint"):
+        log_scores(tmp_path / "run", {}, benchmarks={"gsm8k": {"score": 0.1}})
 
 
 def test_hara_train_logs_every_step_with_filterable_tags(tmp_path):

@@ -56,7 +56,7 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
         scores = {name: {"pass@1": entry["score"], **({"pass@1_stderr": entry["stderr"]}
                                                       if entry["stderr"] is not None else {})}
                   for name, entry in result["benchmarks"].items()}
-        run = log_scores(args.checkpoint, scores)
+        run = log_scores(args.checkpoint, scores, benchmarks=result["benchmarks"])
     result["mlflow_run"] = run
     write_result(result, args.out)
     return summary(result, args.out, run)

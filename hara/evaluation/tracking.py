@@ -7,6 +7,10 @@ sit side by side in the MLflow UI.
 MLflow 3.17 accepts only alphanumerics, ``_ - . : /`` and spaces in metric names: ``eval/math500/pass@1`` is
 rejected, so the MLflow key spells ``@`` as ``_at_`` (``eval/math500/pass_at_1``, ``.../pass_at_1_stderr``); the
 result JSON keeps lighteval's ``pass@1``.
+
+The benchmarks are also logged as the run's dataset inputs (:func:`benchmark_inputs`): the runs table's Dataset
+column then names each benchmark with a digest of its content, so two runs scored on different problems are told
+apart at a glance.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["RUN_FILE", "find_run_file", "log_scores", "mlflow_key"]
+__all__ = ["RUN_FILE", "benchmark_inputs", "find_run_file", "log_benchmark_inputs", "log_scores", "mlflow_key"]
 
 RUN_FILE = "mlflow_run.json"
 RUN_KEYS = ("tracking_uri", "run_id")
+#: Characters of the benchmark's sha256 kept as the MLflow dataset digest: MLflow's stores cap a digest at 36, and the
+#: UI prints it beside the name in every Dataset cell (MLflow's own digests are 8). The source keeps the full hash.
+DIGEST_CHARS = 16
 
 
 def find_run_file(checkpoint: str | Path) -> Path | None:
@@ -47,8 +54,43 @@ def read_run(path: Path) -> dict:
     return run
 
 
-def log_scores(checkpoint: str | Path, scores: Mapping[str, Mapping[str, float]], step: int = 0) -> dict | None:
-    """Log ``{benchmark: {metric: value}}`` into the checkpoint's training run; returns the run reference or None.
+def benchmark_sha256(name: str, entry: Mapping) -> str:
+    """The benchmark content hash of a scores.json benchmark entry (its evaluation fingerprint's, else the older
+    ``dataset_fingerprint``); an entry with neither is an error naming the benchmark."""
+    sha = entry.get("eval_fingerprint", {}).get("benchmark_sha256") or entry.get("dataset_fingerprint")
+    if not sha:
+        raise ValueError(f"benchmark {name}: no eval_fingerprint.benchmark_sha256 or dataset_fingerprint in its "
+                         "scores (evaluated by an older hara; evaluate again)")
+    return sha
+
+
+def benchmark_inputs(benchmarks: Mapping[str, Mapping]) -> list:
+    """MLflow dataset inputs (context ``eval``) for scores.json's ``benchmarks`` entries: name = benchmark, digest =
+    the start of its content hash, source = the full hash, profile = its number of problems when known."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    inputs = []
+    for name, entry in benchmarks.items():
+        sha = benchmark_sha256(name, entry)
+        profile = json.dumps({"num_rows": entry["n_problems"]}) if "n_problems" in entry else None
+        dataset = Dataset(name=name, digest=sha[:DIGEST_CHARS], source_type="code",
+                          source=json.dumps({"tags": {"benchmark": name, "benchmark_sha256": sha}}), profile=profile)
+        inputs.append(DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "eval")]))
+    return inputs
+
+
+def log_benchmark_inputs(client, run_id: str, benchmarks: Mapping[str, Mapping]) -> None:
+    """Log the benchmarks as dataset inputs of the run (MLflow keeps one input per dataset and run: logging them
+    again, e.g. from `hara report`, adds nothing)."""
+    inputs = benchmark_inputs(benchmarks)
+    if inputs:
+        client.log_inputs(run_id, datasets=inputs)
+
+
+def log_scores(checkpoint: str | Path, scores: Mapping[str, Mapping[str, float]], step: int = 0,
+               benchmarks: Mapping[str, Mapping] | None = None) -> dict | None:
+    """Log ``{benchmark: {metric: value}}`` into the checkpoint's training run, and ``benchmarks`` (the result's
+    entries, as in scores.json) as its dataset inputs; returns the run reference or None.
 
     Uses an explicit ``MlflowClient(tracking_uri)``: no global MLflow state and no default sqlite file in the
     working directory.
@@ -63,4 +105,5 @@ def log_scores(checkpoint: str | Path, scores: Mapping[str, Mapping[str, float]]
     for benchmark, metrics in scores.items():
         for metric, value in metrics.items():
             client.log_metric(run["run_id"], mlflow_key(benchmark, metric), float(value), step=step)
+    log_benchmark_inputs(client, run["run_id"], benchmarks or {})
     return {**run, "run_file": str(path)}

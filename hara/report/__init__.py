@@ -63,10 +63,11 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = collect_runs(config, results)
+    from hara.report.ablation import ablation_table
     from hara.report.repro import check_claims, claims_table
 
     tables = [claims_table(check_claims(config, results, runs)),
-              *build_tables(config, runs, read_base_scores(config, results))]
+              *build_tables(config, runs, read_base_scores(config, results)), ablation_table(config, results)]
     figures = write_figures(config, runs, out_dir)
     sections = collect_sections(config, results, out_dir)
     title, summary = f"HarA report: {config['name']}", summary_line(config, runs)
@@ -81,6 +82,8 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     (out_dir / "index.html").write_text(render_html(title, summary, tables, figures, sections,
                                                     extra_html=sweeps_html(results)), encoding="utf-8")
     run_id = log_report(config, out_dir) if mlflow else None
+    from hara.report.mlflow_runs import log_run_summaries  # each training run: scores, vs none, description
+    log_run_summaries(config, results, runs, out_dir, run_id)
     return {"out": str(out_dir), "tables": [t.key for t in tables],
             "figures": {size: str(path) if path else None for size, path in figures.items()},
             "analyses": [s.name for s in sections if s.result is not None], "mlflow_run": run_id}

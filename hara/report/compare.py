@@ -18,7 +18,7 @@ from hara.report.collect import Cell, Run
 from hara.report.paired import Bootstrap, Difference, bootstrap_difference, paired_matrix
 
 __all__ = ["FINGERPRINT_KEY", "MISMATCH_MARK", "Comparison", "ComparisonError", "compare_cells",
-           "fingerprint_differences"]
+           "fingerprint_differences", "flatten"]
 
 FINGERPRINT_KEY = "eval_fingerprint"
 MISMATCH_MARK = "†"
@@ -28,11 +28,12 @@ class ComparisonError(ValueError):
     """Two evaluations that the report was asked to compare are not comparable (one line, for the CLI)."""
 
 
-def _flat(tree: Mapping, prefix: str = "") -> dict[str, object]:
+def flatten(tree: Mapping, prefix: str = "") -> dict[str, object]:
+    """Nested mappings -> {"a.b.c": value}."""
     out: dict[str, object] = {}
     for key, value in tree.items():
         if isinstance(value, Mapping):
-            out.update(_flat(value, f"{prefix}{key}."))
+            out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out
@@ -42,7 +43,7 @@ def fingerprint_differences(a: Mapping | None, b: Mapping | None) -> list[str]:
     """``field (a vs b)`` for every fingerprint field that differs; a missing fingerprint is a difference."""
     if a is None or b is None:
         return [f"{FINGERPRINT_KEY} (missing: evaluated before fingerprints were recorded; evaluate again)"]
-    flat_a, flat_b = _flat(a), _flat(b)
+    flat_a, flat_b = flatten(a), flatten(b)
     return [f"{key} ({flat_a.get(key, 'absent')} vs {flat_b.get(key, 'absent')})"
             for key in sorted(flat_a.keys() | flat_b.keys()) if flat_a.get(key) != flat_b.get(key)]
 

@@ -1,7 +1,9 @@
 """The smoke DAG against a real `mlflow server` on 127.0.0.1, with one training job SIGKILLed mid-run:
 `snakemake --rerun-incomplete` resumes it from its last checkpoint and the DAG completes; the server holds every run
 of the grid with its metrics; headless Chromium shows them by name in the MLflow UI's experiment page and
-run-comparison view (a screenshot of the comparison lands in results/ui/mlflow_compare.png)."""
+run-comparison view (a screenshot of the comparison lands in results/ui/mlflow_compare.png). The experiment opens on
+its runs table, where each training run shows its average pass@1 and its difference from the baseline as the
+report computed them (screenshots: results/ui/mlflow_runs_by_method.png, results/ui/mlflow_chart_view.png)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,26 @@ import json
 import math
 import os
 import signal
+import statistics
 import subprocess
 import time
 import urllib.parse
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from hara.config import load_config
+from hara.evaluation.tracking import DIGEST_CHARS
+from hara.report.mlflow_runs import AVERAGE, VIEW_BY_METHOD, VIEW_PER_RUN
+from hara.tracking import EXPERIMENT_KIND, ui_path
 from tests.reliability.servers import CHROMIUM, chromium, compared_metrics, mlflow_server, visible_text
 from tests.workflow.conftest import BIN, REPO, SNAKEFILE, job_counts, snakemake
 
 SMOKE = REPO / "config" / "smoke.yaml"
 SCREENSHOT = REPO / "results" / "ui" / "mlflow_compare.png"
+RUNS_SCREENSHOT = REPO / "results" / "ui" / "mlflow_runs_by_method.png"
+CHARTS_SCREENSHOT = REPO / "results" / "ui" / "mlflow_chart_view.png"
 VICTIM = "hara_tok"  # the grid cell whose training job is killed
 pytestmark = pytest.mark.slow
 
@@ -166,3 +175,102 @@ def test_mlflow_ui_lists_and_compares_the_grid_runs(server_dag):
     SCREENSHOT.unlink(missing_ok=True)
     chromium(compare, f"--screenshot={SCREENSHOT}")
     assert SCREENSHOT.stat().st_size > 20_000  # a drawn page, not a blank one
+
+
+class RunsTable(HTMLParser):
+    """The cells of the MLflow runs table (an ag-grid) in a dumped DOM: ``rows[row id][column id]`` = the cell's
+    text. Row ids end with the run id (``<run id>``, or ``tag.method.<value>.<run id>`` when grouped); column ids
+    are MLflow's (``metrics.`eval/avg_pass_at_1```). Only the rows and columns drawn in the viewport are there."""
+
+    def __init__(self, dom: str):
+        super().__init__()
+        self.rows: dict[str, dict[str, str]] = {}
+        self.row = self.column = None
+        self.depth = 0  # open divs inside the current cell
+        self.feed(dom)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "row-id" in attrs:
+            self.row = attrs["row-id"]
+        elif attrs.get("role") == "gridcell" and self.row and "col-id" in attrs:
+            self.column, self.depth = attrs["col-id"], 0
+            self.rows.setdefault(self.row, {})[self.column] = ""
+        if self.column and tag == "div":
+            self.depth += 1
+
+    def handle_endtag(self, tag):
+        if self.column and tag == "div":
+            self.depth -= 1
+            if self.depth == 0:
+                self.column = None
+
+    def handle_data(self, data):
+        if self.column:
+            cells = self.rows[self.row]
+            cells[self.column] = " ".join(f"{cells[self.column]} {data}".split())
+
+    def of_run(self, run_id: str) -> dict[str, str]:
+        """The run's cells, merged over the grid's containers (pinned and scrolled columns are separate rows)."""
+        merged: dict[str, str] = {}
+        for row, cells in self.rows.items():
+            if row.rsplit(".", 1)[-1] == run_id:
+                merged.update({column: text for column, text in cells.items() if text})
+        return merged
+
+
+def expected_summaries(config: dict, workdir: Path) -> dict[str, dict]:
+    """Per training run name, what the report must have logged, from the files themselves: the mean of the
+    scores.json pass@1 over the config's benchmarks, comparisons.json's average difference from none, and each
+    benchmark's `name (digest)` as the Dataset column prints it."""
+    found = json.loads((workdir / config["results_dir"] / "report" / "comparisons.json").read_text())
+    expected = {}
+    for method in config["grid"]["methods"]:
+        scores = json.loads((workdir / cell_dir(config, "eval", method) / "scores.json").read_text())["benchmarks"]
+        versus = [c["average"] for c in found if (c["a"], c["b"]) == (method, "none")]
+        expected[f"tiny-s-grpo-{method}-seed0"] = {
+            AVERAGE: statistics.fmean(scores[b]["score"] for b in config["data"]["benchmarks"]),
+            **({"vs_none/avg_diff": versus[0]["difference"], "vs_none/avg_ci_low": versus[0]["ci_low"],
+                "vs_none/avg_ci_high": versus[0]["ci_high"]} if versus else {}),
+            "datasets": [f"{name} ({entry['eval_fingerprint']['benchmark_sha256'][:DIGEST_CHARS]})"
+                         for name, entry in scores.items()]}
+    return expected
+
+
+def test_mlflow_ui_opens_on_the_runs_table_with_each_runs_scores(server_dag):
+    """The experiment (marked as model training) lands on its runs; each training run carries, exactly, the
+    report's average pass@1 and difference from none, and the saved view draws them in the runs table."""
+    uri, config, workdir = server_dag["uri"], server_dag["config"], server_dag["workdir"]
+    runs, experiment, client = train_runs(uri, config)
+    assert experiment.tags[EXPERIMENT_KIND[0]] == EXPERIMENT_KIND[1]
+    expected = expected_summaries(config, workdir)
+    assert sorted(expected) == sorted(runs) and any("vs_none/avg_diff" in e for e in expected.values())
+    for name, values in expected.items():
+        logged = client.get_run(runs[name].info.run_id)
+        assert {k: logged.data.metrics.get(k) for k in values if k != "datasets"} == \
+            {k: v for k, v in values.items() if k != "datasets"}, name
+        assert logged.data.tags["vs_none.verdict"], name
+        note = logged.data.tags["mlflow.note.content"]
+        assert str((workdir / config["results_dir"] / "report" / "index.html").resolve()) in note, note
+
+    landing = visible_text(chromium(f"{uri}/{ui_path(experiment.experiment_id, '')}", "--dump-dom").stdout)
+    assert "Run Name" in landing and "Tool calls" not in landing, landing[:1500]  # not the GenAI overview
+
+    per_run = ui_path(experiment.experiment_id, "runs", f"viewStateShareKey={VIEW_PER_RUN[0]}")
+    table = RunsTable(chromium(f"{uri}/{per_run}", "--dump-dom", window="2400,1400").stdout)
+    for name, values in expected.items():
+        cells = table.of_run(runs[name].info.run_id)
+        for metric in (AVERAGE, "vs_none/avg_diff"):
+            cell = cells.get(f"metrics.`{metric}`")
+            assert cell is not None, (name, metric, cells)
+            assert cell == "-" if metric not in values else drawn_as(cell, values[metric]), (name, metric, cell)
+        assert any(dataset in cells.get("attributes.`Dataset`", "") for dataset in values["datasets"]), cells
+    print(f"MLflow runs table: {len(expected)} runs drawn with {AVERAGE} and vs_none/avg_diff equal to the report's")
+
+    by_method = ui_path(experiment.experiment_id, "runs", f"viewStateShareKey={VIEW_BY_METHOD[0]}")
+    charts = ui_path(experiment.experiment_id, "runs", f"viewStateShareKey={VIEW_PER_RUN[0]}&compareRunsMode=CHART")
+    # wide enough for every picked column beside MLflow's assistant panel; charts draw lazily, hence more time
+    for url, path, budget in ((by_method, RUNS_SCREENSHOT, 30000), (charts, CHARTS_SCREENSHOT, 60000)):
+        path.unlink(missing_ok=True)
+        chromium(f"{uri}/{url}", f"--screenshot={path}", window="2400,1000", budget_ms=budget)
+        assert path.stat().st_size > 20_000, path  # a drawn page, not a blank one

@@ -1,0 +1,205 @@
+"""The MLflow UI as the comparison dashboard: `hara report` writes each training run's summary into its MLflow run.
+
+Every training run of the grid (found through the ``mlflow_run.json`` that training wrote into
+``<results>/train/<size>/<rlvr>/<method>/seed<k>/``) gets, at step 0:
+
+- ``eval/avg_pass_at_1`` (:data:`AVERAGE`): its pass@1 averaged over the config's benchmarks, when it has them all;
+- ``vs_<b>/avg_diff``, ``vs_<b>/avg_ci_low``, ``vs_<b>/avg_ci_high`` (pass@1 units) and the tag ``vs_<b>.verdict``:
+  its cell's paired difference from method ``<b>`` on the benchmark average with the 95% interval, exactly as in
+  the report's comparisons.json (``none`` for every method, ``hara_seq`` for ``hara_tok``). A comparison pairs all
+  seeds of a cell, so every seed's run carries the same numbers; the baseline's own runs get ``vs_none.verdict`` =
+  ``baseline``;
+- its benchmarks as dataset inputs (the runs table's Dataset column, :func:`hara.evaluation.tracking.benchmark_inputs`);
+- a description (``mlflow.note.content``, the run page's "Description"): the cell, links to the report and to the
+  tables below, its scores in words. A description someone wrote in the UI is kept.
+
+The experiment gets two saved views of the runs table (the UI's "Views" menu; links in every description):
+:data:`VIEW_PER_RUN` and :data:`VIEW_BY_METHOD` (seeds averaged per method), with those columns picked, the training
+runs only, best average first; their chart view shows the averaged metrics only. Without them the table shows no
+score until the user picks one among ~50 metric keys.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from hara.report.collect import Cell, Run
+from hara.report.tables import BASELINE
+
+__all__ = ["AVERAGE", "VIEW_BY_METHOD", "VIEW_PER_RUN", "average_pass_at_1", "comparison_summary", "describe",
+           "log_run_summaries", "saved_views"]
+
+AVERAGE = "eval/avg_pass_at_1"  # `eval/avg_pass@1`, spelled as MLflow accepts it (hara.tracking.metric_name)
+BASELINE_VERDICT = "baseline"
+NOTE_TAG = "mlflow.note.content"
+NOTE_HEADER = "**HarA training run**"  # how a description that hara wrote is told from one a person wrote
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow's saved views are experiment tags under this prefix
+VIEW_PER_RUN = ("hara-scores", "HarA: scores per run")  # (key in the URL and the tag, name in the Views menu)
+VIEW_BY_METHOD = ("hara-scores-by-method", "HarA: scores by method")
+REPORT_ARTIFACT = "report/index.html"  # where log_report puts the page among the report run's artifacts
+
+
+def average_pass_at_1(config: Mapping, run: Run) -> float | None:
+    """Mean pass@1 over the config's benchmarks; None unless the run was scored on all of them (an average over
+    fewer would not be comparable with the other runs')."""
+    benchmarks = config["data"]["benchmarks"]
+    if not all(name in run.scores for name in benchmarks):
+        return None
+    return statistics.fmean(run.scores[name] for name in benchmarks)
+
+
+def of_cell(cell: Cell, comparisons: Iterable[Mapping]) -> list[Mapping]:
+    """The comparisons whose A side is the cell's method in its (size, rlvr)."""
+    return [found for found in comparisons if (found["size"], found["rlvr"], found["a"]) == (cell.size, cell.rlvr,
+                                                                                              cell.method)]
+
+
+def comparison_summary(cell: Cell, comparisons: Iterable[Mapping]) -> tuple[dict[str, float], dict[str, str]]:
+    """(metrics, tags) of the cell's paired differences on the benchmark average, one group per comparison of the
+    cell; the baseline's own runs are tagged as the baseline."""
+    metrics, tags = {}, {f"vs_{BASELINE}.verdict": BASELINE_VERDICT} if cell.method == BASELINE else {}
+    for found in of_cell(cell, comparisons):
+        average, prefix = found["average"], f"vs_{found['b']}"
+        metrics.update({f"{prefix}/avg_diff": average["difference"], f"{prefix}/avg_ci_low": average["ci_low"],
+                        f"{prefix}/avg_ci_high": average["ci_high"]})
+        tags[f"{prefix}.verdict"] = average["verdict"]
+    return metrics, tags
+
+
+def baselines(comparisons: Iterable[Mapping]) -> list[str]:
+    """The B sides of the comparisons, the baseline first (the order of the columns)."""
+    names = {found["b"] for found in comparisons}
+    return sorted(names, key=lambda name: (name != BASELINE, name))
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.4f}"
+
+
+def _comparison_line(found: Mapping) -> str:
+    avg = found["average"]
+    return (f"**vs {found['b']}**: {_signed(avg['difference'])} [{_signed(avg['ci_low'])}, {_signed(avg['ci_high'])}] "
+            f"pass@1 (95% interval), {avg['verdict']}; paired over {avg['seeds']} seed(s) x {avg['problems']} "
+            "problems, the same for every seed of the cell.")
+
+
+def describe(cell: Cell, average: float | None, comparisons: Iterable[Mapping], report_file: Path,
+             links: Mapping[str, str]) -> str:
+    """The run's description (Markdown): which cell, where the report is, its scores in words. ``links``: in-app
+    links (:func:`hara.tracking.ui_path`) of the report page (``report``) and of the saved views (other labels)."""
+    views = " · ".join(f"[{label}]({link})" for label, link in links.items() if label != "report")
+    score = (f"**Average pass@1** over the config's benchmarks: {average:.4f}." if average is not None
+             else "**Average pass@1**: n/a (not scored on every benchmark of the config).")
+    if cell.method == BASELINE:
+        score += f" This is the baseline ({BASELINE}) that the other methods are compared with."
+    parts = [f"{NOTE_HEADER}: size `{cell.size}`, RLVR `{cell.rlvr}`, method `{cell.method}`, seed {cell.seed} "
+             f"(`train/{cell.path()}`).",
+             f"**Report**: `{report_file}` ([open in MLflow]({links['report']}))", score,
+             *map(_comparison_line, of_cell(cell, comparisons)), f"**Compare in MLflow**: {views}"]
+    return "\n\n".join(parts)
+
+
+def _view_state(columns: list[str], group_by_method: bool) -> dict:
+    """MLflow's runs-table state (the keys its "Save view" writes): the training runs, ``columns`` picked and first,
+    best average first, charts filtered to the averaged metrics; grouped by the ``method`` tag (seeds averaged)."""
+    widths = {"attributes.`Run Name`": 260, **dict.fromkeys(columns, 170)}  # pixels: room for a full float
+    state = {"searchFilter": "tags.stage = 'train'", "orderByKey": f"metrics.`{AVERAGE}`", "orderByAsc": False,
+             "selectedColumns": [*columns, "attributes.`Dataset`"], "chartsSearchFilter": "avg_",
+             "columnOrder": ["attributes.`Run Name`", *columns, "attributes.`Dataset`"], "columnWidths": widths}
+    if group_by_method:
+        state["groupBy"] = {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "method"}]}
+    return state
+
+
+def saved_views(comparisons: Iterable[Mapping], now_ms: int) -> dict[str, str]:
+    """Experiment tags that hold :data:`VIEW_PER_RUN` and :data:`VIEW_BY_METHOD` in the envelope MLflow's UI reads
+    (``{"name", "createdAt", "updatedAt", "state": <JSON text>}``)."""
+    columns = [f"metrics.`{AVERAGE}`"]
+    for name in baselines(comparisons):
+        columns += [f"metrics.`vs_{name}/{key}`" for key in ("avg_diff", "avg_ci_low", "avg_ci_high")]
+        columns.append(f"tags.`vs_{name}.verdict`")
+    return {VIEW_TAG_PREFIX + key: json.dumps({"name": name, "createdAt": now_ms, "updatedAt": now_ms,
+                                               "state": json.dumps(_view_state(columns, grouped))})
+            for (key, name), grouped in ((VIEW_PER_RUN, False), (VIEW_BY_METHOD, True))}
+
+
+def read_comparisons(out_dir: Path) -> list[dict]:
+    """The report's comparisons.json (written by build_report before it logs)."""
+    path = out_dir / "comparisons.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; the run summaries are the report's numbers, build the report first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _benchmark_entries(run: Run) -> dict[str, dict]:
+    """The run's benchmarks in scores.json's shape, as far as the dataset inputs need them."""
+    return {name: {"eval_fingerprint": fingerprint, "n_problems": len(run.problems.get(name, {}))}
+            for name, fingerprint in run.fingerprints.items()}
+
+
+def _links(experiment_id: str, report_run_id: str) -> dict[str, str]:
+    """The description's links: the report page among the report run's artifacts, and the two saved views. The
+    report run and the training runs share the config's experiment (both are named after config['name'])."""
+    from hara.tracking import ui_path
+
+    return {"report": ui_path(experiment_id, f"runs/{report_run_id}/artifacts/{REPORT_ARTIFACT}"),
+            "scores per run": ui_path(experiment_id, "runs", f"viewStateShareKey={VIEW_PER_RUN[0]}"),
+            "scores by method": ui_path(experiment_id, "runs", f"viewStateShareKey={VIEW_BY_METHOD[0]}")}
+
+
+def _summarize(client, run_id: str, config: Mapping, run: Run, comparisons: list[dict], report_file: Path,
+               report_run_id: str) -> str:
+    """Log one training run's summary metrics, verdict tags, dataset inputs and description; returns its
+    experiment's id."""
+    from mlflow.entities import Metric, RunTag
+
+    from hara.evaluation.tracking import log_benchmark_inputs
+
+    average, logged = average_pass_at_1(config, run), client.get_run(run_id)
+    metrics, tags = comparison_summary(run.cell, comparisons)
+    metrics.update({AVERAGE: average} if average is not None else {})
+    note = logged.data.tags.get(NOTE_TAG, "")
+    if not note or note.startswith(NOTE_HEADER):  # a description written by a person is theirs, not replaced
+        links = _links(logged.info.experiment_id, report_run_id)
+        tags[NOTE_TAG] = describe(run.cell, average, comparisons, report_file, links)
+    now = int(time.time() * 1000)
+    client.log_batch(run_id, metrics=[Metric(key, float(value), now, 0) for key, value in metrics.items()],
+                     tags=[RunTag(key, value) for key, value in tags.items()])
+    log_benchmark_inputs(client, run_id, _benchmark_entries(run))
+    return logged.info.experiment_id
+
+
+def log_run_summaries(config: Mapping, results: str | Path, runs: Mapping[Cell, Run], out_dir: str | Path,
+                      report_run_id: str | None) -> list[str]:
+    """Write the summaries into every training run that has an MLflow run, and the saved views into their
+    experiments; returns the run ids. ``report_run_id``: the report's MLflow run (None: the report was not logged
+    to MLflow, and nothing is)."""
+    if report_run_id is None:
+        return []
+    from mlflow import MlflowClient
+
+    from hara.evaluation.tracking import RUN_FILE, read_run
+
+    out_dir = Path(out_dir)
+    comparisons, report_file = read_comparisons(out_dir), (out_dir / "index.html").resolve()
+    clients, experiments, done = {}, set(), []
+    for cell, run in runs.items():
+        path = Path(results) / "train" / cell.path() / RUN_FILE
+        if not path.is_file():  # a cell not trained (yet), or trained without MLflow
+            continue
+        reference = read_run(path)
+        uri = reference["tracking_uri"]
+        if uri not in clients:
+            clients[uri] = MlflowClient(tracking_uri=uri)
+        client = clients[uri]
+        experiments.add((uri, _summarize(client, reference["run_id"], config, run, comparisons, report_file,
+                                         report_run_id)))
+        done.append(reference["run_id"])
+    for uri, experiment_id in sorted(experiments):
+        for key, value in saved_views(comparisons, int(time.time() * 1000)).items():
+            clients[uri].set_experiment_tag(experiment_id, key, value)
+    return done
