@@ -21,7 +21,7 @@ import yaml
 
 from hara.report.collect import Cell, Run, read_run
 from hara.report.compare import compare_cells, flatten
-from hara.report.stats import NA
+from hara.report.stats import NA, step_costs
 
 __all__ = ["BOOKKEEPING", "TrainedRun", "ablation_table", "factor_differences", "run_factors"]
 
@@ -101,8 +101,6 @@ def _row(config: Mapping, run: TrainedRun, baseline: TrainedRun) -> list[str] | 
 
 
 def _cpu_difference(a: Run, b: Run) -> str:
-    from hara.report.repro import step_costs
-
     (mine, kind), (theirs, base_kind) = step_costs(a.metrics), step_costs(b.metrics)
     if not mine or not theirs:
         return NA

@@ -20,6 +20,7 @@ from hara.analysis.claims import CLAIMS_PATH
 from hara.config import ConfigError
 from hara.report.collect import Cell, Run, collect_runs, read_run
 from hara.report.compare import Comparison, compare_cells
+from hara.report.stats import step_costs
 from hara.report.paired import BETTER, WITHIN_NOISE, WORSE, Bootstrap, Interval, bootstrap_mean, bootstrap_ratio
 
 __all__ = ["MEASURES", "Claim", "Outcome", "check_claims", "claims_table", "format_checks", "load_claims"]
@@ -129,13 +130,6 @@ def majority_better(evidence: Evidence, params: Mapping) -> Outcome:
     ours = (f"{params['method']} - {params['against']} over {total} (size, rlvr, benchmark): {better} better, "
             f"{verdicts[WITHIN_NOISE]} within noise, {worse} worse")
     return Outcome(status, ours, {"verdicts": dict(verdicts), "total": total})
-
-
-def step_costs(metrics: list[dict]) -> tuple[list[float], str]:
-    """Per-step cost: process CPU time (time/cpu_s) when every step logged it, else wall time (time/step_s)."""
-    if metrics and all("time/cpu_s" in row for row in metrics):
-        return [float(row["time/cpu_s"]) for row in metrics], "CPU time"
-    return [float(row["time/step_s"]) for row in metrics if "time/step_s" in row], "wall time"
 
 
 def _bounded(intervals: list[Interval], bound: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["Estimate", "cumulative_time", "final_value", "mean_se", "smooth", "step_reaching", "value_at_time"]
+__all__ = ["Estimate", "cumulative_time", "step_costs", "final_value", "mean_se", "smooth", "step_reaching", "value_at_time"]
 
 #: Placeholder of a cell without data; the report never invents a number.
 NA = "n/a"
@@ -66,6 +66,16 @@ def series(metrics: Sequence[dict], key: str) -> tuple[list[int], list[float]]:
     """(steps, values) of one metric, skipping steps that did not log it."""
     pairs = [(row["step"], float(row[key])) for row in metrics if key in row]
     return [s for s, _ in pairs], [v for _, v in pairs]
+
+
+def step_costs(metrics: Sequence[dict]) -> tuple[list[float], str]:
+    """Per-step cost: process CPU time (time/cpu_s) when every step logged it, else wall time (time/step_s).
+
+    CPU time does not grow when other jobs share the cores; wall time does, so wall costs of runs made side by side
+    are not comparable (the report says which one it used)."""
+    if metrics and all("time/cpu_s" in row for row in metrics):
+        return [float(row["time/cpu_s"]) for row in metrics], "CPU time"
+    return [float(row["time/step_s"]) for row in metrics if "time/step_s" in row], "wall time"
 
 
 def cumulative_time(metrics: Sequence[dict], key: str = "time/step_s") -> list[float] | None:

@@ -15,7 +15,8 @@ from hara.analysis.claims import PAPER_NUMBERS
 from hara.report.collect import Cell, Run
 from hara.report.compare import MISMATCH_MARK, compare_cells
 from hara.report.paired import Bootstrap
-from hara.report.stats import NA, Estimate, cumulative_time, final_value, mean_se, step_reaching, value_at_time
+from hara.report.stats import (NA, Estimate, cumulative_time, final_value, mean_se, step_costs, step_reaching,
+                               value_at_time)
 
 __all__ = ["TABLES", "Table", "build_tables"]
 
@@ -156,7 +157,10 @@ def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | Non
     base_s = sum(base_times) / len(base_times) if base_times else None
     target = final_value(baseline.metrics, ACCURACY) if baseline else None
     reached = step_reaching(run.metrics, ACCURACY, target) if target is not None else None
+    cpu_s, base_cpu_s = _mean_cpu_s(run.metrics), _mean_cpu_s(baseline.metrics) if baseline else None
     return {
+        "cpu_s": cpu_s,
+        "cpu_overhead": (cpu_s / base_cpu_s - 1.0) if cpu_s is not None and base_cpu_s else None,
         "step_s": step_s,
         "overhead": (step_s / base_s - 1.0) if step_s is not None and base_s else None,
         "steps_to_target": float(reached[0]) if reached else None,
@@ -165,9 +169,17 @@ def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | Non
     }
 
 
+def _mean_cpu_s(metrics: list[dict]) -> float | None:
+    """Mean per-step process CPU time, when every step logged it (runs trained before it was logged: None)."""
+    costs, kind = step_costs(metrics)
+    return sum(costs) / len(costs) if costs and kind == "CPU time" else None
+
+
 EFFICIENCY_COLUMNS: list[tuple[str, str, Callable[[Estimate, int], str]]] = [
-    ("step_s", "s / step", lambda e, n: e.format(1.0, 3, n)),
-    ("overhead", "overhead vs none (%)", lambda e, n: e.format(100.0, 1, n)),
+    ("cpu_s", "CPU s / step", lambda e, n: e.format(1.0, 3, n)),
+    ("cpu_overhead", "CPU overhead vs none (%)", lambda e, n: e.format(100.0, 1, n)),
+    ("step_s", "wall s / step", lambda e, n: e.format(1.0, 3, n)),
+    ("overhead", "wall overhead vs none (%)", lambda e, n: e.format(100.0, 1, n)),
     ("steps_to_target", "steps to none's final acc.", lambda e, n: e.format(1.0, 0, n)),
     ("seconds_to_target", "seconds to none's final acc.", lambda e, n: e.format(1.0, 1, n)),
     ("acc_at_budget", "train acc. at none's wall time (%)", lambda e, n: e.format(100.0, 1, n)),
@@ -187,7 +199,10 @@ def efficiency_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: Bas
                 rows.append([size, rlvr, method, *(fmt(mean_se([m[key] for m in per_seed]), seeds)
                                                    for key, _, fmt in EFFICIENCY_COLUMNS)])
     return Table("efficiency", "Efficiency",
-                 "From metrics.jsonl, paired with the baseline (none) of the same seed. Target = none's final "
+                 "From metrics.jsonl, paired with the baseline (none) of the same seed. CPU = the training process's "
+                 "CPU time per step, comparable between runs that shared the machine; wall = elapsed time, which "
+                 "grows with other jobs' load (the wall columns and the time-to-target columns are comparable only "
+                 "for runs made under the same load). Target = none's final "
                  "training accuracy (moving average over a tenth of the run); n/a = not reached or not logged. "
                  "Accuracy at equal wall time = the smoothed training accuracy after none's total training time. Paper: "
                  f"{PAPER_NUMBERS['overhead']}, {PAPER_NUMBERS['speedup']}, {PAPER_NUMBERS['equal_time']}.",
