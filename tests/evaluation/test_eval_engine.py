@@ -92,3 +92,25 @@ def test_another_prompt_is_not_answered_from_the_cache(fake_checkpoint, tmp_path
     evaluate_checkpoint(smoke_config(f"prompt.stop={json.dumps(STOP)}"), fake_checkpoint, BENCHMARKS[:1],
                         cache_dir=tmp_path / "c", engine_factory=factory)
     assert [engine.calls for engine in engines] == [1, 1, 1]
+
+
+def test_each_benchmark_records_its_fingerprint_and_the_job_its_cost(fake_checkpoint, tmp_path):
+    """What makes two scores comparable (hara.report.compare) is written beside them, and what the job cost."""
+    from hara.evaluation.runner import FINGERPRINT_PACKAGES
+
+    def evaluate(*overrides):
+        result = evaluate_checkpoint(smoke_config(*overrides), fake_checkpoint, BENCHMARKS[:1],
+                                     cache_dir=tmp_path / "cache", engine_factory=lambda cfg: RecordingEngine({}))
+        return result, result["benchmarks"][BENCHMARKS[0]]["eval_fingerprint"]
+
+    result, plain = evaluate()
+    entry = result["benchmarks"][BENCHMARKS[0]]
+    assert plain["benchmark_sha256"] == entry["dataset_fingerprint"] and plain["backend"] == result["backend"]
+    assert {key: plain[key] for key in entry["sampling"]} == entry["sampling"] and plain["device"] == "cpu"
+    assert set(plain["versions"]) == set(FINGERPRINT_PACKAGES)
+    _, templated = evaluate(f"prompt.template={json.dumps(TEMPLATE)}")
+    _, stopped = evaluate(f"prompt.stop={json.dumps(STOP)}")
+    assert [k for k in plain if plain[k] != templated[k]] == ["prompt_template_sha256"]
+    assert [k for k in plain if plain[k] != stopped[k]] == ["stop"]
+    cost = result["cost"]
+    assert cost["device"] == "cpu" and cost["devices"] == 1 and cost["device_seconds"] == cost["cpu_seconds"] > 0
