@@ -22,6 +22,11 @@ PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 CONFIG ?= config/default.yaml
 RESULTS ?= results
+# `make reproduce` runs jobs side by side up to the machine's cores (each job uses the config's `threads`, one by
+# default: on a loaded 2-core machine two torch threads ran 14x slower than one) and within its available memory
+# (each rule declares mem_mb), so a laptop with more cores finishes sooner. CORES=2 / MEM_MB=... override.
+CORES  ?= $(shell nproc)
+MEM_MB ?= $(shell awk '/^MemAvailable:/ {print int($$2 / 1024 * 0.9)}' /proc/meminfo)
 
 .PHONY: setup test reproduce gpu-resolves clean-venv
 
@@ -41,7 +46,8 @@ test: setup
 # The whole DAG (Snakefile): data -> base models -> training grid -> evaluation -> results/report/index.html.
 # The venv's bin/ goes first on PATH because the rules call the `hara` command.
 reproduce: setup
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores 2 --configfile $(CONFIG)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores $(CORES) --resources mem_mb=$(MEM_MB) \
+		--configfile $(CONFIG)
 
 # Does `pip install -e ".[gpu,test]"` resolve on a CUDA Linux x86-64 machine with Python 3.11? pip's dry run, isolated
 # from this machine's pip config (local wheel folders, caps), so PyPI's CUDA torch is resolved as on a cluster node;
