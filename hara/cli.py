@@ -14,10 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from hara.config import ConfigError, load_config
-
-
-class UserError(Exception):
-    """A problem with the user's input, reported as one line."""
+from hara.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ exactly what made it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -24,19 +23,6 @@ TRACKED_PACKAGES = (
     "hara", "torch", "transformers", "tokenizers", "trl", "accelerate", "datasets", "pot", "lighteval",
     "math-verify", "optuna", "mlflow", "snakemake", "numpy",
 )
-
-
-def stream_into(digest: "hashlib._Hash", path: str | os.PathLike) -> "hashlib._Hash":
-    """Feed a file's bytes to ``digest`` in 1 MiB blocks (multi-GB weight shards never sit in memory at once)."""
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file, streamed."""
-    return stream_into(hashlib.sha256(), path).hexdigest()
 
 
 def seed_everything(seed: int) -> None:

@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_password(path: Path) -> str:
     """The password in ``path``; a missing, empty or group/world-readable file is an error naming it."""
-    from hara.cli import UserError
+    from hara.errors import UserError
 
     if not path.is_file():
         raise UserError(f"--password-file: {path} does not exist (write the password into it, then chmod 600)")

@@ -19,7 +19,7 @@ from pathlib import Path
 import hara
 from hara.data.io import lookup, write_jsonl
 from hara.data.synthetic import SKILLS, generate_problems, normalize_problem
-from hara.runinfo import file_sha256
+from hara.hashing import file_sha256
 
 __all__ = ["BenchmarkSpec", "BENCHMARKS", "TRAIN", "build_embedded_datasets", "write_datasets", "benchmark_spec"]
 

@@ -10,7 +10,7 @@ __all__ = ["check_benchmarks", "evaluate_command", "fetch_command"]
 
 
 def _user_error(message: str) -> Exception:
-    from hara.cli import UserError
+    from hara.errors import UserError
 
     return UserError(message)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hara.data.catalog import HUB_BENCHMARKS
 from hara.data.hub import HUB_DATASETS
-from hara.runinfo import file_sha256
+from hara.hashing import file_sha256
 
 __all__ = ["FetchItem", "fetch_datasets", "fetch_plan"]
 

@@ -38,7 +38,7 @@ from lighteval.utils.cache_management import SampleCache, cached
 
 from hara.data.format import cut_at_stop
 from hara.evaluation.settings import SamplingSettings
-from hara.runinfo import stream_into
+from hara.hashing import stream_into
 
 __all__ = ["ENGINES", "CheckpointModel", "CheckpointModelConfig", "TransformersEngine", "VLLMEngine",
            "checkpoint_fingerprint", "load_engine", "make_model_config", "resolve_backend"]

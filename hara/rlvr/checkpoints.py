@@ -27,7 +27,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from hara.config import ConfigError
-from hara.runinfo import file_sha256
+from hara.hashing import file_sha256
 
 __all__ = ["FINISHED_CHECKPOINTS", "MANIFEST", "RESUME_IGNORED", "CheckpointWarning", "ManifestCallback",
            "changed_keys", "checkpoint_problem", "last_valid_checkpoint", "prune_finished_checkpoints",

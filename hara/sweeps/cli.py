@@ -42,7 +42,7 @@ def run_processes(args: argparse.Namespace, workers: int) -> dict:
     processes = [subprocess.Popen(command) for _ in range(workers)]
     codes = [process.wait() for process in processes]
     if any(codes):
-        from hara.cli import UserError
+        from hara.errors import UserError
 
         raise UserError(f"sweep {args.study}: worker exit codes {codes}")
     return {"study": args.study, "workers": workers, "exit_codes": codes}
@@ -68,7 +68,7 @@ def run_action(args: argparse.Namespace) -> dict:
         return write_summary(spec, mlflow=not args.no_mlflow)
     workers = args.workers or spec.fields["workers"]
     if workers < 1:
-        from hara.cli import UserError
+        from hara.errors import UserError
 
         raise UserError(f"--workers: must be at least 1 (got {workers})")
     if workers > 1:

@@ -123,7 +123,7 @@ def load_existing_study(spec):
     """The study from its storage; a study that was never run is a user error (and nothing is created)."""
     import optuna
 
-    from hara.cli import UserError
+    from hara.errors import UserError
     from hara.sweeps.worker import open_storage
 
     missing = UserError(f"study {spec.fields['name']}: not found (run `hara sweep run --study {spec.path}` first)")
@@ -137,7 +137,7 @@ def load_existing_study(spec):
 
 def write_summary(spec, mlflow: bool = True) -> dict:
     """Figures, best params, trials table and summary.json of a study; returns summary.json's content."""
-    from hara.cli import UserError
+    from hara.errors import UserError
 
     study, out = load_existing_study(spec), spec.study_dir
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hara.config import ConfigError
-from hara.runinfo import file_sha256
+from hara.hashing import file_sha256
 
 __all__ = ["SweepPlan", "resolve_study_file", "sweep_plans"]
 
