@@ -52,10 +52,11 @@ def client_env(uri: str, user: str | None = None) -> dict:
 
 def metric_points(uri: str, run_ids: list[str], env: dict) -> list[int]:
     """The training metric points MLflow holds for each run: distinct (metric, step) pairs of the full histories
-    (a run resumed after a kill logs the steps after its checkpoint again; the evaluation's eval/* scores, logged
-    into the same run, are not counted), asked by a fresh client process with ``env``'s credentials."""
+    (a run resumed after a kill logs the steps after its checkpoint again; the evaluation's eval/* scores and the
+    report's vs_<baseline>/* differences, logged into the same run, are not counted), asked by a fresh client process
+    with ``env``'s credentials."""
     code = ("import sys; from mlflow.tracking import MlflowClient; c = MlflowClient(sys.argv[1]); "
-            "print(*[len({(k, m.step) for k in c.get_run(r).data.metrics if not k.startswith('eval/') "
+            "print(*[len({(k, m.step) for k in c.get_run(r).data.metrics if not k.startswith(('eval/', 'vs_')) "
             "for m in c.get_metric_history(r, k)}) for r in sys.argv[2:]])")
     out = subprocess.run([str(BIN / "python"), "-c", code, uri, *run_ids], env=env, capture_output=True, text=True,
                          timeout=300, check=True).stdout
