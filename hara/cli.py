@@ -184,6 +184,34 @@ def run_evaluate(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def selection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, help="training run folder (final/ and candidates/)")
+    parser.add_argument("--data", required=True, help="`hara data` folder holding validation.jsonl and the benchmarks")
+    parser.add_argument("--final-scores", required=True, help="`hara evaluate` result of the run's final/ checkpoint")
+    parser.add_argument("--out", required=True, help="selection JSON (validation pass@1 per candidate, the choice)")
+    parser.add_argument("--scores-out", required=True, help="test result JSON of the selected checkpoint")
+    parser.add_argument("--backend", choices=["auto", "transformers", "vllm"],
+                        help="generation backend (default: evaluation.backend)")
+    parser.add_argument("--cache-dir", help="validation score cache (default: <results_dir>/selection_cache)")
+
+
+@register_command("select-checkpoint", "pick a run's checkpoint on the validation split (never the test benchmarks) "
+                  "and give its test scores", selection_arguments)
+def run_select_checkpoint(args: argparse.Namespace, config: dict) -> int:
+    from hara.evaluation.runner import write_result
+    from hara.evaluation.selection import select_checkpoint
+
+    if not config["selection"]["enabled"]:
+        raise UserError("selection.enabled is false: the run kept no candidates and the data no validation split")
+    selection, test = select_checkpoint(config, args.run, args.data, args.final_scores, backend=args.backend,
+                                        cache_dir=args.cache_dir)
+    write_result(test, args.scores_out)
+    write_result(selection, args.out)
+    print(json.dumps({"selected_step": selection["selected_step"], "validation_pass_at_1": {
+        c["step"]: round(c["validation_pass_at_1"], 4) for c in selection["candidates"]}}, indent=2))
+    return 0
+
+
 def fetch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="root folder of the datasets (default: data.local_dir)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, download nothing")

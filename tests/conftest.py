@@ -1,6 +1,8 @@
 """Settings and fixtures shared by the whole suite."""
 
+import json
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,35 @@ def pytest_collection_modifyitems(config, items):
     pytest-xdist 3.8 writes to `_nodeid` has no effect.)"""
     root = Path(str(config.rootpath))
     items.sort(key=lambda item: Path(str(item.path)).relative_to(root).as_posix() != CLUSTER_FILE)
+
+
+#: HARA_TEST_CPU=<folder>: each worker writes <folder>/<worker>.json, {test id: [wall s, CPU s]}, the CPU being the
+#: worker's own plus that of every subprocess it waited for (jobs a Slurm daemon runs are not counted). On a
+#: 2-core machine the suite's length is set by its CPU seconds, not by its wall seconds (which grow with load):
+#: `python benchmarks/suite_cpu.py <folder>` sums them per file.
+CPU_REPORT = os.environ.get("HARA_TEST_CPU")
+_cpu_seconds: dict[str, list[float]] = {}
+
+
+def _cpu_now() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not CPU_REPORT:
+        yield
+        return
+    import time
+
+    wall, cpu = time.perf_counter(), _cpu_now()
+    yield
+    _cpu_seconds[item.nodeid] = [round(time.perf_counter() - wall, 2), round(_cpu_now() - cpu, 2)]
+
+
+def pytest_sessionfinish(session):
+    if CPU_REPORT and _cpu_seconds:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        Path(CPU_REPORT).mkdir(parents=True, exist_ok=True)
+        (Path(CPU_REPORT) / f"{worker}.json").write_text(json.dumps(_cpu_seconds, indent=1), encoding="utf-8")

@@ -23,8 +23,10 @@ def smoke_data(tmp_path_factory):
 
 def test_data_writes_train_benchmarks_manifest_and_provenance(smoke_data):
     manifest = json.loads((smoke_data / "manifest.json").read_text())
-    assert manifest["files"]["train.jsonl"]["count"] == 200
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    held_out = config["selection"]["validation_problems"]  # checkpoint selection's split, out of the 200
+    assert manifest["files"]["train.jsonl"]["count"] == 200 - held_out
+    assert manifest["files"]["validation.jsonl"]["count"] == held_out and manifest["validation"] == "validation.jsonl"
     for name in config["data"]["benchmarks"]:
         assert manifest["files"][f"benchmarks/{name}.jsonl"]["count"] == 8
     info = json.loads((smoke_data / "run_info.json").read_text())

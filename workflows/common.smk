@@ -51,7 +51,12 @@ def final_targets():
     a missing target that is rebuilt (Snakemake does not rebuild a missing input of an up-to-date report), and the
     new file then reruns the report."""
     return [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md", *cell_paths(f"{EVAL_DIR}/scores.json"),
-            *base_score_paths()]
+            *selection_paths(), *base_score_paths()]
+
+
+def selection_paths():
+    """Each cell's checkpoint selection (workflows/evaluate.smk, select_checkpoint); none unless selection.enabled."""
+    return cell_paths(f"{EVAL_DIR}/selection.json") if config["selection"]["enabled"] else []
 
 
 def base_score_paths():

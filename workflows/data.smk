@@ -32,12 +32,14 @@ rule prepare_data:
         manifest=f"{RESULTS}/data/manifest.json",
         train=f"{RESULTS}/data/train.jsonl",
         benchmarks=expand(f"{RESULTS}/data/benchmarks/{{benchmark}}.jsonl", benchmark=BENCHMARKS),
+        validation=[f"{RESULTS}/data/validation.jsonl"] if config["selection"]["enabled"] else [],
     log:
         f"{LOGS}/prepare_data/data.log",
     params:
         config=CONFIG_FILE,
         out=lambda wildcards, output: os.path.dirname(output.manifest),
         settings=settings_digest("seed", "data"),
+        held_out=config["selection"]["validation_problems"] if config["selection"]["enabled"] else 0,
     threads: 1
     resources:
         mem_mb=resource("prepare_data", "mem_mb"),

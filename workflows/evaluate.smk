@@ -40,3 +40,36 @@ use rule evaluate as evaluate_base with:
         scores=f"{BASE_EVAL_DIR}/scores.json",
     log:
         f"{LOGS}/evaluate_base/{{size}}.log",
+
+
+# Checkpoint selection (config selection, hara/evaluation/selection.py): the run's candidate checkpoints scored on
+# the validation split held out of the training problems, the best one's test scores beside the final's. One job
+# per cell, after the final's evaluation, whose test scores it reuses when final/ is the one selected.
+rule select_checkpoint:
+    input:
+        final=rules.train.output.final,
+        scores=rules.evaluate.output.scores,
+        manifest=rules.prepare_data.output.manifest,
+    output:
+        selection=f"{EVAL_DIR}/selection.json",
+        scores=f"{EVAL_DIR}/selected_scores.json",
+    log:
+        f"{LOGS}/select_checkpoint/{CELL}.log",
+    params:
+        config=CONFIG_FILE,
+        data=lambda wildcards, input: os.path.dirname(input.manifest),
+        run_dir=lambda wildcards, input: os.path.dirname(input.final),
+        settings=settings_digest("selection", "evaluation", "prompt"),
+    threads: THREADS
+    resources:
+        mem_mb=resource("evaluate", "mem_mb"),
+        runtime=resource("evaluate", "runtime"),
+        gpu=evaluate_gpus,
+        nodes=1,
+        tasks_per_gpu=0,
+        cpus_per_task=lambda wildcards: job_cpus(evaluate_gpus(wildcards)),  # one node, one task, every CPU (job_cpus)
+    conda:
+        "../environment.yml"
+    shell:
+        "hara select-checkpoint --config {params.config:q} --run {params.run_dir:q} --data {params.data:q}"
+        " --final-scores {input.scores:q} --out {output.selection:q} --scores-out {output.scores:q} > {log:q} 2>&1"

@@ -4,6 +4,7 @@
 rule report:
     input:
         scores=cell_paths(f"{EVAL_DIR}/scores.json"),
+        selections=selection_paths(),
         base_scores=base_score_paths(),
         finals=cell_paths(f"{RUN_DIR}/final"),
         analyses=ANALYSIS_JSONS,  # workflows/analyses.smk: [] unless config analyses.enabled

@@ -63,7 +63,7 @@ rule train:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         run_dir=lambda wildcards, output: os.path.dirname(output.final),
-        settings=settings_digest("training", "rlvr", "hara", "prompt"),
+        settings=settings_digest("training", "rlvr", "hara", "prompt", "selection"),
         prompts=lambda wildcards, input: f"--prompts {shlex.quote(input.prompts)}" if SELECT_PROMPTS else "",
         processes=train_processes,
     threads: THREADS

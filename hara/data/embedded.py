@@ -21,9 +21,11 @@ from hara.data.io import lookup, write_jsonl
 from hara.data.synthetic import SKILLS, generate_problems, normalize_problem
 from hara.hashing import file_sha256
 
-__all__ = ["BenchmarkSpec", "BENCHMARKS", "TRAIN", "build_embedded_datasets", "write_datasets", "benchmark_spec"]
+__all__ = ["BenchmarkSpec", "BENCHMARKS", "TRAIN", "VALIDATION", "build_embedded_datasets", "write_datasets", "benchmark_spec"]
 
 TRAIN = "train"
+#: Training problems held out for model selection (checkpoints, sweep trials): never trained on, never a test set.
+VALIDATION = "validation"
 
 
 @dataclass(frozen=True)
@@ -119,14 +121,15 @@ def write_datasets(datasets: Mapping[str, list[dict]], out_dir: str | Path, *, s
     out_dir = Path(out_dir)
     files = {}
     for name, records in datasets.items():
-        rel = f"{TRAIN}.jsonl" if name == TRAIN else f"benchmarks/{name}.jsonl"
+        rel = f"{name}.jsonl" if name in (TRAIN, VALIDATION) else f"benchmarks/{name}.jsonl"
         count = write_jsonl(out_dir / rel, records)
         files[rel] = {"count": count, "sha256": file_sha256(out_dir / rel)}
     manifest = {
         "seed": seed,
         "hara_version": hara.__version__,
         "train": f"{TRAIN}.jsonl" if TRAIN in datasets else None,
-        "benchmarks": [name for name in datasets if name != TRAIN],
+        "benchmarks": [name for name in datasets if name not in (TRAIN, VALIDATION)],
+        **({"validation": f"{VALIDATION}.jsonl"} if VALIDATION in datasets else {}),
         "files": files,
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")

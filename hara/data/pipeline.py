@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from hara.data.catalog import HUB_BENCHMARKS
-from hara.data.embedded import TRAIN, build_embedded_datasets, write_datasets
+from hara.data.embedded import TRAIN, VALIDATION, build_embedded_datasets, write_datasets
 from hara.data.io import DataError, read_jsonl
 
 REQUIRED_KEYS = ("id", "problem", "answer")
@@ -67,11 +67,35 @@ def build_config_datasets(config: Mapping) -> dict[str, list[dict]]:
     return DATA_SOURCES[config["data"]["source"]](config)
 
 
+def hold_out_validation(problems: list[dict], count: int, salt: str, key: str) -> tuple[list[dict], list[dict]]:
+    """(training problems, validation problems): a seeded sample of ``count`` problems (``random.Random(salt)``)
+    held out of ``problems``, the rest in their order. ``key`` names the config key of ``count`` in the error."""
+    if count >= len(problems):
+        raise DataError(f"{key}: {count} validation problems, but the training set has only {len(problems)}")
+    order = list(range(len(problems)))
+    random.Random(salt).shuffle(order)
+    held_out = set(order[:count])
+    return ([p for i, p in enumerate(problems) if i not in held_out], [problems[i] for i in order[:count]])
+
+
+def selection_datasets(config: Mapping) -> dict[str, list[dict]]:
+    """The config's datasets; with ``selection.enabled``, ``selection.validation_problems`` of the training problems
+    moved to a validation split (hara.evaluation.selection), so training never sees them."""
+    datasets = build_config_datasets(config)
+    selection = config["selection"]
+    if selection["enabled"]:
+        datasets[TRAIN], datasets[VALIDATION] = hold_out_validation(
+            datasets[TRAIN], selection["validation_problems"], f"selection-validation:{config['seed']}",
+            "selection.validation_problems")
+    return datasets
+
+
 def write_config_datasets(config: Mapping, out_dir: str | Path) -> dict:
-    """Write the config's datasets as train.jsonl + benchmarks/<name>.jsonl + manifest.json; return the manifest."""
+    """Write the config's datasets as train.jsonl + benchmarks/<name>.jsonl (+ validation.jsonl when selection is on)
+    + manifest.json; return the manifest."""
     from hara.runinfo import write_run_info
 
-    manifest = write_datasets(build_config_datasets(config), out_dir, seed=config["seed"])
+    manifest = write_datasets(selection_datasets(config), out_dir, seed=config["seed"])
     write_run_info(out_dir, config, extra={"stage": "data"})
     return manifest
 
@@ -85,3 +109,8 @@ def read_config_datasets(config: Mapping, data_dir: str | Path) -> dict[str, lis
     if missing:
         raise DataError(f"{missing[0]}: missing (run `hara data` with the same config into {data_dir})")
     return {name: read_jsonl(path, required_keys=REQUIRED_KEYS) for name, path in paths.items()}
+
+
+def validation_records(data_dir: Path) -> list[dict]:
+    """The validation split a data folder holds (``validation.jsonl``: written with selection on, or for a study)."""
+    return read_jsonl(Path(data_dir) / f"{VALIDATION}.jsonl", required_keys=REQUIRED_KEYS)

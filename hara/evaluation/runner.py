@@ -128,12 +128,15 @@ def evaluate_checkpoint(
     config: Mapping, checkpoint: str | Path, benchmarks: list[str], *, backend: str | None = None,
     cache_dir: str | Path | None = None, data_dir: str | Path | None = None,
     engine_factory: Callable[[CheckpointModelConfig], Engine] | None = None,
+    records: Mapping[str, list[dict]] | None = None,
 ) -> dict:
     """Evaluate one checkpoint on ``benchmarks``; returns the result document (see the module docstring).
 
     ``engine_factory`` replaces the backend's engine (tests use stand-ins); it is called once, with the first
-    benchmark's model config. ``cache_dir`` defaults to ``<results_dir>/lighteval_cache``.
+    benchmark's model config. ``cache_dir`` defaults to ``<results_dir>/lighteval_cache``. ``records`` gives the
+    problems of some of ``benchmarks`` (e.g. the validation split); the others are read as usual.
     """
+    records = records or {}
     from hara.data.format import prompt_format
 
     backend = resolve_backend(backend or config["evaluation"]["backend"])
@@ -143,7 +146,8 @@ def evaluate_checkpoint(
     try:
         for benchmark in benchmarks:
             settings, prompt = benchmark_settings(config, benchmark), prompt_format(config)
-            task = build_task(benchmark, benchmark_records(config, benchmark, data_dir), settings, prompt)
+            problems = records[benchmark] if benchmark in records else benchmark_records(config, benchmark, data_dir)
+            task = build_task(benchmark, problems, settings, prompt)
             model_config = make_model_config(checkpoint, settings, backend, cache_dir,
                                              batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
                                              fingerprint=fingerprint, vllm=config["evaluation"]["vllm"])

@@ -41,6 +41,10 @@ class Run:
     scores: dict[str, float] = field(default_factory=dict)
     problems: dict[str, dict[str, float]] = field(default_factory=dict)
     fingerprints: dict[str, dict] = field(default_factory=dict)
+    #: checkpoint selection (eval_dir/selection.json: validation pass@1 per candidate step, the selected step) and
+    #: the selected checkpoint's per-problem test pass@1 (selected_scores.json); empty without selection
+    selection: dict = field(default_factory=dict)
+    selected_problems: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def grid_cells(config: Mapping) -> list[Cell]:
@@ -70,16 +74,23 @@ def read_scores(path: Path) -> dict[str, float]:
     return {name: float(entry["score"]) for name, entry in read_evaluation(path).items()}
 
 
+def problem_scores(evaluation: Mapping[str, dict]) -> dict[str, dict[str, float]]:
+    """Per benchmark, each problem's pass@1 from a `hara evaluate` result's saved predictions."""
+    return {name: {str(row["id"]): float(row[entry["metric"]]) for row in entry["predictions"]}
+            for name, entry in evaluation.items() if entry.get("predictions")}
+
+
 def read_run(cell: Cell, train_dir: Path, eval_dir: Path) -> Run:
     """One run's metrics (train_dir/metrics.jsonl) and evaluation (eval_dir/scores.json: scores, per-problem pass@1
-    from the saved predictions, fingerprints)."""
+    from the saved predictions, fingerprints; selection.json and selected_scores.json when selection ran)."""
     evaluation = read_evaluation(eval_dir / "scores.json")
-    problems = {name: {str(row["id"]): float(row[entry["metric"]]) for row in entry["predictions"]}
-                for name, entry in evaluation.items() if entry.get("predictions")}
     fingerprints = {name: entry["eval_fingerprint"] for name, entry in evaluation.items()
                     if "eval_fingerprint" in entry}
+    selection = eval_dir / "selection.json"
     return Run(cell, read_metrics(train_dir / "metrics.jsonl"),
-               {name: float(entry["score"]) for name, entry in evaluation.items()}, problems, fingerprints)
+               {name: float(entry["score"]) for name, entry in evaluation.items()}, problem_scores(evaluation),
+               fingerprints, json.loads(selection.read_text(encoding="utf-8")) if selection.is_file() else {},
+               problem_scores(read_evaluation(eval_dir / "selected_scores.json")))
 
 
 def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:

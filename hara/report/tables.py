@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.report.collect import Cell, Run
 from hara.report.compare import MISMATCH_MARK, compare_cells
-from hara.report.paired import Bootstrap
+from hara.report.paired import Bootstrap, bootstrap_difference, paired_matrix
 from hara.report.stats import (NA, Estimate, cumulative_time, final_value, mean_se, step_costs, step_reaching,
                                value_at_time)
 
@@ -228,11 +228,49 @@ def seed_curve_values(runs: Mapping[Cell, Run], size: str, rlvr: str, method: st
     return out
 
 
+def selection_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
+    """Per run: validation pass@1 of each candidate checkpoint (against step), the step selected on validation, and
+    the test average of the selected and of the final checkpoint with their paired difference."""
+    rows = []
+    for cell, run in runs.items():
+        if not run.selection:
+            continue
+        curve = " · ".join(f"{c['step']}: {100 * c['validation_pass_at_1']:.1f}" for c in run.selection["candidates"])
+        rows.append([cell.size, cell.rlvr, cell.method, str(cell.seed), curve, str(run.selection["selected_step"]),
+                     _plain_pct(_average(run.selected_problems, config)), _plain_pct(_average(run.problems, config)),
+                     _selected_minus_final(config, run)])
+    enabled = config["selection"]["enabled"]
+    return Table("selection", "Checkpoint selection on validation",
+                 ("Validation pass@1 (%) by step on problems held out of training (selection.validation_problems); "
+                  "the step with the highest one is selected (ties: the later), without looking at the test "
+                  "benchmarks. Test: average pass@1 (%) over the benchmarks of the selected and of the final "
+                  f"checkpoint; selected − final as a paired difference. {paired_note(config)}") if enabled
+                 else "Checkpoint selection is off (config selection.enabled); the other tables use final/.",
+                 ["size", "rlvr", "method", "seed", "validation by step", "selected", "test (selected)",
+                  "test (final)", "selected − final"], rows)
+
+
+def _average(problems: Mapping[str, Mapping[str, float]], config: Mapping) -> float | None:
+    benchmarks = config["data"]["benchmarks"]
+    if not all(problems.get(b) for b in benchmarks):
+        return None
+    return sum(sum(problems[b].values()) / len(problems[b]) for b in benchmarks) / len(benchmarks)
+
+
+def _selected_minus_final(config: Mapping, run: Run) -> str:
+    benchmarks = config["data"]["benchmarks"]
+    if not all(run.selected_problems.get(b) and run.problems.get(b) for b in benchmarks):
+        return NA
+    matrices = [paired_matrix({0: run.selected_problems[b]}, {0: run.problems[b]}) for b in benchmarks]
+    diff = bootstrap_difference(matrices, Bootstrap.from_config(config))
+    return f"{diff.format()} {diff.verdict}"
+
+
 #: The report's tables over the grid, in page order (after the paper's claims checked, hara.report.repro). Every
 #: builder takes (config, runs, base_scores); the main table shows the Base models' scores, the others compare
 #: trained runs only.
 TABLES: list[Callable[[Mapping, Mapping[Cell, Run], BaseScores | None], Table]] = [
-    main_table, rlvr_table, seq_tok_table, efficiency_table]
+    main_table, rlvr_table, seq_tok_table, efficiency_table, selection_table]
 
 
 def build_tables(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> list[Table]:

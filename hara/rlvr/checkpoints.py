@@ -29,8 +29,8 @@ from transformers import TrainerCallback
 from hara.config import ConfigError
 from hara.hashing import file_sha256
 
-__all__ = ["FINISHED_CHECKPOINTS", "MANIFEST", "RESUME_IGNORED", "CheckpointWarning", "ManifestCallback",
-           "changed_keys", "checkpoint_problem", "last_valid_checkpoint", "prune_finished_checkpoints",
+__all__ = ["FINISHED_CHECKPOINTS", "MANIFEST", "RESUME_IGNORED", "CandidateCallback", "CheckpointWarning",
+           "ManifestCallback", "candidate_steps", "changed_keys", "link_candidates", "checkpoint_problem", "last_valid_checkpoint", "prune_finished_checkpoints",
            "refuse_changed_config", "write_manifest"]
 
 MANIFEST = "hara_manifest.json"
@@ -45,7 +45,7 @@ _NOT_LOADED_ON_RESUME = frozenset({"training_args.bin"})
 RESUME_IGNORED = ("grid", "evaluation", "analyses", "sweeps", "tracking", "threads", "resources", "models.sizes",
                   "models.hub_ids", "models.local_dir", "models.train_gpus", "data.benchmarks", "data.benchmark_size",
                   "data.local_dir", "training.progress", "training.vllm.gpu_memory_utilization",
-                  "training.finished_checkpoints")
+                  "training.finished_checkpoints", "selection.candidates")
 
 
 class CheckpointWarning(UserWarning):
@@ -74,6 +74,48 @@ class ManifestCallback(TrainerCallback):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if state.is_world_process_zero and folder.is_dir():
             write_manifest(folder)
+
+
+def candidate_steps(config: Mapping) -> list[int]:
+    """The steps whose checkpoints checkpoint selection compares (``selection.candidates``, hara.evaluation.selection):
+    k/candidates of training.steps for k = 1..candidates, rounded to the nearest saved step (a multiple of
+    training.save_steps) and at least the first one; the last is training.steps itself (final/). Sorted, no repeats."""
+    steps, every = config["training"]["steps"], config["training"]["save_steps"]
+    count = config["selection"]["candidates"]
+    spread = {min(steps, max(every, round(k * steps / count / every) * every)) for k in range(1, count)}
+    return sorted(spread | {steps})
+
+
+def link_candidates(checkpoints: Path, candidates: Path, steps: list[int]) -> None:
+    """Keep the model files of ``checkpoints/checkpoint-<step>`` for each of ``steps`` as ``candidates/step-<step>``,
+    without what only a resume reads (optimizer, scheduler and RNG states, the manifest). Hard links: no extra disk,
+    and HF's rotation of old checkpoints cannot take them away (a copy across devices).
+    Written aside and renamed; idempotent, so a run resumed after a kill links what the kill left out."""
+    for step in steps:
+        source, target = checkpoints / f"checkpoint-{step}", candidates / f"step-{step}"
+        if target.is_dir() or not (source / MANIFEST).is_file():  # a checkpoint without its manifest is unfinished
+            continue
+        partial = candidates / f".step-{step}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        for path in source.iterdir():
+            if path.is_file() and path.name != MANIFEST and not _RESUME_ONLY.match(path.name):  # a model, not a resume
+                try:
+                    os.link(path, partial / path.name)
+                except OSError:
+                    shutil.copy2(path, partial / path.name)
+        partial.rename(target)
+
+
+class CandidateCallback(TrainerCallback):
+    """After each save (and the manifest): keep the candidate checkpoints of checkpoint selection (main process)."""
+
+    def __init__(self, candidates: Path, steps: list[int]) -> None:
+        self.candidates, self.steps = candidates, steps
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and state.global_step in self.steps:
+            link_candidates(Path(args.output_dir), self.candidates, [state.global_step])
 
 
 def _manifest_problem(checkpoint: Path) -> str | None:

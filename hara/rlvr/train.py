@@ -290,8 +290,11 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     right, use a deterministic stand-in that splits groups)."""
     from hara.models.base import check_size
     from hara.rlvr.checkpoints import (
+        CandidateCallback,
         ManifestCallback,
+        candidate_steps,
         last_valid_checkpoint,
+        link_candidates,
         prune_finished_checkpoints,
         refuse_changed_config,
     )
@@ -320,9 +323,14 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
                                            "preset": dataclasses.asdict(preset), "processes": world_size()})
         run, _ = _tracking(config, size, rlvr, method, seed, out, preset)
         run.save(out / "checkpoints")  # the evaluation stage looks next to a checkpoint folder and in its parent
+    callbacks = [MetricsCallback(out / "metrics.jsonl", run), ManifestCallback()]
+    if config["selection"]["enabled"]:  # checkpoint selection's candidates, kept beside final/
+        steps = candidate_steps(config)[:-1]  # the last one is final/
+        callbacks.append(CandidateCallback(out / "candidates", steps))
+        if is_main_process():
+            link_candidates(out / "checkpoints", out / "candidates", steps)  # what a kill may have left out
     trainer = build_trainer(config, rlvr, method, seed, model, tokenizer, train_dataset(config, data_dir, prompts_dir), out,
-                            reward_funcs=reward_funcs,
-                            callbacks=[MetricsCallback(out / "metrics.jsonl", run), ManifestCallback()])
+                            reward_funcs=reward_funcs, callbacks=callbacks)
     try:
         trainer.train(resume_from_checkpoint=last)
     except BaseException:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -27,9 +26,11 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from hara.data.embedded import VALIDATION
+from hara.data.pipeline import validation_records
+
 __all__ = ["METRICS", "VALIDATION", "run_trial", "write_trial_prompts", "write_validation_split"]
 
-VALIDATION = "validation"
 PROMPTS = "prompts"
 
 
@@ -45,18 +46,15 @@ def write_validation_split(config: Mapping, held_out: int, seed: int, out_dir: P
     """Write the trials' data folder once: train.jsonl without the held-out problems, the config's benchmarks (the
     training stage expects them) and validation.jsonl. Written aside and renamed, so a reader never sees half."""
     from hara.data.embedded import TRAIN, write_datasets
-    from hara.data.pipeline import build_config_datasets
+    from hara.data.pipeline import build_config_datasets, hold_out_validation
 
     if (out_dir / "manifest.json").is_file():
         return out_dir
     datasets = build_config_datasets(config)
-    problems = list(datasets[TRAIN])
-    random.Random(f"sweep-validation:{seed}").shuffle(problems)
-    datasets[TRAIN] = problems[held_out:]
+    datasets[TRAIN], datasets[VALIDATION] = hold_out_validation(datasets[TRAIN], held_out, f"sweep-validation:{seed}",
+                                                                "validation.size")
     with written_aside(out_dir) as partial:
         write_datasets(datasets, partial, seed=config["seed"])
-        (partial / f"{VALIDATION}.jsonl").write_text(
-            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in problems[:held_out]), encoding="utf-8")
     return out_dir
 
 
@@ -73,12 +71,6 @@ def write_trial_prompts(config: Mapping, base_model: Path, data_dir: Path, out_d
         with written_aside(out_dir) as partial:
             select_prompts(config, base_model, config_datasets(config, data_dir)["train"], partial)
     return out_dir
-
-
-def validation_records(data_dir: Path) -> list[dict]:
-    from hara.data.io import read_jsonl
-
-    return read_jsonl(data_dir / f"{VALIDATION}.jsonl", required_keys=("id", "problem", "answer"))
 
 
 def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> float:

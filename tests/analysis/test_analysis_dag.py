@@ -1,10 +1,9 @@
 """The analysis rules in the real workflow: a dry run of the embedded default with config/analyses.yaml (job counts
-from hara.analysis.plan), and the smoke DAG with a small analyses override run for real, ending in a report with a
-section per analysis filled with numbers."""
+from hara.analysis.plan). The smoke DAG with a small analyses override runs for real in tests/workflow/test_smoke_run.py
+(on a copy of the finished smoke DAG: only the analysis jobs and the report run)."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import yaml
@@ -14,13 +13,6 @@ from hara.config import load_config
 from tests.workflow.conftest import REPO, job_counts, snakemake
 
 SMOKE, DEFAULT, ANALYSES = (REPO / "config" / name for name in ("smoke.yaml", "default.yaml", "analyses.yaml"))
-
-#: Small enough for CI: two extra training runs (hara_exact_tok, of the exact study and of FGW with hidden-state
-#: structures; the other studies reuse the smoke grid's cells).
-SMOKE_ANALYSES = {"analyses": {"enabled": True, "variants": ["fgw"], "exact_methods": ["hara_tok"], "exact_steps": 0,
-                               "group_sizes": [4], "group_size_methods": ["hara_tok"],
-                               "interpretability": {"problems": 2, "rollouts": [2, 4]}}}
-
 
 def merged(*layers: dict) -> dict:
     out: dict = {}
@@ -65,35 +57,3 @@ def test_paper_with_analyses_downloads_the_labelling_model_once(tmp_path):
 def test_analyses_are_off_in_every_shipped_config(name):
     config = load_config(REPO / "config" / name, skip_checks=("check_local_folders",))
     assert enabled_analyses(config) == [] and analysis_runs(config) == []
-
-
-@pytest.mark.slow
-def test_smoke_dag_with_analyses_writes_every_section_with_numbers(tmp_path):
-    override = tmp_path / "analyses.yaml"
-    override.write_text(yaml.safe_dump(SMOKE_ANALYSES), encoding="utf-8")
-    # 76 s alone, over 600 s beside the rest of the suite in 4 workers on 2 cores (two training runs with POT's exact FGW)
-    proc = snakemake(tmp_path, "--configfile", str(SMOKE), str(override), timeout=1800)
-    counts = job_counts(proc.stdout + proc.stderr)
-    assert counts["analysis_train"] == counts["analysis_evaluate"] == 2 and counts["analysis"] == 5
-    config = load_config(SMOKE)
-    results = tmp_path / config["results_dir"]
-    markdown = (results / "report" / "report.md").read_text(encoding="utf-8")
-    page = (results / "report" / "index.html").read_text(encoding="utf-8")
-    for name in ("variants", "exact", "group_size", "efficiency", "interpretability"):
-        result = json.loads((results / "analysis" / name / f"{name}.json").read_text(encoding="utf-8"))
-        assert (results / "analysis" / name / f"{name}.csv").is_file()
-        assert result["rows"] and result["figures"], name
-        assert all((results / "analysis" / name / f).stat().st_size > 1000 for f in result["figures"])
-        assert f'id="analysis-{name}"' in page and f"## {result['title']}" in markdown
-    exact = json.loads((results / "analysis" / "exact" / "exact.json").read_text(encoding="utf-8"))
-    step_times = [row[4] for row in exact["rows"]]  # exact and linearized, both measured in this run
-    assert len(step_times) == 2 and all(float(t) > 0 for t in step_times)
-    interp = json.loads((results / "analysis" / "interpretability" / "interpretability.json").read_text())
-    assert {(row[0], row[1]) for row in interp["rows"]} == {(v, s) for v in ("w", "gw", "fgw")
-                                                             for s in ("position", "hidden")}
-    assert all(row[4] != "n/a" for row in interp["rows"])
-    variants = json.loads((results / "analysis" / "variants" / "variants.json").read_text())
-    assert [(row[0], row[1], row[3]) for row in variants["rows"]] == [("fgw", "position", "hara_tok"),
-                                                                      ("fgw_hidden", "hidden", "hara_exact_tok")]
-    assert all(row[5] != "n/a" for row in variants["rows"])
-    assert "GW (α=1) sees only rollout lengths" in variants["note"] and "GW (α=1) sees only" in interp["note"]

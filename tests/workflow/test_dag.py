@@ -15,12 +15,14 @@ PAPER = REPO / "config" / "paper.yaml"
 
 
 def expected_counts(config: dict) -> dict[str, int]:
-    """Jobs per rule implied by the config: one train and one evaluate job per grid cell, one Base model and its
-    evaluation per size."""
+    """Jobs per rule implied by the config: one train and one evaluate job (and one select_checkpoint job with
+    selection on) per grid cell, one Base model and its evaluation per size."""
     grid, sizes = config["grid"], config["models"]["sizes"]
     cells = len(sizes) * len(grid["rlvr"]) * len(grid["methods"]) * len(grid["seeds"])
     counts = {"prepare_data": 1, "tracking_store": 1, "base_model": len(sizes), "evaluate_base": len(sizes),
               "train": cells, "evaluate": cells, "report": 1, "all": 1}
+    if config["selection"]["enabled"]:
+        counts["select_checkpoint"] = cells  # checkpoint selection on validation, one job per run
     if config["models"]["family"] == "hub":
         counts["download_model"] = len(sizes)  # one snapshot download per size; the tiny family builds its own
     if config["data"]["source"] == "hub":

@@ -1,10 +1,11 @@
 """The rehearsal of the paper path: config/paper.yaml + config/rehearsal.yaml (scale keys only) runs the whole hub
 DAG on the CPU (download_model -> fetch_data -> prepare_data -> base_model -> evaluate_base -> train (grpo, dr_grpo,
-dapo x none, hara_tok) -> evaluate -> report), with a tiny Qwen3 carrying the real Qwen3 tokenizer and the paper's
-datasets in their own schemas, both read through the real huggingface_hub / datasets calls from a local cache in the
-hub's layouts (tests/workflow/rehearsal_assets.py), offline. It runs locally and through the local Slurm cluster
-with a GPU GRES (train and evaluation jobs are scheduled with a GPU and run on the CPU inside it); both give the
-same scores, completions and checkpoint hashes. Both log through an authenticated MLflow server (the paper's
+dapo x none, hara_tok) -> evaluate -> select_checkpoint -> report), with a tiny Qwen3 carrying the real Qwen3
+tokenizer and the paper's datasets in their own schemas, both read through the real huggingface_hub / datasets calls
+from a local cache in the hub's layouts (tests/workflow/rehearsal_assets.py), offline. It runs locally and, for the
+GRPO cells (SLURM_RLVR), through the local Slurm cluster with a GPU GRES (train, evaluation and selection jobs are
+scheduled with a GPU and run on the CPU inside it); both give the same scores, completions, checkpoint hashes and
+selected checkpoints. Both log through an authenticated MLflow server (the paper's
 tracking store comes from the environment), and the password lands in no file.
 """
 
@@ -60,6 +61,8 @@ SCALE_KEYS = {
     "training.max_completion_length": "any",
     "training.save_steps": "any",
     "rlvr.dapo.overlong_cache": "any",
+    "selection.validation_problems": "any",
+    "selection.candidates": "any",
     "resources.*.mem_mb*": "any",
     "resources.*.runtime*": "any",
 }
@@ -153,6 +156,29 @@ def wait_for_rehearsals(started: dict[str, tuple[Path, subprocess.Popen, float]]
     return results
 
 
+#: The Slurm run builds the cells of one RLVR preset (their data, Base model, training, evaluation and checkpoint
+#: selection): every rule the paper sends to the cluster, with its profile, resources and GPUs, at a third of the
+#: CPU of the whole grid (the suite's length on 2 cores is its CPU time). The other presets differ only in config
+#: values inside `hara train`, and the local run trains them.
+SLURM_RLVR = "grpo"
+
+
+def slurm_cells(config: dict) -> list[str]:
+    return [f"{size}/{SLURM_RLVR}/{method}/seed{seed}" for size in config["models"]["sizes"]
+            for method in config["grid"]["methods"] for seed in config["grid"]["seeds"]]
+
+
+def slurm_targets(config: dict) -> list[str]:
+    return [f"results/eval/{cell}/{name}" for cell in slurm_cells(config) for name in ("scores.json", "selection.json")]
+
+
+def slurm_counts(config: dict) -> dict[str, int]:
+    """Jobs per rule of the Slurm run (its targets: no report, no Base model evaluation, no `all`)."""
+    cells, counts = len(slurm_cells(config)), expected_counts(config)
+    return {**{rule: n for rule, n in counts.items() if rule not in ("report", "evaluate_base", "all")},
+            "train": cells, "evaluate": cells, "select_checkpoint": cells}
+
+
 TENSOR_FILES = {".safetensors", ".pt", ".bin", ".pth"}
 #: The training run that is preempted (`scontrol requeue`) in the middle of the Slurm rehearsal.
 PREEMPTED = ("grpo", "hara_tok")
@@ -197,7 +223,7 @@ def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
     if cluster is not None:
         started["slurm"] = start_rehearsal(runs["slurm"], {**rehearsal_env, **cluster}, "--profile", str(PROFILE),
                                            "--slurm-init-seconds-before-status-checks", "1",
-                                           "--slurm-keep-successful-logs")
+                                           "--slurm-keep-successful-logs", *slurm_targets(rehearsal_config()))
         watcher = threading.Thread(target=requeue_when_checkpointed,
                                    args=(runs["slurm"], {**os.environ, **cluster}, preempted, stop), daemon=True)
         watcher.start()
@@ -211,14 +237,14 @@ def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
     return {**{name: None for name in runs}, **results, "cluster": cluster, "preempted": preempted}
 
 
-def check_tracking(workdir: Path, env: dict) -> None:
-    """Every training run logged through the server, every metric point of its metrics.jsonl arrived, and the
-    password is in no file the run wrote (results/, logs/, Snakemake's own folder)."""
+def check_tracking(workdir: Path, env: dict, trained: int) -> None:
+    """Every one of the ``trained`` runs logged through the server, every metric point of its metrics.jsonl arrived,
+    and the password is in no file the run wrote (results/, logs/, Snakemake's own folder)."""
     from tests.reliability.test_tracking_cluster import jsonl_points, metric_points
 
     runs = sorted((workdir / "results" / "train").rglob("mlflow_run.json"))
     runs = [path for path in runs if path.parent.name != "checkpoints"]
-    assert len(runs) == expected_counts(rehearsal_config())["train"]
+    assert len(runs) == trained
     infos = [json.loads(path.read_text(encoding="utf-8")) for path in runs]
     assert {info["tracking_uri"] for info in infos} == {env["MLFLOW_TRACKING_URI"]}
     assert metric_points(env["MLFLOW_TRACKING_URI"], [info["run_id"] for info in infos], env) == [
@@ -261,7 +287,7 @@ def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env):
         REHEARSED_METHODS
     assert (workdir / "results" / "report" / "index.html").is_file()
     assert REHEARSAL_MODEL in (workdir / "logs" / "download_model" / "qwen3-1.7b.log").read_text()
-    check_tracking(workdir, rehearsal_env)
+    check_tracking(workdir, rehearsal_env, expected_counts(config)["train"])
 
 
 # ----------------------------------------------------------------------------------------------------- on Slurm
@@ -303,24 +329,31 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     config = rehearsal_config()
     history = slurm_history(output, slurm_cluster)
     local_rules = set(re.findall(r"^localrule (\w+):", output, re.MULTILINE))
-    assert local_rules == {"download_model", "fetch_data", "all"}  # the hub downloads run where the hub is reachable
+    assert local_rules == {"download_model", "fetch_data"}  # the hub downloads run where the hub is reachable
     assert {rule: len(jobs) for rule, jobs in history.items()} == {
-        rule: n for rule, n in expected_counts(config).items() if rule not in local_rules}
+        rule: n for rule, n in slurm_counts(config).items() if rule not in local_rules}
     for rule, jobs in history.items():
-        wanted = 1 if rule in ("train", "evaluate", "evaluate_base") else 0
+        wanted = 1 if rule in ("train", "evaluate", "evaluate_base", "select_checkpoint") else 0
         for job_id, state in jobs:
             assert state == "COMPLETED", (rule, job_id)
             assert job_gpus(job_id, env) == wanted, (rule, job_id)
             log = slurm_log(workdir, rule, job_id).read_text(encoding="utf-8")
             assert re.search(rf"^rule {rule}:", log, re.MULTILINE), log[-2000:]  # the job ran the rule
     local_workdir = rehearsals["local"][0]
-    assert checkpoint_hashes(workdir) == checkpoint_hashes(local_workdir)  # the preempted run's too
+    hashes, local_hashes = checkpoint_hashes(workdir), checkpoint_hashes(local_workdir)
+    assert sorted(hashes) == sorted(f"{cell}/final/model.safetensors" for cell in slurm_cells(config))
+    assert hashes == {name: local_hashes[name] for name in hashes}  # the preempted run's too
     check_preempted_run(workdir, rehearsals["preempted"], env)
     local_scores, slurm_scores = scores_files(local_workdir), scores_files(workdir)
-    assert slurm_scores.keys() == local_scores.keys()
-    for name in local_scores:
+    assert sorted(slurm_scores) == sorted(f"{cell}/scores.json" for cell in slurm_cells(config))
+    for name in slurm_scores:
         assert comparable_scores(slurm_scores[name]) == comparable_scores(local_scores[name]), name
-    check_tracking(workdir, env)
+    for cell in slurm_cells(config):  # the same checkpoint selected, from the same validation scores
+        here, there = (json.loads((w / "results" / "eval" / cell / "selection.json").read_text(encoding="utf-8"))
+                       for w in (workdir, local_workdir))
+        scored = lambda s: [(c["step"], c["fingerprint"], c["validation_pass_at_1"]) for c in s["candidates"]]  # noqa: E731
+        assert scored(here) == scored(there) and here["selected_step"] == there["selected_step"], cell
+    check_tracking(workdir, env, len(slurm_cells(config)))
 
 
 # --- Retries on the cluster (in this file: every test on the session's one Slurm cluster lives here) -------------

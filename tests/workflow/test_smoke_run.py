@@ -1,13 +1,18 @@
-"""The smoke DAG run for real, locally: data, base model, two training cells, evaluation, report; then Snakemake's
-incremental behaviour (nothing to redo; one deleted evaluation reruns only itself and the report)."""
+"""The smoke DAG run for real, locally: data, base model, two training cells, evaluation, checkpoint selection,
+report; then Snakemake's incremental behaviour (nothing to redo; one deleted evaluation reruns only itself, its
+selection and the report), and the paper's analyses added to the finished DAG (only their jobs and the report run)."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
+
+from hara.config import load_config
 
 from tests.workflow.conftest import SMOKE, job_counts, snakemake
 from tests.workflow.test_dag import expected_counts
@@ -51,6 +56,32 @@ def test_report_has_numbers_from_the_runs(smoke_run):
     page = (report / "index.html").read_text(encoding="utf-8")
     assert "data:image/png;base64," in page and "Efficiency" in page
     assert (report / "figures" / f"dynamics_{config['models']['sizes'][0]}.png").stat().st_size > 1000
+
+
+def test_each_run_selects_its_checkpoint_on_the_held_out_validation_split(smoke_run):
+    """Checkpoint selection in the DAG: validation.jsonl is disjoint from train.jsonl, every run kept its candidate
+    (step 1, hard links) and scored it and final/ on validation, and the report's selection table shows both test
+    averages; the selected checkpoint's test scores are the final's own when final/ was selected."""
+    workdir, config, _ = smoke_run
+    data = workdir / config["results_dir"] / "data"
+    ids = lambda name: {json.loads(line)["id"] for line in (data / name).read_text().splitlines()}  # noqa: E731
+    assert len(ids("validation.jsonl")) == config["selection"]["validation_problems"]
+    assert not ids("validation.jsonl") & ids("train.jsonl")
+    for train_dir, eval_dir in zip(cell_dirs(config, "train"), cell_dirs(config, "eval")):
+        assert (workdir / train_dir / "candidates" / "step-1" / "model.safetensors").is_file()
+        selection = json.loads((workdir / eval_dir / "selection.json").read_text(encoding="utf-8"))
+        assert [c["step"] for c in selection["candidates"]] == [1, config["training"]["steps"]]
+        assert all(0 <= c["validation_pass_at_1"] <= 1 for c in selection["candidates"])
+        selected = json.loads((workdir / eval_dir / "selected_scores.json").read_text(encoding="utf-8"))
+        assert selected["selected_step"] == selection["selected_step"]
+        final = json.loads((workdir / eval_dir / "scores.json").read_text(encoding="utf-8"))
+        assert set(selected["benchmarks"]) == set(final["benchmarks"])
+        if selection["selected_step"] == selection["final_step"]:
+            assert {k: v for k, v in selected.items() if k != "selected_step"} == final
+    report = workdir / config["results_dir"] / "report"
+    table = {t["key"]: t for t in json.loads((report / "tables.json").read_text(encoding="utf-8"))}["selection"]
+    assert len(table["rows"]) == len(cell_dirs(config, "eval"))
+    assert all("n/a" not in cell for row in table["rows"] for cell in row)
 
 
 def test_report_differences_from_the_baseline_recompute_from_the_saved_predictions(smoke_run):
@@ -125,13 +156,55 @@ def test_second_run_has_nothing_to_do(smoke_run):
     assert "Nothing to be done" in output, output[-2000:]
 
 
-def test_deleting_one_evaluation_reruns_only_it_and_the_report(smoke_run):
+def test_deleting_one_evaluation_reruns_only_it_its_selection_and_the_report(smoke_run):
     workdir, config, _ = smoke_run
     scores = [workdir / d / "scores.json" for d in cell_dirs(config, "eval")]
     finals = [workdir / d / "final" for d in cell_dirs(config, "train")]
     before = {p: p.stat().st_mtime_ns for p in scores[1:] + finals}
     scores[0].unlink()
     proc = snakemake(workdir, "--configfile", str(SMOKE))
-    assert job_counts(proc.stdout + proc.stderr) == {"evaluate": 1, "report": 1, "all": 1}
+    # the run's checkpoint selection reads the final's test scores (its own when final/ is selected)
+    assert job_counts(proc.stdout + proc.stderr) == {"evaluate": 1, "select_checkpoint": 1, "report": 1, "all": 1}
     assert scores[0].is_file()
     assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+#: Small enough for CI: two extra training runs (hara_exact_tok, of the exact study and of FGW with hidden-state
+#: structures; the other studies reuse the smoke grid's cells).
+SMOKE_ANALYSES = {"analyses": {"enabled": True, "variants": ["fgw"], "exact_methods": ["hara_tok"], "exact_steps": 0,
+                               "group_sizes": [4], "group_size_methods": ["hara_tok"],
+                               "interpretability": {"problems": 2, "rollouts": [2, 4]}}}
+
+
+def test_analyses_added_to_the_finished_smoke_dag_write_every_section_with_numbers(smoke_run, tmp_path):
+    """On a copy of the finished smoke DAG (file times kept), the analyses override runs only the analysis jobs and
+    the report: the grid's cells are reused, not trained again."""
+    workdir = tmp_path / "with_analyses"
+    shutil.copytree(smoke_run[0], workdir, symlinks=True)
+    override = tmp_path / "analyses.yaml"
+    override.write_text(yaml.safe_dump(SMOKE_ANALYSES), encoding="utf-8")
+    proc = snakemake(workdir, "--configfile", str(SMOKE), str(override), timeout=1800)
+    counts = job_counts(proc.stdout + proc.stderr)
+    assert counts == {"analysis_train": 2, "analysis_evaluate": 2, "analysis": 5, "report": 1, "all": 1}
+    config = load_config(SMOKE)
+    results = workdir / config["results_dir"]
+    markdown = (results / "report" / "report.md").read_text(encoding="utf-8")
+    page = (results / "report" / "index.html").read_text(encoding="utf-8")
+    for name in ("variants", "exact", "group_size", "efficiency", "interpretability"):
+        result = json.loads((results / "analysis" / name / f"{name}.json").read_text(encoding="utf-8"))
+        assert (results / "analysis" / name / f"{name}.csv").is_file()
+        assert result["rows"] and result["figures"], name
+        assert all((results / "analysis" / name / f).stat().st_size > 1000 for f in result["figures"])
+        assert f'id="analysis-{name}"' in page and f"## {result['title']}" in markdown
+    exact = json.loads((results / "analysis" / "exact" / "exact.json").read_text(encoding="utf-8"))
+    step_times = [row[4] for row in exact["rows"]]  # exact and linearized, both measured in this run
+    assert len(step_times) == 2 and all(float(t) > 0 for t in step_times)
+    interp = json.loads((results / "analysis" / "interpretability" / "interpretability.json").read_text())
+    assert {(row[0], row[1]) for row in interp["rows"]} == {(v, s) for v in ("w", "gw", "fgw")
+                                                             for s in ("position", "hidden")}
+    assert all(row[4] != "n/a" for row in interp["rows"])
+    variants = json.loads((results / "analysis" / "variants" / "variants.json").read_text())
+    assert [(row[0], row[1], row[3]) for row in variants["rows"]] == [("fgw", "position", "hara_tok"),
+                                                                      ("fgw_hidden", "hidden", "hara_exact_tok")]
+    assert all(row[5] != "n/a" for row in variants["rows"])
+    assert "GW (α=1) sees only rollout lengths" in variants["note"] and "GW (α=1) sees only" in interp["note"]

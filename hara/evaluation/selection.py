@@ -1,0 +1,105 @@
+"""Checkpoint selection on a validation split held out of the training problems (config ``selection``).
+
+`hara data` moves ``selection.validation_problems`` training problems to ``validation.jsonl`` (the sweeps' mechanism,
+:func:`hara.data.pipeline.hold_out_validation`), so no run trains on them and none is a test problem. Training keeps
+the weights of the candidate checkpoints (:func:`hara.rlvr.checkpoints.candidate_steps`: spread over training, the
+last one final/) as ``<run>/candidates/step-<k>``. :func:`select_checkpoint` then
+
+1. scores every candidate on the validation split with the evaluation stage's own task, metric and sampling
+   (pass@1 = avg@n), each score cached by (checkpoint content hash, evaluation fingerprint) under the cache folder,
+   so no checkpoint is evaluated twice on the same split with the same settings;
+2. selects the highest validation pass@1 (ties go to the later step, the one closer to the final model);
+3. gives the selected checkpoint's test scores: the final's own evaluation when final/ wins, else a new evaluation
+   on the config's benchmarks.
+
+Only step 3 reads the test benchmarks, after the choice is made: their content cannot change the selection
+(tests/evaluation/test_selection.py changes every test answer and gets the same choice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from hara.data.embedded import VALIDATION
+
+__all__ = ["SELECTION_RULE", "candidates", "select_checkpoint", "validation_score"]
+
+SELECTION_RULE = "highest validation pass@1; ties go to the later step"
+
+
+def candidates(config: Mapping, run_dir: Path) -> list[tuple[int, Path]]:
+    """(step, checkpoint folder) of each candidate the run kept, final/ last."""
+    from hara.rlvr.checkpoints import candidate_steps
+
+    steps = candidate_steps(config)
+    kept = [(step, run_dir / "candidates" / f"step-{step}") for step in steps[:-1]]
+    missing = [str(path) for _, path in kept if not (path / "config.json").is_file()]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: candidate checkpoint missing (was the run trained with "
+                                "selection.enabled and the same selection.candidates?)")
+    return [*kept, (steps[-1], run_dir / "final")]
+
+
+def validation_score(config: Mapping, checkpoint: Path, records: list[dict], cache_dir: Path, backend: str,
+                     engine_factory: Callable | None = None) -> dict:
+    """The validation result entry of one checkpoint (score, predictions, fingerprint), from the cache when this
+    checkpoint was scored before on the same split with the same evaluation settings; ``cached`` says which."""
+    from hara.data.format import prompt_format
+    from hara.evaluation.models import checkpoint_fingerprint
+    from hara.evaluation.runner import evaluate_checkpoint, evaluation_fingerprint, versions
+    from hara.evaluation.settings import benchmark_settings
+    from hara.evaluation.tasks import build_task
+
+    settings, prompt = benchmark_settings(config, VALIDATION), prompt_format(config)
+    fingerprint = evaluation_fingerprint(build_task(VALIDATION, records, settings, prompt), settings, prompt, backend,
+                                         versions())
+    key = {"checkpoint": checkpoint_fingerprint(checkpoint), "evaluation": fingerprint}
+    path = cache_dir / f"{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()}.json"
+    if path.is_file():
+        return {**json.loads(path.read_text(encoding="utf-8")), "cached": True}
+    result = evaluate_checkpoint(config, checkpoint, [VALIDATION], backend=backend,
+                                 cache_dir=cache_dir / "lighteval", engine_factory=engine_factory,
+                                 records={VALIDATION: records})
+    entry = {**result["benchmarks"][VALIDATION], "checkpoint_fingerprint": key["checkpoint"]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(json.dumps(entry) + "\n", encoding="utf-8")
+    partial.replace(path)
+    return {**entry, "cached": False}
+
+
+def select_checkpoint(config: Mapping, run_dir: str | Path, data_dir: str | Path, final_scores: str | Path, *,
+                      backend: str | None = None, cache_dir: str | Path | None = None,
+                      engine_factory: Callable | None = None) -> tuple[dict, dict]:
+    """(selection, test result of the selected checkpoint) for one run; see the module docstring.
+
+    ``final_scores``: the final checkpoint's `hara evaluate` result (the test scores when final/ is selected).
+    ``cache_dir`` defaults to ``<results_dir>/selection_cache``; ``engine_factory`` as in evaluate_checkpoint."""
+    from hara.data.pipeline import validation_records
+    from hara.evaluation.models import resolve_backend
+    from hara.evaluation.runner import evaluate_checkpoint
+
+    run_dir, backend = Path(run_dir), resolve_backend(backend or config["evaluation"]["backend"])
+    cache_dir = Path(cache_dir or Path(config["results_dir"]) / "selection_cache")
+    records = validation_records(Path(data_dir))
+    scored = []
+    for step, checkpoint in candidates(config, run_dir):
+        entry = validation_score(config, checkpoint, records, cache_dir, backend, engine_factory)
+        scored.append({"step": step, "checkpoint": str(checkpoint), "fingerprint": entry["checkpoint_fingerprint"],
+                       "validation_pass_at_1": entry["score"], "cached": entry["cached"],
+                       "eval_fingerprint": entry.get("eval_fingerprint")})
+    best = max(scored, key=lambda c: (c["validation_pass_at_1"], c["step"]))
+    final = scored[-1]
+    if best is final:
+        test = json.loads(Path(final_scores).read_text(encoding="utf-8"))
+    else:
+        test = evaluate_checkpoint(config, Path(best["checkpoint"]), list(config["data"]["benchmarks"]),
+                                   backend=backend, data_dir=data_dir, engine_factory=engine_factory)
+    test["selected_step"] = best["step"]
+    selection = {"rule": SELECTION_RULE, "selected_step": best["step"], "final_step": final["step"],
+                 "validation": {"problems": len(records), "file": str(Path(data_dir) / f"{VALIDATION}.jsonl")},
+                 "candidates": scored}
+    return selection, test
