@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cell", "Run", "collect_runs", "grid_cells", "read_base_scores", "read_run"]
+__all__ = ["Cell", "Run", "collect_runs", "grid_cells", "read_base_scores", "read_run", "seed_runs"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,11 @@ def read_run(cell: Cell, train_dir: Path, eval_dir: Path) -> Run:
                {name: float(entry["score"]) for name, entry in evaluation.items()}, problem_scores(evaluation),
                fingerprints, json.loads(selection.read_text(encoding="utf-8")) if selection.is_file() else {},
                problem_scores(read_evaluation(eval_dir / "selected_scores.json")))
+
+
+def seed_runs(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[int, Run]:
+    """{seed: run} of one (size, rlvr, method) of the grid."""
+    return {cell.seed: run for cell, run in runs.items() if (cell.size, cell.rlvr, cell.method) == (size, rlvr, method)}
 
 
 def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hara.report.collect import Cell, Run
+from hara.report.collect import Cell, Run, seed_runs
 from hara.report.paired import Bootstrap, Difference, bootstrap_difference, paired_matrix
 
 __all__ = ["FINGERPRINT_KEY", "MISMATCH_MARK", "Comparison", "ComparisonError", "compare_cells",
@@ -72,8 +72,8 @@ class Comparison:
 
 
 def _seeds(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[int, Run]:
-    return {cell.seed: run for cell, run in runs.items()
-            if (cell.size, cell.rlvr, cell.method) == (size, rlvr, method) and run.problems}
+    """{seed: run} of the cells with per-problem outcomes."""
+    return {seed: run for seed, run in seed_runs(runs, size, rlvr, method).items() if run.problems}
 
 
 def _checked_fingerprints(label: str, pairs: list[tuple[Run, Run]], benchmark: str, allow: bool) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from hara.analysis.claims import PAPER_NUMBERS
-from hara.report.collect import Cell, Run
+from hara.report.collect import Cell, Run, seed_runs
 from hara.report.compare import MISMATCH_MARK, compare_cells
 from hara.report.paired import Bootstrap, bootstrap_difference, paired_matrix
 from hara.report.stats import (NA, Estimate, cumulative_time, final_value, mean_se, step_costs, step_reaching,
@@ -144,10 +144,6 @@ def _tok_minus_seq(config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: s
     return NA if versus is None else versus.format()
 
 
-def _seed_runs(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[int, Run]:
-    return {cell.seed: run for cell, run in runs.items() if (cell.size, cell.rlvr, cell.method) == (size, rlvr, method)}
-
-
 def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | None]:
     """Per-step time, its overhead vs the baseline, steps / seconds to the baseline's final training accuracy,
     and training accuracy at the baseline's total wall time (None where the logs do not give it)."""
@@ -192,10 +188,10 @@ def efficiency_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: Bas
     rows = []
     for size in config["models"]["sizes"]:
         for rlvr in config["grid"]["rlvr"]:
-            base = _seed_runs(runs, size, rlvr, BASELINE)
+            base = seed_runs(runs, size, rlvr, BASELINE)
             for method in config["grid"]["methods"]:
                 per_seed = [efficiency_measures(run, base.get(seed))
-                            for seed, run in _seed_runs(runs, size, rlvr, method).items() if run.metrics]
+                            for seed, run in seed_runs(runs, size, rlvr, method).items() if run.metrics]
                 rows.append([size, rlvr, method, *(fmt(mean_se([m[key] for m in per_seed]), seeds)
                                                    for key, _, fmt in EFFICIENCY_COLUMNS)])
     return Table("efficiency", "Efficiency",
@@ -214,8 +210,8 @@ def seed_curve_values(runs: Mapping[Cell, Run], size: str, rlvr: str, method: st
     over the time ``method`` takes to reach the baseline's final accuracy; ``equal_time`` = ``method``'s accuracy
     after the baseline's total time minus the baseline's final accuracy. Seeds where it is undefined are left out
     (a baseline at accuracy 0 sets no target)."""
-    base, out = _seed_runs(runs, size, rlvr, BASELINE), []
-    for seed, run in _seed_runs(runs, size, rlvr, method).items():
+    base, out = seed_runs(runs, size, rlvr, BASELINE), []
+    for seed, run in seed_runs(runs, size, rlvr, method).items():
         baseline = base.get(seed)
         if not run.metrics or baseline is None or not baseline.metrics:
             continue
