@@ -168,6 +168,17 @@ def check_benchmarks(config: Mapping) -> str | None:
     return None
 
 
+def check_methods(config: Mapping) -> str | None:
+    """Every grid method must be in the method registry (built-ins and installed plug-ins, hara/methods.py)."""
+    from hara.methods import methods
+
+    known = methods()
+    for index, name in enumerate(config["grid"]["methods"]):
+        if name not in known:
+            return f"grid.methods[{index}]: unknown method {name!r} (valid: {', '.join(known)})"
+    return None
+
+
 def check_local_folders(config: Mapping) -> str | None:
     """Folders of fetched hub data must exist before anything reads them."""
     if config["data"]["source"] == "hub" and not Path(config["data"]["local_dir"]).is_dir():
@@ -184,8 +195,8 @@ def check_vllm_mode(config: Mapping) -> str | None:
     return None
 
 
-SEMANTIC_CHECKS: list[Callable[[Mapping], str | None]] = [check_model_sizes, check_benchmarks, check_local_folders,
-                                                          check_vllm_mode]
+SEMANTIC_CHECKS: list[Callable[[Mapping], str | None]] = [check_model_sizes, check_methods, check_benchmarks,
+                                                          check_local_folders, check_vllm_mode]
 
 
 def validate_config(config: Any, source: str = "<config>", schema: Mapping | None = None,

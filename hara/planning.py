@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hara.methods import methods
+
 __all__ = ["Architecture", "CellPlan", "GridPlan", "PAPER_ARCHITECTURES", "architecture_of", "format_plan_table",
            "plan_cell", "plan_grid", "setup_of", "write_plan"]
 
@@ -43,16 +45,11 @@ FOLD_TEMPORARIES_BACKWARD, FOLD_TEMPORARIES_FORWARD = 7, 4
 ENTROPY_LIVE_FP32_TENSORS = 3.5
 # Problems per hub benchmark (hara/data/hub.py); the embedded mini benchmarks have data.benchmark_size each.
 HUB_BENCHMARK_PROBLEMS = {"math500": 500, "aime24": 30, "amc23": 40, "minerva": 272, "olympiadbench": 674}
-# Which methods read hidden states / entropies (hara.rlvr.trainer.CONTEXT_NEEDS, kept torch-free here; a test checks
-# the two agree).
-CONTEXT_NEEDS = {
-    "none": (), "position": (), "hara_tok": ("hidden",), "hara_seq": ("hidden",), "hara_hier": ("hidden",),
-    "hara_exact_tok": ("hidden",), "hara_exact_seq": ("hidden",), "shear": ("hidden",),
-    "forking_tokens": ("entropy",), "gtpo": ("entropy",), "grpo_s": ("entropy",),
-}
-# Methods whose novelty code converts the captured rows to fp32 (hara.novelty._work_rows: one fp32 copy of every
-# reweighted row of the process's generation batch, before any projection).
-NOVELTY_FP32_METHODS = {"hara_tok", "hara_seq", "hara_hier", "hara_exact_tok", "hara_exact_seq"}
+# Which methods read hidden states / entropies, and whose novelty code converts the captured rows to fp32
+# (hara.novelty._work_rows: one fp32 copy of every reweighted row of the process's generation batch, before any
+# projection): the method registry's declarations (hara/methods.py, torch-free).
+CONTEXT_NEEDS = {name: tuple(sorted(spec.needs)) for name, spec in methods().items()}
+NOVELTY_FP32_METHODS = {name for name, spec in methods().items() if spec.novelty_fp32}
 
 
 @dataclass(frozen=True)

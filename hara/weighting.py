@@ -85,9 +85,15 @@ def register(name: str) -> Callable[[WeightingFn], WeightingFn]:
 
 
 def get_weighting(name: str) -> WeightingFn:
-    """The transform registered under ``name`` (KeyError listing the known names otherwise)."""
+    """The transform registered under ``name``, or a plug-in method's (hara/methods.py: imported and registered on
+    first use); a KeyError listing the known names otherwise."""
     if name not in _REGISTRY:
-        raise KeyError(f"unknown weighting {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+        from hara.methods import methods
+
+        spec = methods().get(name)
+        if spec is None or spec.weighting is None:
+            raise KeyError(f"unknown weighting {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+        register(name)(spec.load_weighting())
     return _REGISTRY[name]
 
 

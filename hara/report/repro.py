@@ -63,9 +63,14 @@ class Evidence:
         return [(size, rlvr) for size in self.config["models"]["sizes"] for rlvr in self.config["grid"]["rlvr"]]
 
     def methods(self, names: str | list[str]) -> list[str]:
-        """``hara`` = every HarA method of the grid; a list = those of its names that the grid trains."""
+        """A kind of the method registry (``hara``: every HarA method, ``baseline``: every credit-assignment
+        baseline; hara/methods.py; in grid order) or a list of names (those the grid trains, in list order)."""
+        from hara.methods import KINDS, methods
+
         grid = self.config["grid"]["methods"]
-        return [m for m in grid if m.startswith("hara")] if names == "hara" else [m for m in names if m in grid]
+        if isinstance(names, str) and names in KINDS:
+            return [m for m in grid if m in methods() and methods()[m].kind == names]
+        return [m for m in ([names] if isinstance(names, str) else names) if m in grid]
 
 
 Measure = Callable[[Evidence, Mapping], Outcome]
@@ -105,7 +110,7 @@ def _pairs(evidence: Evidence, methods: list[str], against: list[str]) -> list[t
 @measure("best_paired_gain")
 def best_paired_gain(evidence: Evidence, params: Mapping) -> Outcome:
     """The largest paired average-pass@1 difference of ``methods`` over ``against``; its verdict is the status."""
-    methods, against = evidence.methods(params["methods"]), evidence.methods(list(params["against"]))
+    methods, against = evidence.methods(params["methods"]), evidence.methods(params["against"])
     pairs = _pairs(evidence, methods, against)
     if not pairs:
         return _absent(f"no paired evaluations of {', '.join(methods) or 'HarA'} and {', '.join(against) or '-'}")

@@ -28,6 +28,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from hara.config import ConfigError
+from hara.methods import methods
 from hara.rlvr.presets import (
     RLVRPreset,
     get_preset,
@@ -38,12 +39,9 @@ from hara.rlvr.presets import (
 __all__ = ["METHOD_SECTIONS", "METRIC_KEYS", "build_trainer", "load_policy", "method_params", "rename_metrics",
            "train"]
 
-#: Which ``hara.<section>`` of the config holds each registry method's knobs (None: the method takes none).
-METHOD_SECTIONS: dict[str, str | None] = {
-    "none": None, "hara_tok": "hara", "hara_seq": "hara", "hara_hier": "hara", "hara_exact_tok": "hara",
-    "hara_exact_seq": "hara", "forking_tokens": "forking_tokens", "gtpo": "entropy_shaping",
-    "grpo_s": "entropy_shaping", "position": "position", "shear": "shear",
-}
+#: Which ``hara.<section>`` of the config holds each method's knobs (None: the method takes none), from the method
+#: registry (hara/methods.py).
+METHOD_SECTIONS: dict[str, str | None] = {name: spec.section for name, spec in methods().items()}
 
 #: TRL's log keys -> the project's namespaced metric names; other TRL keys are kept under trl/.
 METRIC_KEYS: dict[str, str] = {
@@ -54,25 +52,33 @@ METRIC_KEYS: dict[str, str] = {
     "completions/clipped_ratio": "train/truncated_fraction", "clip_ratio/region_mean": "train/clip_fraction",
     "kl": "train/kl", "step_time": "time/step_s", "hara/step_overhead_s": "time/hara_s",
 }
-_OWN_NAMESPACES = ("train/", "time/", "hara/", "forking/", "gtpo/", "grpo_s/", "shear/")
+_OWN_NAMESPACES = ("train/", "time/")
+
+
+def own_namespaces() -> tuple[str, ...]:
+    """Metric namespaces kept as they are: the project's own and every registered method's (hara/methods.py)."""
+    return (*_OWN_NAMESPACES, *sorted({spec.namespace for spec in methods().values() if spec.namespace}))
 
 
 def rename_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
     """TRL's per-step log dict -> namespaced numeric metrics (non-numeric entries dropped)."""
-    out = {}
+    out, own = {}, own_namespaces()
     for key, value in logs.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            name = METRIC_KEYS.get(key, key if key.startswith(_OWN_NAMESPACES) else f"trl/{key}")
+            name = METRIC_KEYS.get(key, key if key.startswith(own) else f"trl/{key}")
             out[name] = float(value)
     return out
 
 
 def method_params(config: Mapping, method: str) -> dict[str, Any]:
     """The knobs of ``method`` from the config's ``hara`` section (flat dict for hara.weighting)."""
-    if method not in METHOD_SECTIONS:
-        raise ConfigError(f"--method: unknown method {method!r} (valid: {', '.join(sorted(METHOD_SECTIONS))})")
-    section = METHOD_SECTIONS[method]
-    return dict(config["hara"][section]) if section else {}
+    known = methods()
+    if method not in known:
+        raise ConfigError(f"--method: unknown method {method!r} (valid: {', '.join(sorted(known))})")
+    spec = known[method]
+    if spec.weighting is not None:  # a plug-in: its knobs are hara.plugins.<name>
+        return dict(config["hara"]["plugins"].get(method, {}))
+    return dict(config["hara"][spec.section]) if spec.section else {}
 
 
 class MetricsCallback(TrainerCallback):

@@ -41,7 +41,8 @@ from torch import Tensor
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
-from hara.weighting import WeightingContext, apply_weighting, available_weightings
+from hara.methods import methods
+from hara.weighting import WeightingContext, apply_weighting, get_weighting
 
 __all__ = ["CONTEXT_NEEDS", "ENTROPY_CHUNK", "FINAL_NORM", "HOST_WEIGHTING", "HaraGRPOTrainer",
            "capture_context", "chunked_token_entropies", "equal_reward_groups", "group_ids_of", "hidden_module"]
@@ -59,15 +60,9 @@ def _restore_indexed_cpu_location(storage: Any, location: str) -> Any:
 # the CPU multi-process resume work; GPU runs never reach it.
 torch.serialization.register_package(99, lambda obj: None, _restore_indexed_cpu_location)
 
-#: What each registry method reads from the context: "hidden" (one layer's hidden states), "entropy" (token
-#: entropies). A method missing here is an error at trainer construction (tests check the registry is covered).
-CONTEXT_NEEDS: dict[str, frozenset[str]] = {
-    "none": frozenset(), "position": frozenset(),
-    "hara_tok": frozenset({"hidden"}), "hara_seq": frozenset({"hidden"}), "hara_hier": frozenset({"hidden"}),
-    "hara_exact_tok": frozenset({"hidden"}), "hara_exact_seq": frozenset({"hidden"}),
-    "shear": frozenset({"hidden"}),
-    "forking_tokens": frozenset({"entropy"}), "gtpo": frozenset({"entropy"}), "grpo_s": frozenset({"entropy"}),
-}
+#: What each method reads from the context: "hidden" (one layer's hidden states), "entropy" (token entropies), from
+#: the method registry (hara/methods.py, built-ins and installed plug-ins).
+CONTEXT_NEEDS: dict[str, frozenset[str]] = {name: spec.needs for name, spec in methods().items()}
 
 #: TRL loss_type -> the host token weighting hara.weighting normalises against (bnpo is a token mean like DAPO).
 HOST_WEIGHTING: dict[str, str] = {"grpo": "grpo", "dr_grpo": "dr_grpo", "dapo": "dapo", "bnpo": "dapo"}
@@ -240,7 +235,7 @@ class PassRecorder:
 class HaraGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with a registry advantage transform, DAPO-style dynamic sampling and HarA diagnostics.
 
-    Extra arguments: method (a name of :func:`hara.weighting.available_weightings`), method_params (its knobs),
+    Extra arguments: method (a name of the method registry, hara/methods.py), method_params (its knobs),
     hidden_layer (where the hidden states are captured: FINAL_NORM or a decoder block, see hidden_module),
     dynamic_sampling (mask all-equal-reward groups out of the loss), outcome_reward (index of the correctness reward among ``reward_funcs``; its values
     decide correct / incorrect for the method), stop (the config's prompt.stop: rollouts end at the first of these
@@ -252,8 +247,9 @@ class HaraGRPOTrainer(GRPOTrainer):
                  hidden_layer: int | str = FINAL_NORM, dynamic_sampling: bool = False, outcome_reward: int = 0,
                  capture: str = "generation", stop: tuple[str, ...] = (), entropy_chunk: int = ENTROPY_CHUNK,
                  **kwargs: Any) -> None:
-        if method not in available_weightings() or method not in CONTEXT_NEEDS:
-            raise ValueError(f"unknown method {method!r}; known: {', '.join(sorted(CONTEXT_NEEDS))}")
+        if method not in methods():
+            raise ValueError(f"unknown method {method!r}; known: {', '.join(sorted(methods()))}")
+        get_weighting(method)  # a registered method without a transform fails here, not at the first step
         if capture not in ("generation", "forward"):
             raise ValueError(f"capture must be 'generation' or 'forward', not {capture!r}")
         super().__init__(*args, **kwargs)
@@ -272,7 +268,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         return self._rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        needs = CONTEXT_NEEDS[self.method] if self.model.training else frozenset()
+        needs = methods()[self.method].needs if self.model.training else frozenset()
         self._record_logprob_pass = bool(needs) and self._records_logprob_pass()
         try:
             output = super()._generate_and_score_completions(inputs)
@@ -301,7 +297,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         if not (self._record_logprob_pass and not torch.is_grad_enabled()):
             return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                               *args, **kwargs)
-        recorder = PassRecorder(self.accelerator.unwrap_model(model), self.hidden_layer, CONTEXT_NEEDS[self.method],
+        recorder = PassRecorder(self.accelerator.unwrap_model(model), self.hidden_layer, methods()[self.method].needs,
                                 logits_to_keep, self.entropy_chunk)
         with recorder:
             result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
@@ -313,7 +309,7 @@ class HaraGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's generation, recording hidden states / entropies on the way when the method needs them, and
         stopping at the configured stop strings."""
-        needs = CONTEXT_NEEDS[self.method] if self.model.training else frozenset()
+        needs = methods()[self.method].needs if self.model.training else frozenset()
         self._recorded = None
         record = bool(needs) and self._records_during_generation()
         recorder = GenerationRecorder(self.accelerator.unwrap_model(self.model), self.hidden_layer, needs)
@@ -394,7 +390,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         outcome = self._local_rewards(batch)
         if self.dynamic_sampling:  # DAPO filters on accuracy (all right / all wrong), not on shaped rewards
             self._mask_equal_reward_groups(output, outcome, group_ids)
-        needs = CONTEXT_NEEDS[self.method]
+        needs = methods()[self.method].needs
         start = time.perf_counter()
         hidden, entropies = self._capture(output, needs)
         capture_s = time.perf_counter() - start

@@ -251,6 +251,15 @@ def distributions(spec: StudySpec) -> dict:
     return result
 
 
+def check_method(fields: Mapping) -> str | None:
+    """The swept method must be in the method registry (hara/methods.py: built-ins and installed plug-ins)."""
+    from hara.methods import methods
+
+    if fields["method"] not in methods():
+        return f"method: unknown method {fields['method']!r} (valid: {', '.join(methods())})"
+    return None
+
+
 def load_study(path: str | Path, base_config: str | Path | None = None, overrides: Iterable[str] = ()) -> StudySpec:
     """Read and validate a study file; ``base_config`` replaces its base_config, ``overrides`` (KEY.PATH=VALUE, as
     `--set`) apply to the base config."""
@@ -262,7 +271,7 @@ def load_study(path: str | Path, base_config: str | Path | None = None, override
         raise ConfigError(f"{path}: {problem}")
     fields = fill_defaults(raw, schema)
     validate_against_schema(fields, schema, str(path))
-    problem = check_keys(fields) or check_distributions(fields)
+    problem = check_keys(fields) or check_distributions(fields) or check_method(fields)
     if problem:
         raise ConfigError(f"{path}: {problem}")
     base = Path(base_config) if base_config else path.parent / fields["base_config"]

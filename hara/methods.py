@@ -1,0 +1,118 @@
+"""The method registry: everything the harness knows about an advantage transform, declared once.
+
+A :class:`MethodSpec` names the transform (its function is the ``hara.weighting`` registry entry of the same name, or
+``weighting`` for a plug-in), says what it reads from the training context (``needs``: one layer's hidden states,
+token entropies), which config section holds its knobs, the namespace of the metrics it logs, and its kind (the
+plain RLVR baseline, a HarA variant, or a credit-assignment baseline). The trainer, `hara train`, config and sweep
+validation, the memory planner and the report read it from here.
+
+Methods from outside the repository: a package declares an entry point in the ``hara.methods`` group whose object is
+a :class:`MethodSpec` (or a list of them) with ``weighting = "module:function"``; :func:`methods` loads every such
+entry point once, so ``grid.methods`` and ``hara train --method`` accept the new name. Its knobs live in the config's
+``hara.plugins.<name>`` mapping. Every registered method, built in or not, passes the same contract tests
+(tests/test_methods.py). This module imports nothing heavy (no torch), so config validation stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+__all__ = ["ENTRY_POINT_GROUP", "KINDS", "MethodSpec", "credit_baselines", "get_method", "hara_methods", "methods",
+           "register_method"]
+
+ENTRY_POINT_GROUP = "hara.methods"
+#: none: the plain RLVR baseline the report compares against; hara: a HarA variant; baseline: another
+#: credit-assignment method of the paper's comparison.
+KINDS = ("none", "hara", "baseline")
+NEEDS = ("hidden", "entropy")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One advantage transform, as every part of the harness sees it."""
+
+    name: str
+    kind: str
+    section: str | None = None  # config hara.<section> with its knobs (None: no knobs)
+    needs: frozenset[str] = field(default_factory=frozenset)  # what the trainer captures for it
+    namespace: str | None = None  # its info metrics' prefix, kept as-is in metrics.jsonl (others become trl/...)
+    novelty_fp32: bool = False  # its novelty code converts the captured rows to fp32 (hara plan counts the copy)
+    weighting: str | None = None  # "module:function" of a plug-in's transform (built-ins: hara.weighting)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"method {self.name!r}: kind {self.kind!r} (valid: {', '.join(KINDS)})")
+        unknown = sorted(set(self.needs) - set(NEEDS))
+        if unknown:
+            raise ValueError(f"method {self.name!r}: unknown needs {unknown} (valid: {', '.join(NEEDS)})")
+        if self.namespace is not None and not self.namespace.endswith("/"):
+            raise ValueError(f"method {self.name!r}: namespace {self.namespace!r} must end with '/'")
+
+    def load_weighting(self) -> Any:
+        """A plug-in's transform function (imported on first use)."""
+        module, _, attr = (self.weighting or "").partition(":")
+        if not module or not attr:
+            raise ValueError(f"method {self.name!r}: weighting must be 'module:function', got {self.weighting!r}")
+        return getattr(importlib.import_module(module), attr)
+
+
+_HIDDEN, _ENTROPY = frozenset({"hidden"}), frozenset({"entropy"})
+_BUILT_IN = [
+    MethodSpec("none", "none"),
+    *(MethodSpec(name, "hara", "hara", _HIDDEN, "hara/", novelty_fp32=True)
+      for name in ("hara_tok", "hara_seq", "hara_hier", "hara_exact_tok", "hara_exact_seq")),
+    MethodSpec("forking_tokens", "baseline", "forking_tokens", _ENTROPY, "forking/"),
+    MethodSpec("gtpo", "baseline", "entropy_shaping", _ENTROPY, "gtpo/"),
+    MethodSpec("grpo_s", "baseline", "entropy_shaping", _ENTROPY, "grpo_s/"),
+    MethodSpec("position", "baseline", "position"),
+    MethodSpec("shear", "baseline", "shear", _HIDDEN, "shear/"),
+]
+_REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in _BUILT_IN}
+_PLUGINS_LOADED = False
+
+
+def register_method(spec: MethodSpec) -> MethodSpec:
+    """Add ``spec``; a different spec under a taken name raises (a plug-in cannot replace a built-in)."""
+    if spec.name in _REGISTRY and _REGISTRY[spec.name] != spec:
+        raise ValueError(f"method {spec.name!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def _load_plugins() -> None:
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        loaded = entry.load()
+        for spec in loaded if isinstance(loaded, (list, tuple)) else [loaded]:
+            if not isinstance(spec, MethodSpec) or spec.weighting is None:
+                raise TypeError(f"entry point {entry.name!r} ({entry.value}) of {ENTRY_POINT_GROUP}: expected "
+                                "MethodSpec(s) with weighting='module:function'")
+            register_method(spec)
+
+
+def methods() -> dict[str, MethodSpec]:
+    """Every registered method, built-ins first, then the installed plug-ins (loaded once)."""
+    _load_plugins()
+    return dict(_REGISTRY)
+
+
+def get_method(name: str) -> MethodSpec:
+    """The spec of ``name``; a KeyError listing the valid names otherwise."""
+    known = methods()
+    if name not in known:
+        raise KeyError(f"unknown method {name!r} (valid: {', '.join(known)})")
+    return known[name]
+
+
+def hara_methods() -> list[str]:
+    return [name for name, spec in methods().items() if spec.kind == "hara"]
+
+
+def credit_baselines() -> list[str]:
+    return [name for name, spec in methods().items() if spec.kind == "baseline"]
