@@ -176,7 +176,8 @@ def data_folder(tmp_path_factory) -> tuple[Path, dict]:
     """A `hara data` folder of the smoke config with a small training set."""
     from hara.config import load_config
 
-    config = load_config(SMOKE, overrides=["data.train_size=12", "data.benchmark_size=2"])
+    config = load_config(SMOKE, overrides=["data.train_size=12", "data.benchmark_size=2",
+                                           "selection.validation_problems=2"])
     folder = tmp_path_factory.mktemp("data")
     write_config_datasets(config, folder)
     return folder, config
@@ -227,7 +228,8 @@ def test_corrupt_line_through_the_cli_is_one_line(data_folder, tmp_path):
     (corrupt / "train.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     proc = subprocess.run([str(BIN / "hara"), "base-model", "--config", str(SMOKE), "--size", "tiny-s", "--data",
                            str(corrupt), "--out", str(tmp_path / "base"), "--skip-accuracy",
-                           "--set", "data.train_size=12", "--set", "data.benchmark_size=2"],
+                           "--set", "data.train_size=12", "--set", "data.benchmark_size=2",
+                           "--set", "selection.validation_problems=2"],
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-3000:]
     assert f"{corrupt / 'train.jsonl'}:5: invalid JSON" in proc.stderr
