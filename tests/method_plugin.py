@@ -9,7 +9,7 @@ from hara.methods import MethodSpec
 def flip_late(advantages, completion_mask, group_ids, rewards, context):
     weights = 1.0 + float(context.params.get("scale", 1.0)) * context.token_entropies
     token_advantages = advantages[:, None] * weights * completion_mask
-    return token_advantages, {"w_mean": float(weights[completion_mask].mean())}
+    return token_advantages, {"flip_late/w_mean": float(weights[completion_mask].mean())}
 
 
 SPEC = MethodSpec("flip_late", "baseline", needs=frozenset({"entropy"}), namespace="flip_late/",

@@ -36,7 +36,7 @@ def plugin_installed(monkeypatch):
 
 def contract(name: str) -> None:
     """What every method must do: run on a batch with only the context its spec declares, give finite token
-    advantages of the batch's shape that are 0 on padding, and log its info under its namespace."""
+    advantages of the batch's shape that are 0 on padding, and log its info under its namespace (none without one)."""
     from hara.rlvr.train import method_params, rename_metrics
 
     spec = get_method(name)
@@ -52,9 +52,8 @@ def contract(name: str) -> None:
                                       torch.zeros(4, dtype=torch.long), torch.tensor([1.0, 0.0, 1.0, 0.0]), context)
     assert token_adv.shape == (4, 6) and torch.isfinite(token_adv).all(), name
     assert (token_adv[~mask] == 0).all(), name
-    renamed = rename_metrics({f"{spec.namespace}{key}" if spec.namespace else key: value
-                              for key, value in info.items() if isinstance(value, float)})
-    assert not any(key.startswith("trl/") for key in renamed) or spec.namespace is None, name
+    assert all(spec.namespace and key.startswith(spec.namespace) for key in info), (name, sorted(info))
+    assert set(rename_metrics(info)) == set(info), name  # kept under its namespace, not moved to trl/
 
 
 @pytest.mark.parametrize("name", list(methods()))
@@ -110,3 +109,60 @@ def test_importing_the_registry_stays_light():
     code = "import hara.methods, sys; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+TOY_PACKAGE = '''
+from hara.methods import MethodSpec
+
+
+def toy(advantages, completion_mask, group_ids, rewards, context):
+    weights = 1.0 + float(context.params.get("scale", 1.0)) * context.token_entropies
+    return advantages[:, None] * weights * completion_mask, {"toy/w_mean": float(weights[completion_mask].mean())}
+
+
+def leaky(advantages, completion_mask, group_ids, rewards, context):  # planted: advantage on padding tokens
+    return advantages[:, None].expand(completion_mask.shape).clone().float(), {}
+
+
+SPECS = [MethodSpec("toy", "baseline", needs=frozenset({"entropy"}), namespace="toy/", weighting="toy_credit:toy"),
+         MethodSpec("toy_leaky", "baseline", weighting="toy_credit:leaky")]
+'''
+
+
+def install_toy_package(root):
+    """A throwaway package as pip lays it out: the module and its .dist-info with the hara.methods entry point."""
+    (root / "toy_credit").mkdir(parents=True)
+    (root / "toy_credit" / "__init__.py").write_text(TOY_PACKAGE, encoding="utf-8")
+    info = root / "toy_credit-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-credit\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[hara.methods]\ntoy = toy_credit:SPECS\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.slow
+def test_an_installed_plugin_package_trains_with_hara_train_and_its_contract_violation_is_caught(
+        tmp_path, tiny_base, monkeypatch):
+    import json
+    import os
+    import subprocess
+
+    site = install_toy_package(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "hara.cli", "train", "--config", str(SMOKE), "--size", "tiny-s",
+                           "--rlvr", "grpo", "--method", "toy", "--seed", "0", "--base-model", str(tiny_base),
+                           "--out", str(tmp_path / "run"), "--set", "hara.plugins.toy.scale=0.5",
+                           "--set", f"tracking.mlflow_uri=sqlite:///{tmp_path / 'mlflow.db'}"],
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == load_config(SMOKE)["training"]["steps"] and all("toy/w_mean" in line for line in lines)
+    assert (tmp_path / "run" / "final" / "config.json").is_file()
+
+    monkeypatch.syspath_prepend(str(site))  # the same package seen by this process's registry
+    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    assert {"toy", "toy_leaky"} <= set(methods())
+    contract("toy")
+    with pytest.raises(AssertionError, match="toy_leaky"):
+        contract("toy_leaky")
