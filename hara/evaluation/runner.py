@@ -128,20 +128,21 @@ def evaluate_checkpoint(
     config: Mapping, checkpoint: str | Path, benchmarks: list[str], *, backend: str | None = None,
     cache_dir: str | Path | None = None, data_dir: str | Path | None = None,
     engine_factory: Callable[[CheckpointModelConfig], Engine] | None = None,
-    records: Mapping[str, list[dict]] | None = None,
+    records: Mapping[str, list[dict]] | None = None, fingerprint: str | None = None,
 ) -> dict:
     """Evaluate one checkpoint on ``benchmarks``; returns the result document (see the module docstring).
 
     ``engine_factory`` replaces the backend's engine (tests use stand-ins); it is called once, with the first
     benchmark's model config. ``cache_dir`` defaults to ``<results_dir>/lighteval_cache``. ``records`` gives the
-    problems of some of ``benchmarks`` (e.g. the validation split); the others are read as usual.
+    problems of some of ``benchmarks`` (e.g. the validation split); the others are read as usual. ``fingerprint``:
+    the checkpoint's content hash when the caller has it (hashing a multi-GB checkpoint takes seconds).
     """
     records = records or {}
     from hara.data.format import prompt_format
 
     backend = resolve_backend(backend or config["evaluation"]["backend"])
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "lighteval_cache")
-    fingerprint = checkpoint_fingerprint(checkpoint)  # once: hashing a multi-GB checkpoint takes seconds
+    fingerprint = fingerprint or checkpoint_fingerprint(checkpoint)  # once: hashing a multi-GB checkpoint takes seconds
     start, cpu_start, results, engine, package_versions = time.perf_counter(), time.process_time(), {}, None, versions()
     try:
         for benchmark in benchmarks:

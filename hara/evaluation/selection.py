@@ -49,7 +49,7 @@ def validation_score(config: Mapping, checkpoint: Path, records: list[dict], cac
     checkpoint was scored before on the same split with the same evaluation settings; ``cached`` says which."""
     from hara.data.format import prompt_format
     from hara.evaluation.models import checkpoint_fingerprint
-    from hara.evaluation.runner import evaluate_checkpoint, evaluation_fingerprint, versions
+    from hara.evaluation.runner import evaluate_checkpoint, evaluation_fingerprint, versions, write_result
     from hara.evaluation.settings import benchmark_settings
     from hara.evaluation.tasks import build_task
 
@@ -62,12 +62,9 @@ def validation_score(config: Mapping, checkpoint: Path, records: list[dict], cac
         return {**json.loads(path.read_text(encoding="utf-8")), "cached": True}
     result = evaluate_checkpoint(config, checkpoint, [VALIDATION], backend=backend,
                                  cache_dir=cache_dir / "lighteval", engine_factory=engine_factory,
-                                 records={VALIDATION: records})
+                                 records={VALIDATION: records}, fingerprint=key["checkpoint"])
     entry = {**result["benchmarks"][VALIDATION], "checkpoint_fingerprint": key["checkpoint"]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".tmp")
-    partial.write_text(json.dumps(entry) + "\n", encoding="utf-8")
-    partial.replace(path)
+    write_result(entry, path)
     return {**entry, "cached": False}
 
 
