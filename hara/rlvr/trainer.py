@@ -254,6 +254,7 @@ class HaraGRPOTrainer(GRPOTrainer):
             raise ValueError(f"capture must be 'generation' or 'forward', not {capture!r}")
         super().__init__(*args, **kwargs)
         self.method, self.method_params = method, dict(method_params or {})
+        self.needs = methods()[method].needs  # what the hooks capture for the method (hara/methods.py), read once
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
         self.capture, self.stop, self.entropy_chunk = capture, tuple(stop), entropy_chunk
         self._rewards_per_func: Tensor | None = None
@@ -268,7 +269,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         return self._rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        needs = methods()[self.method].needs if self.model.training else frozenset()
+        needs = self.needs if self.model.training else frozenset()
         self._record_logprob_pass = bool(needs) and self._records_logprob_pass()
         try:
             output = super()._generate_and_score_completions(inputs)
@@ -297,7 +298,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         if not (self._record_logprob_pass and not torch.is_grad_enabled()):
             return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                               *args, **kwargs)
-        recorder = PassRecorder(self.accelerator.unwrap_model(model), self.hidden_layer, methods()[self.method].needs,
+        recorder = PassRecorder(self.accelerator.unwrap_model(model), self.hidden_layer, self.needs,
                                 logits_to_keep, self.entropy_chunk)
         with recorder:
             result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
@@ -309,7 +310,7 @@ class HaraGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's generation, recording hidden states / entropies on the way when the method needs them, and
         stopping at the configured stop strings."""
-        needs = methods()[self.method].needs if self.model.training else frozenset()
+        needs = self.needs if self.model.training else frozenset()
         self._recorded = None
         record = bool(needs) and self._records_during_generation()
         recorder = GenerationRecorder(self.accelerator.unwrap_model(self.model), self.hidden_layer, needs)
@@ -390,7 +391,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         outcome = self._local_rewards(batch)
         if self.dynamic_sampling:  # DAPO filters on accuracy (all right / all wrong), not on shaped rewards
             self._mask_equal_reward_groups(output, outcome, group_ids)
-        needs = methods()[self.method].needs
+        needs = self.needs
         start = time.perf_counter()
         hidden, entropies = self._capture(output, needs)
         capture_s = time.perf_counter() - start
