@@ -169,13 +169,18 @@ def check_benchmarks(config: Mapping) -> str | None:
 
 
 def check_methods(config: Mapping) -> str | None:
-    """Every grid method must be in the method registry (built-ins and installed plug-ins, hara/methods.py)."""
+    """Every grid method must be in the method registry (built-ins and installed plug-ins, hara/methods.py), and
+    every method given extra seeds must be one of them."""
     from hara.methods import methods
 
     known = methods()
     for index, name in enumerate(config["grid"]["methods"]):
         if name not in known:
             return f"grid.methods[{index}]: unknown method {name!r} (valid: {', '.join(known)})"
+    for name in config["grid"]["extra_seeds"]:
+        if name not in config["grid"]["methods"]:
+            return (f"grid.extra_seeds.{name}: not a method of grid.methods "
+                    f"({', '.join(config['grid']['methods'])})")
     return None
 
 

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hara.layout import method_seeds
 from hara.methods import methods
 
 __all__ = ["Architecture", "CellPlan", "GridPlan", "PAPER_ARCHITECTURES", "architecture_of", "format_plan_table",
@@ -642,6 +643,7 @@ class GridPlan:
     jobs: dict[str, JobPlans]
     seeds: int
     totals: dict[str, float] = field(default_factory=dict)
+    extra_seeds: dict[str, int] = field(default_factory=dict)  # method -> seeds it has beyond grid.seeds
 
     def to_json(self) -> dict:
         jobs = {size: {**asdict(job), "architecture": asdict(job.architecture)} for size, job in self.jobs.items()}
@@ -656,19 +658,20 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
     cells = [plan_cell(config, archs[size], size, rlvr, method)
              for size in sizes for rlvr in grid["rlvr"] for method in grid["methods"]]
     jobs = {size: size_jobs(config, archs[size], size) for size in sizes}
-    seeds = len(grid["seeds"])
-    evaluations = {size: seeds * len(grid["rlvr"]) * len(grid["methods"]) + 1 for size in sizes}
+    seeds = {method: len(method_seeds(config, method)) for method in grid["methods"]}  # grid.extra_seeds included
+    runs = {size: sum(seeds[c.method] for c in cells if c.size == size) for size in sizes}
     totals = {
-        "runs": seeds * len(cells),
-        "train_device_hours": seeds * sum(c.device_hours["total"] for c in cells),
-        "evaluate_device_hours": sum(evaluations[s] * jobs[s].evaluate["device_hours"] for s in sizes),
-        "checkpoint_disk_bytes": seeds * sum(c.disk["kept"] for c in cells),  # every run finished
+        "runs": sum(runs.values()),
+        "train_device_hours": sum(seeds[c.method] * c.device_hours["total"] for c in cells),
+        "evaluate_device_hours": sum((runs[s] + 1) * jobs[s].evaluate["device_hours"] for s in sizes),
+        "checkpoint_disk_bytes": sum(seeds[c.method] * c.disk["kept"] for c in cells),  # every run finished
         "snapshot_disk_bytes": sum(job.snapshot_bytes for job in jobs.values()),
-        "generated_tokens": seeds * sum(c.tokens for c in cells),
-        "evaluation_tokens": sum(evaluations[s] * jobs[s].evaluate["tokens"] for s in sizes),
+        "generated_tokens": sum(seeds[c.method] * c.tokens for c in cells),
+        "evaluation_tokens": sum((runs[s] + 1) * jobs[s].evaluate["tokens"] for s in sizes),
     }
     totals["device_hours"] = totals["train_device_hours"] + totals["evaluate_device_hours"]
-    return GridPlan(cells=cells, jobs=jobs, seeds=seeds, totals=totals)
+    return GridPlan(cells=cells, jobs=jobs, seeds=len(grid["seeds"]), totals=totals,
+                    extra_seeds={m: n - len(grid["seeds"]) for m, n in seeds.items() if n > len(grid["seeds"])})
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -733,7 +736,8 @@ def _job_lines(grid: GridPlan) -> list[str]:
 
 def _totals_line(grid: GridPlan) -> str:
     t = grid.totals
-    return (f"grid: {t['runs']} runs ({grid.seeds} seeds); checkpoint disk kept "
+    extra = "".join(f", +{count} for {method}" for method, count in grid.extra_seeds.items())
+    return (f"grid: {t['runs']} runs ({grid.seeds} seeds{extra}); checkpoint disk kept "
             f"{t['checkpoint_disk_bytes'] / 1e12:.1f} TB; generated {t['generated_tokens'] / 1e9:.1f} Gtok + evaluation {t['evaluation_tokens'] / 1e9:.2f} "
             f"Gtok; device-hours {t['train_device_hours']:.0f} train + {t['evaluate_device_hours']:.0f} evaluate "
             f"= {t['device_hours']:.0f}")

@@ -2,14 +2,16 @@
 # The config is already validated and default-filled by the Snakefile (hara.config); rules read it only through
 # the names defined here.
 
+import dataclasses
 import hashlib
-import itertools
 import json
 import os
 import re
 import shlex
 
 import yaml
+
+from hara import layout
 
 RESULTS = config["results_dir"]
 LOGS = "logs"
@@ -20,11 +22,12 @@ GRID = config["grid"]
 BENCHMARKS = config["data"]["benchmarks"]
 TRACKING_URI = config["tracking"]["mlflow_uri"]
 
-# One run folder per grid cell; the MLflow run name (hara.tracking.run_name) is built from the same fields.
-CELL = "{size}/{rlvr}/{method}/seed{seed}"
+# The results layout (hara.layout) as wildcard patterns: one run folder per grid cell, the Base model's evaluation of
+# a size before RL (the report's "base" row).
+CELL = layout.CELL
 RUN_DIR = f"{RESULTS}/train/{CELL}"
 EVAL_DIR = f"{RESULTS}/eval/{CELL}"
-BASE_EVAL_DIR = f"{RESULTS}/eval/{{size}}/base"  # the Base model of a size before RL: the report's "base" row
+BASE_EVAL_DIR = f"{RESULTS}/eval/{layout.BASE_EVAL}"
 REPORT_DIR = f"{RESULTS}/report"
 
 
@@ -34,16 +37,9 @@ def alternatives(values):
 
 
 
-def grid_cells():
-    """Every training run of the grid: size x rlvr x method x seed, in report order."""
-    names = ("size", "rlvr", "method", "seed")
-    values = (SIZES, GRID["rlvr"], GRID["methods"], GRID["seeds"])
-    return [dict(zip(names, cell)) for cell in itertools.product(*values)]
-
-
 def cell_paths(pattern):
-    """``pattern`` (with the CELL wildcards) filled for every grid cell."""
-    return [pattern.format(**cell) for cell in grid_cells()]
+    """``pattern`` (with the cell wildcards) filled for every grid cell (hara.layout.grid_cells)."""
+    return [pattern.format(**dataclasses.asdict(cell)) for cell in layout.grid_cells(config)]
 
 
 def final_targets():

@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hara import layout
+from hara.layout import Cell, method_seeds
+
 __all__ = [
     "ANALYSIS_NAMES",
     "AnalysisRun",
@@ -50,7 +53,7 @@ class AnalysisRun:
 
     @property
     def cell(self) -> str:
-        return f"{self.size}/{self.rlvr}/{self.method}/seed{self.seed}"
+        return Cell(self.size, self.rlvr, self.method, self.seed).path()
 
 
 def host_rlvr(config: Mapping) -> str:
@@ -109,14 +112,14 @@ def study_runs(config: Mapping, study: str) -> list[AnalysisRun]:
 
 def is_grid_cell(config: Mapping, run: AnalysisRun) -> bool:
     """True when the run is a cell of the main grid (no effective overrides, method trained there)."""
-    return not run.overrides and run.method in config["grid"]["methods"]
+    return not run.overrides and run.method in config["grid"]["methods"] and run.seed in method_seeds(config, run.method)
 
 
 def run_dir(config: Mapping, run: AnalysisRun) -> str:
     """The run's training folder: the grid cell's when it is one, else below <results>/analysis/train/."""
     results = config["results_dir"]
     if is_grid_cell(config, run):
-        return f"{results}/train/{run.cell}"
+        return str(layout.run_dir(results, Cell(run.size, run.rlvr, run.method, run.seed)))
     return f"{results}/analysis/train/{run.study}/{run.label}/{run.cell}"
 
 
@@ -124,7 +127,7 @@ def eval_dir(config: Mapping, run: AnalysisRun) -> str:
     """The run's evaluation folder (holding scores.json), following :func:`run_dir`."""
     results = config["results_dir"]
     if is_grid_cell(config, run):
-        return f"{results}/eval/{run.cell}"
+        return str(layout.eval_dir(results, Cell(run.size, run.rlvr, run.method, run.seed)))
     return f"{results}/analysis/eval/{run.study}/{run.label}/{run.cell}"
 
 
@@ -169,15 +172,12 @@ def probe_checkpoint(config: Mapping) -> str:
     """The checkpoint the interpretability study probes: the grid cell (first size, host preset, first seed) of
     ``analyses.interpretability.method``."""
     method = config["analyses"]["interpretability"]["method"]
-    cell = f"{config['models']['sizes'][0]}/{host_rlvr(config)}/{method}/seed{config['grid']['seeds'][0]}"
-    return f"{config['results_dir']}/train/{cell}/final"
+    cell = Cell(config["models"]["sizes"][0], host_rlvr(config), method, method_seeds(config, method)[0])
+    return f"{layout.run_dir(config['results_dir'], cell)}/final"
 
 
 def _grid_finals(config: Mapping) -> list[str]:
-    grid = config["grid"]
-    return [f"{config['results_dir']}/train/{size}/{rlvr}/{method}/seed{seed}/final"
-            for size in config["models"]["sizes"] for rlvr in grid["rlvr"] for method in grid["methods"]
-            for seed in grid["seeds"]]
+    return [f"{layout.run_dir(config['results_dir'], cell)}/final" for cell in layout.grid_cells(config)]
 
 
 def analysis_inputs(config: Mapping, name: str) -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from hara.layout import eval_dir, grid_cells, run_dir
 from hara.report.collect import Cell, Run, read_run
 from hara.report.compare import compare_cells, flatten
 from hara.report.stats import NA, step_costs
@@ -62,20 +63,18 @@ def factor_differences(run: Mapping, baseline: Mapping) -> list[str]:
 
 
 def grid_runs(config: Mapping, results: Path) -> list[TrainedRun]:
-    from hara.report.collect import grid_cells
-
-    return [TrainedRun(cell.path(), results / "train" / cell.path(), results / "eval" / cell.path(),
+    return [TrainedRun(cell.path(), run_dir(results, cell), eval_dir(results, cell),
                        (cell.size, cell.rlvr, cell.method, cell.seed)) for cell in grid_cells(config)]
 
 
 def analysis_runs(config: Mapping, results: Path) -> list[TrainedRun]:
     """The analyses' extra training runs (not grid cells), at their folders below ``results``."""
-    from hara.analysis.plan import analysis_runs as planned, eval_dir, is_grid_cell, run_dir
+    from hara.analysis import plan
 
     moved = {**config, "results_dir": str(results)}
-    return [TrainedRun(f"{run.study}/{run.label}/{run.cell}", Path(run_dir(moved, run)), Path(eval_dir(moved, run)),
-                       (run.size, run.rlvr, run.method, run.seed))
-            for run in planned(config) if not is_grid_cell(config, run)]
+    return [TrainedRun(f"{run.study}/{run.label}/{run.cell}", Path(plan.run_dir(moved, run)),
+                       Path(plan.eval_dir(moved, run)), (run.size, run.rlvr, run.method, run.seed))
+            for run in plan.analysis_runs(config) if not plan.is_grid_cell(config, run)]
 
 
 def _baseline_of(run: TrainedRun, grid: Mapping[tuple, TrainedRun]) -> TrainedRun | None:

@@ -1,6 +1,6 @@
 """Read what the workflow wrote for every grid cell: training metrics (metrics.jsonl) and scores (scores.json).
 
-Paths follow the workflow (workflows/common.smk): ``<results>/train/<size>/<rlvr>/<method>/seed<k>/metrics.jsonl``
+Paths follow hara.layout: ``<results>/train/<size>/<rlvr>/<method>/seed<k>/metrics.jsonl``
 and ``<results>/eval/<size>/<rlvr>/<method>/seed<k>/scores.json``; the Base model of a size, before RL, at
 ``<results>/eval/<size>/base/scores.json`` (:func:`read_base_scores`). A missing or unreadable file leaves the cell
 empty (the report then says "n/a"); nothing is filled in.
@@ -8,27 +8,14 @@ empty (the report then says "n/a"); nothing is filled in.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hara.layout import Cell, base_eval_dir, eval_dir, grid_cells, run_dir
+
 __all__ = ["Cell", "Run", "collect_runs", "grid_cells", "read_base_scores", "read_run", "seed_runs"]
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One training run of the grid."""
-
-    size: str
-    rlvr: str
-    method: str
-    seed: int
-
-    def path(self) -> str:
-        """The cell's folder below a stage folder (the workflow's CELL pattern)."""
-        return f"{self.size}/{self.rlvr}/{self.method}/seed{self.seed}"
 
 
 @dataclass
@@ -45,13 +32,6 @@ class Run:
     #: the selected checkpoint's per-problem test pass@1 (selected_scores.json); empty without selection
     selection: dict = field(default_factory=dict)
     selected_problems: dict[str, dict[str, float]] = field(default_factory=dict)
-
-
-def grid_cells(config: Mapping) -> list[Cell]:
-    """Every cell of the config's grid, in report order (sizes, rlvr presets, methods, seeds)."""
-    grid = config["grid"]
-    product = itertools.product(config["models"]["sizes"], grid["rlvr"], grid["methods"], grid["seeds"])
-    return [Cell(size, rlvr, method, int(seed)) for size, rlvr, method, seed in product]
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -100,12 +80,10 @@ def seed_runs(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> di
 
 def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:
     """Every grid cell with whatever the workflow has written for it."""
-    results = Path(results)
-    return {cell: read_run(cell, results / "train" / cell.path(), results / "eval" / cell.path())
-            for cell in grid_cells(config)}
+    return {cell: read_run(cell, run_dir(results, cell), eval_dir(results, cell)) for cell in grid_cells(config)}
 
 
 def read_base_scores(config: Mapping, results: str | Path) -> dict[str, dict[str, float]]:
     """pass@1 per benchmark of each size's Base model ({} for a size not evaluated)."""
-    return {size: read_scores(Path(results) / "eval" / size / "base" / "scores.json")
+    return {size: read_scores(base_eval_dir(results, size) / "scores.json")
             for size in config["models"]["sizes"]}

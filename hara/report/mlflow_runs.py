@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from hara.layout import run_dir
 from hara.report.collect import Cell, Run
 from hara.report.tables import BASELINE
 
@@ -188,7 +189,7 @@ def log_run_summaries(config: Mapping, results: str | Path, runs: Mapping[Cell, 
     comparisons, report_file = read_comparisons(out_dir), (out_dir / "index.html").resolve()
     clients, experiments, done = {}, set(), []
     for cell, run in runs.items():
-        path = Path(results) / "train" / cell.path() / RUN_FILE
+        path = run_dir(results, cell) / RUN_FILE
         if not path.is_file():  # a cell not trained (yet), or trained without MLflow
             continue
         reference = read_run(path)

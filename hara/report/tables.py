@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from hara.analysis.claims import PAPER_NUMBERS
+from hara.layout import method_seeds
 from hara.report.collect import Cell, Run, seed_runs
 from hara.report.compare import MISMATCH_MARK, compare_cells
 from hara.report.paired import Bootstrap, bootstrap_difference, paired_matrix
@@ -71,6 +72,19 @@ def pct(estimate: Estimate, seeds: int) -> str:
     return estimate.format(scale=100.0, digits=1, expected=seeds)
 
 
+def seed_count(config: Mapping, method: str) -> int:
+    """How many seeds the grid trains ``method`` with (grid.seeds plus its grid.extra_seeds)."""
+    return len(method_seeds(config, method))
+
+
+def seeds_note(config: Mapping, methods: list[str]) -> str:
+    """``3 seed(s)``, or each method's count when grid.extra_seeds gives some methods more."""
+    counts = {method: seed_count(config, method) for method in methods}
+    if len(set(counts.values())) == 1:
+        return f"{next(iter(counts.values()))} seed(s)"
+    return "each method's seeds (" + ", ".join(f"{m}: {n}" for m, n in counts.items()) + ")"
+
+
 def paired_note(config: Mapping) -> str:
     """How the tables' paired differences are computed (the config's report.bootstrap)."""
     settings = Bootstrap.from_config(config)
@@ -83,7 +97,7 @@ def paired_note(config: Mapping) -> str:
 def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Size x method rows, one column per benchmark plus the average (host preset GRPO); each size's Base model
     first, before RL. Every method's cell also gives its paired difference from the baseline and a verdict."""
-    benchmarks, rlvr, seeds = config["data"]["benchmarks"], host_rlvr(config), len(config["grid"]["seeds"])
+    benchmarks, rlvr = config["data"]["benchmarks"], host_rlvr(config)
     rows = []
     for size in config["models"]["sizes"]:
         base = (base_scores or {}).get(size, {})
@@ -92,10 +106,12 @@ def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
         for method in config["grid"]["methods"]:
             group = runs_of(runs, size, rlvr, method)
             versus = compare_cells(config, runs, size, rlvr, method, BASELINE) if method != BASELINE else None
+            seeds = seed_count(config, method)
             rows.append([size, method, *(_with_difference(pct(score_estimate(group, b, benchmarks), seeds), versus, b)
                                          for b in [*benchmarks, None])])
     return Table("main", f"Main results ({rlvr})",
-                 f"pass@1 (%) per benchmark, mean ± standard error over {seeds} seed(s); host preset {rlvr}. "
+                 f"pass@1 (%) per benchmark, mean ± standard error over {seeds_note(config, config['grid']['methods'])}; "
+                 f"host preset {rlvr}. "
                  f"Each method's cell then gives its difference from {BASELINE} (Δ) and a verdict. "
                  f"{paired_note(config)} '{BASE_ROW}' is the Base model before RL (one evaluation). "
                  f"Paper (its own models and benchmarks): {PAPER_NUMBERS['gain_vs_grpo']}.",
@@ -113,8 +129,8 @@ def _plain_pct(value: float | None) -> str:
 
 def rlvr_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """RLVR preset x method: the benchmark-average pass@1, per size."""
-    benchmarks, methods, seeds = config["data"]["benchmarks"], config["grid"]["methods"], len(config["grid"]["seeds"])
-    rows = [[size, rlvr, *(pct(score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks), seeds)
+    benchmarks, methods = config["data"]["benchmarks"], config["grid"]["methods"]
+    rows = [[size, rlvr, *(pct(score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks), seed_count(config, m))
                            for m in methods)]
             for size in config["models"]["sizes"] for rlvr in ("grpo", "dr_grpo", "dapo")]
     return Table("rlvr", "HarA across RLVR algorithms",
@@ -124,13 +140,13 @@ def rlvr_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
 
 def seq_tok_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Sequence- vs token-level HarA against the baseline, per size and preset."""
-    benchmarks, seeds = config["data"]["benchmarks"], len(config["grid"]["seeds"])
+    benchmarks = config["data"]["benchmarks"]
     methods = [BASELINE, "hara_seq", "hara_tok"]
     rows = []
     for size in config["models"]["sizes"]:
         for rlvr in config["grid"]["rlvr"]:
             est = {m: score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks) for m in methods}
-            rows.append([size, rlvr, *(pct(est[m], seeds) for m in methods), _tok_minus_seq(config, runs, size, rlvr)])
+            rows.append([size, rlvr, *(pct(est[m], seed_count(config, m)) for m in methods), _tok_minus_seq(config, runs, size, rlvr)])
     return Table("seq_tok", "Sequence-level vs token-level HarA",
                  "Average pass@1 (%) over the benchmarks; tok − seq as a paired difference. "
                  f"{paired_note(config)} Paper: {PAPER_NUMBERS['tok_vs_seq']}.",
@@ -184,12 +200,12 @@ EFFICIENCY_COLUMNS: list[tuple[str, str, Callable[[Estimate, int], str]]] = [
 
 def efficiency_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Per (size, rlvr, method): cost per step and the steps / time / accuracy trade-off against the baseline."""
-    seeds = len(config["grid"]["seeds"])
     rows = []
     for size in config["models"]["sizes"]:
         for rlvr in config["grid"]["rlvr"]:
             base = seed_runs(runs, size, rlvr, BASELINE)
             for method in config["grid"]["methods"]:
+                seeds = seed_count(config, method)
                 per_seed = [efficiency_measures(run, base.get(seed))
                             for seed, run in seed_runs(runs, size, rlvr, method).items() if run.metrics]
                 rows.append([size, rlvr, method, *(fmt(mean_se([m[key] for m in per_seed]), seeds)

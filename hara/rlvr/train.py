@@ -28,6 +28,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from hara.config import ConfigError
+from hara.layout import base_model_dir
 from hara.methods import methods
 from hara.rlvr.presets import (
     RLVRPreset,
@@ -315,7 +316,7 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
         return {"status": "already finished", "final": str(out / "final")}
     preset = get_preset(rlvr, config["rlvr"][rlvr])
     method_params(config, method)  # unknown method: fail before any work
-    base = Path(base_model) if base_model else Path(config["results_dir"]) / "base_model" / size
+    base = Path(base_model) if base_model else base_model_dir(config["results_dir"], size)
     set_threads(config["threads"])
     seed_everything(seed)
     model, tokenizer = load_policy_for_training(base, config)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+from hara.layout import base_model_dir
 from hara.sweeps.study import (
     StudySpec,
     distributions,
@@ -157,7 +158,7 @@ class Worker:
         from hara.sweeps.mlflow_runs import TrialRunCallback
 
         self.spec, self.identity, self.config = spec, WorkerIdentity.current(), spec.base_config
-        self.base_model = Path(base_model or Path(self.config["results_dir"]) / "base_model" / spec.fields["size"])
+        self.base_model = Path(base_model or base_model_dir(self.config["results_dir"], spec.fields["size"]))
         if not (self.base_model / "config.json").is_file():  # before the study or any folder is created
             raise FileNotFoundError(f"base model {self.base_model} not found (run `hara base-model --size "
                                     f"{spec.fields['size']}` with the same config, or pass --base-model)")

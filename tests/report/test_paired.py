@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 
 from hara.config import load_config
+from hara.layout import grid_cells
 from hara.report.collect import Cell, Run
 from hara.report.compare import MISMATCH_MARK, ComparisonError, compare_cells
 from hara.report.paired import BETTER, WITHIN_NOISE, WORSE, Bootstrap, bootstrap_difference, paired_matrix
@@ -100,3 +101,21 @@ def test_identical_fingerprints_compare_and_the_table_gives_the_difference():
     row = main_table(config, two_runs(config, dict(FINGERPRINT))).rows[-1]
     assert row[1] == "hara_tok"
     assert all(cell == "33.3 (1 seed); Δ +0.0 [+0.0, +0.0] within noise" for cell in row[2:])
+
+
+def test_extra_seeds_pair_each_comparison_on_the_seeds_both_methods_have():
+    """grid.extra_seeds (config/seeds.yaml): hara_tok vs none pairs three seeds, hara_seq vs none the one they share;
+    every row's standard error is over that method's own seeds, none reads as partial."""
+    config = load_config(REPO / "config" / "smoke.yaml")
+    config["grid"].update(methods=["none", "hara_seq", "hara_tok"], extra_seeds={"none": [1, 2], "hara_tok": [1, 2]})
+    rng, benchmarks, runs = np.random.default_rng(0), config["data"]["benchmarks"], {}
+    for cell in grid_cells(config):
+        problems = {b: {str(i): float(rng.random() < 0.4) for i in range(20)} for b in benchmarks}
+        runs[cell] = Run(cell, [], {b: float(np.mean(list(p.values()))) for b, p in problems.items()}, problems,
+                         {b: FINGERPRINT for b in benchmarks})
+    size, rlvr = config["models"]["sizes"][0], config["grid"]["rlvr"][0]
+    assert compare_cells(config, runs, size, rlvr, "hara_tok", "none").average.seeds == 3
+    assert compare_cells(config, runs, size, rlvr, "hara_seq", "none").average.seeds == 1
+    rows = {row[1]: row for row in main_table(config, runs).rows if row[0] == size}
+    assert "(1 seed); Δ" in rows["hara_seq"][-1] and " ± " in rows["hara_tok"][-1] and " ± " in rows["none"][-1]
+    assert not any("seeds]" in cell for row in rows.values() for cell in row)  # no method reads as partial

@@ -117,6 +117,18 @@ def test_embedded_configs_request_no_gpu(tmp_path):
     assert not job_blocks(output, "download_model")  # the CPU path never downloads a model
 
 
+def test_seeds_overlay_trains_and_evaluates_the_extra_seeds_of_its_methods_only(tmp_path):
+    """config/seeds.yaml after the default: none and hara_tok get seeds 1 and 2 in every preset, hara_seq keeps one."""
+    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"),
+                                 str(REPO / "config" / "seeds.yaml")))
+    counts = job_counts(output)
+    assert counts["train"] == counts["evaluate"] == counts["select_checkpoint"] == 9 + 3 * 2 * 2
+    trained = set(re.findall(r"output: results/train/tiny-s/(\w+)/(\w+)/seed(\d+)/final\n", output))
+    assert {(method, seed) for _, method, seed in trained} == {
+        ("none", "0"), ("none", "1"), ("none", "2"), ("hara_seq", "0"),
+        ("hara_tok", "0"), ("hara_tok", "1"), ("hara_tok", "2")}
+
+
 def test_bare_slurm_profile_name_resolves_from_the_repository_root(monkeypatch):
     from snakemake.cli import get_profile_dir
 

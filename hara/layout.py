@@ -1,0 +1,78 @@
+"""The results layout and the experiment grid: every path one stage writes and another reads, in one place.
+
+The workflow (workflows/common.smk) formats the same patterns with Snakemake wildcards; the report, the analyses,
+the sweeps and ``hara train`` call the functions. Below ``results_dir``::
+
+    base_model/<size>/                        the Base model of a size (hara base-model)
+    train/<size>/<rlvr>/<method>/seed<k>/     one training run (a grid cell): metrics.jsonl, final/, candidates/
+    eval/<size>/<rlvr>/<method>/seed<k>/      its evaluation: scores.json, selection.json, selected_scores.json
+    eval/<size>/base/                         the Base model's evaluation (the report's "base" row)
+    report/                                   index.html, report.md
+
+The grid is ``models.sizes x grid.rlvr x grid.methods x seeds``, where a method's seeds are ``grid.seeds`` plus its
+``grid.extra_seeds`` (more seeds where they are cheap, e.g. config/seeds.yaml for none and hara_tok).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["BASE_EVAL", "CELL", "Cell", "base_eval_dir", "base_model_dir", "eval_dir", "grid_cells", "method_seeds",
+           "run_dir"]
+
+#: A grid cell's folder below a stage folder; the MLflow run name (hara.tracking.run_name) has the same fields.
+CELL = "{size}/{rlvr}/{method}/seed{seed}"
+#: The Base model's evaluation folder of a size, below eval/.
+BASE_EVAL = "{size}/base"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of the grid."""
+
+    size: str
+    rlvr: str
+    method: str
+    seed: int
+
+    def path(self) -> str:
+        """The cell's folder below a stage folder (train/, eval/)."""
+        return CELL.format(size=self.size, rlvr=self.rlvr, method=self.method, seed=self.seed)
+
+
+def method_seeds(config: Mapping, method: str) -> list[int]:
+    """The seeds a method is trained with: grid.seeds, then its grid.extra_seeds not already there."""
+    grid = config["grid"]
+    seeds = [int(seed) for seed in grid["seeds"]]
+    return seeds + [int(seed) for seed in grid.get("extra_seeds", {}).get(method, []) if int(seed) not in seeds]
+
+
+def grid_cells(config: Mapping) -> list[Cell]:
+    """Every training run of the grid, in report order (sizes, rlvr presets, methods, each method's seeds)."""
+    grid = config["grid"]
+    return [Cell(size, rlvr, method, seed)
+            for size, rlvr, method in itertools.product(config["models"]["sizes"], grid["rlvr"], grid["methods"])
+            for seed in method_seeds(config, method)]
+
+
+def run_dir(results: str | Path, cell: Cell) -> Path:
+    """A cell's training run folder."""
+    return Path(results) / "train" / cell.path()
+
+
+def eval_dir(results: str | Path, cell: Cell) -> Path:
+    """A cell's evaluation folder."""
+    return Path(results) / "eval" / cell.path()
+
+
+def base_eval_dir(results: str | Path, size: str) -> Path:
+    """The Base model's evaluation folder of a size."""
+    return Path(results) / "eval" / BASE_EVAL.format(size=size)
+
+
+def base_model_dir(results: str | Path, size: str) -> Path:
+    """The Base model of a size (the start of every training run of that size)."""
+    return Path(results) / "base_model" / size
