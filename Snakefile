@@ -14,7 +14,6 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, update_config
 
 from hara.config import ConfigError, read_yaml, validate_config
-from hara.analysis.plan import analysis_methods
 
 min_version("9.0")
 
@@ -37,7 +36,7 @@ include: "workflows/common.smk"
 wildcard_constraints:
     size=alternatives(SIZES),
     rlvr=alternatives(GRID["rlvr"]),
-    method=alternatives([*GRID["methods"], *analysis_methods(config)]),  # + the analyses' extra methods
+    method=alternatives(METHODS),
     seed=r"\d+",
 
 
@@ -46,8 +45,7 @@ include: "workflows/models.smk"
 include: "workflows/train.smk"
 include: "workflows/evaluate.smk"
 include: "workflows/analyses.smk"  # before report.smk: the report reads every enabled analysis
-SWEEP_TARGETS = []  # workflows/sweeps.smk sets the studies' summaries when the config lists study files
-if config["sweeps"]:
+if SWEEPS:  # the config lists study files
 
     include: "workflows/sweeps.smk"
 

@@ -247,6 +247,24 @@ def run_report(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def analysis_arguments(parser: argparse.ArgumentParser) -> None:
+    from hara.analysis.plan import ANALYSIS_NAMES
+
+    parser.add_argument("name", choices=ANALYSIS_NAMES, help="the analysis to run")
+    parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
+    parser.add_argument("--out", help="output folder (default: <results>/analysis/<name>)")
+
+
+@register_command("analysis", "one of the paper's analyses (workflows/analyses.smk): its CSV, JSON and figures from "
+                  "the results (docs/analyses.md)", analysis_arguments, skip_checks=("check_local_folders",))
+def run_analysis_command(args: argparse.Namespace, config: dict) -> int:
+    from hara.analysis.run import run_analysis
+
+    results = Path(args.results or config["results_dir"])
+    print(run_analysis(args.name, config, results, args.out or results / "analysis" / args.name))
+    return 0
+
+
 def repro_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
     parser.add_argument("--claims", help="claims file (default: config/paper_claims.yaml)")

@@ -12,6 +12,17 @@ import shlex
 import yaml
 
 from hara import layout
+from hara.analysis.plan import (
+    ANALYSIS_NAMES,
+    analysis_inputs,
+    analysis_methods,
+    analysis_outputs,
+    analysis_runs,
+    enabled_analyses,
+    override_args,
+    run_dir,
+)
+from hara.sweeps.workflow import sweep_plans
 
 RESULTS = config["results_dir"]
 LOGS = "logs"
@@ -21,6 +32,15 @@ SIZES = config["models"]["sizes"]
 GRID = config["grid"]
 BENCHMARKS = config["data"]["benchmarks"]
 TRACKING_URI = config["tracking"]["mlflow_uri"]
+METHODS = [*GRID["methods"], *analysis_methods(config)]  # the grid's + the analyses' extra methods
+HUB_DATA = config["data"]["local_dir"]  # the paper's datasets, fetched once (hub source)
+FETCH_DATA = config["data"]["source"] == "hub"
+MODEL_SNAPSHOTS = config["models"]["local_dir"]  # hub snapshots of the policy models
+HUB_IDS = config["models"]["hub_ids"]
+SELECTION = config["selection"]["enabled"]  # checkpoint selection on a validation split held out of training
+HELD_OUT = config["selection"]["validation_problems"] if SELECTION else 0
+SELECT_PROMPTS = config["training"]["prompt_selection"]["enabled"]
+LABELLING = config["analyses"]["interpretability"]
 
 # The results layout (hara.layout) as wildcard patterns: one run folder per grid cell, the Base model's evaluation of
 # a size before RL (the report's "base" row).
@@ -29,6 +49,7 @@ RUN_DIR = f"{RESULTS}/train/{CELL}"
 EVAL_DIR = f"{RESULTS}/eval/{CELL}"
 BASE_EVAL_DIR = f"{RESULTS}/eval/{layout.BASE_EVAL}"
 REPORT_DIR = f"{RESULTS}/report"
+PROMPTS_DIR = f"{RESULTS}/rl_prompts/{{size}}"  # the RL prompts of a size, selected once (select_prompts)
 
 
 def alternatives(values):
@@ -52,7 +73,7 @@ def final_targets():
 
 def selection_paths():
     """Each cell's checkpoint selection (workflows/evaluate.smk, select_checkpoint); none unless selection.enabled."""
-    return cell_paths(f"{EVAL_DIR}/selection.json") if config["selection"]["enabled"] else []
+    return cell_paths(f"{EVAL_DIR}/selection.json") if SELECTION else []
 
 
 def base_score_paths():
@@ -132,6 +153,41 @@ def evaluate_gpus(wildcards):
     return config["evaluation"]["vllm"]["tensor_parallel_size"] if resource("evaluate", "gpu") else 0
 
 
+def gpu_job_resources(rule_name, gpus):
+    """The resources of a job that may hold GPUs (train, evaluate and the rules that reuse their setup): memory and
+    runtime of ``rule_name``, ``gpus`` (a function of the wildcards), one node and one task with every CPU
+    (job_cpus)."""
+    return {
+        "mem_mb": resource(rule_name, "mem_mb"),
+        "runtime": resource(rule_name, "runtime"),
+        "gpu": gpus,
+        "nodes": 1,
+        "tasks_per_gpu": 0,
+        "cpus_per_task": lambda wildcards: job_cpus(gpus(wildcards)),
+    }
+
+
 def base_model_args():
     """The hub family's Base model is measured by evaluate_base on a GPU, not by the (CPU) copy job."""
     return "--skip-accuracy" if FAMILY == "hub" else ""
+
+
+# The paper's analyses (workflows/analyses.smk; hara.analysis.plan decides which runs and files exist): the extra
+# training runs by folder, their path patterns, what each analysis job reads, and every enabled analysis' JSON.
+ANALYSIS_RUNS = {run_dir(config, run): run for run in analysis_runs(config)}
+ANALYSIS_TRAIN = f"{RESULTS}/analysis/train/{{study}}/{{label}}/{CELL}"
+ANALYSIS_EVAL = f"{RESULTS}/analysis/eval/{{study}}/{{label}}/{CELL}"
+ANALYSIS_INPUTS = {name: analysis_inputs(config, name) for name in ANALYSIS_NAMES}
+ANALYSIS_JSONS = [analysis_outputs(config, name)["json"] for name in enabled_analyses(config)]
+
+
+def analysis_overrides(wildcards, output):
+    """An analysis run's config changes as ``" --set KEY=VALUE ..."`` (the train rule's `overrides` param)."""
+    run = ANALYSIS_RUNS[os.path.dirname(output.final)]
+    return "".join(f" --set {shlex.quote(arg)}" for arg in override_args(config, run))
+
+
+# Optuna sweeps (workflows/sweeps.smk, included only when the config lists study files).
+SWEEPS = sweep_plans(config["sweeps"], CONFIG_FILE, workflow.basedir) if config["sweeps"] else {}
+SWEEP_DIR = f"{RESULTS}/sweeps/{{sweep}}"
+SWEEP_TARGETS = [f"{RESULTS}/sweeps/{name}/summary.json" for name in SWEEPS]

@@ -1,8 +1,5 @@
 # Training set and benchmarks as local JSON Lines files (synthetic, champ, or the fetched hub folders).
 
-HUB_DATA = config["data"]["local_dir"]
-
-
 # The paper's datasets, downloaded once with `hara fetch-data` (datasets.load_dataset of each dataset's split) into
 # data.local_dir. A local rule like download_model: the login node running Snakemake has hub access, compute nodes
 # often do not. Only the hub source reaches it; an existing fetch (its manifest) is not repeated.
@@ -27,19 +24,19 @@ rule fetch_data:
 
 rule prepare_data:
     input:
-        fetched=rules.fetch_data.output.manifest if config["data"]["source"] == "hub" else [],
+        fetched=rules.fetch_data.output.manifest if FETCH_DATA else [],
     output:
         manifest=f"{RESULTS}/data/manifest.json",
         train=f"{RESULTS}/data/train.jsonl",
         benchmarks=expand(f"{RESULTS}/data/benchmarks/{{benchmark}}.jsonl", benchmark=BENCHMARKS),
-        validation=[f"{RESULTS}/data/validation.jsonl"] if config["selection"]["enabled"] else [],
+        validation=[f"{RESULTS}/data/validation.jsonl"] if SELECTION else [],
     log:
         f"{LOGS}/prepare_data/data.log",
     params:
         config=CONFIG_FILE,
         out=lambda wildcards, output: os.path.dirname(output.manifest),
         settings=settings_digest("seed", "data"),
-        held_out=config["selection"]["validation_problems"] if config["selection"]["enabled"] else 0,
+        held_out=HELD_OUT,
     threads: 1
     resources:
         mem_mb=resource("prepare_data", "mem_mb"),

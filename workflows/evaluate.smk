@@ -19,12 +19,7 @@ rule evaluate:
         settings=settings_digest("evaluation", "prompt"),
     threads: THREADS
     resources:
-        mem_mb=resource("evaluate", "mem_mb"),
-        runtime=resource("evaluate", "runtime"),
-        gpu=evaluate_gpus,
-        nodes=1,
-        tasks_per_gpu=0,
-        cpus_per_task=lambda wildcards: job_cpus(evaluate_gpus(wildcards)),  # one node, one task, every CPU (job_cpus)
+        **gpu_job_resources("evaluate", evaluate_gpus),
     conda:
         "../environment.yml"
     shell:
@@ -62,12 +57,7 @@ rule select_checkpoint:
         settings=settings_digest("selection", "evaluation", "prompt"),
     threads: THREADS
     resources:
-        mem_mb=resource("evaluate", "mem_mb"),
-        runtime=resource("evaluate", "runtime"),
-        gpu=evaluate_gpus,
-        nodes=1,
-        tasks_per_gpu=0,
-        cpus_per_task=lambda wildcards: job_cpus(evaluate_gpus(wildcards)),  # one node, one task, every CPU (job_cpus)
+        **gpu_job_resources("evaluate", evaluate_gpus),
     conda:
         "../environment.yml"
     shell:

@@ -1,9 +1,6 @@
 # The "Base" model of each size: tiny family = build + SFT warm-up; hub family = copy of the local snapshot, which
 # download_model fetches first. The tiny family never reaches download_model (base_model asks for no snapshot).
 
-MODEL_SNAPSHOTS = config["models"]["local_dir"]
-
-
 # The DAG's only model download, in a job of its own, so the training and evaluation jobs read local files only.
 # A local rule: cluster compute nodes often have no internet access, the login node running Snakemake does.
 rule download_model:
@@ -12,7 +9,7 @@ rule download_model:
     log:
         f"{LOGS}/download_model/{{size}}.log",
     params:
-        hub_id=lambda wildcards: config["models"]["hub_ids"][wildcards.size],
+        hub_id=lambda wildcards: HUB_IDS[wildcards.size],
     localrule: True
     threads: 1
     resources:

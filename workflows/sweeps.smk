@@ -4,13 +4,6 @@
 # which the report shows as its "Sweeps" section. A failed or preempted worker job is simply rerun: the study
 # continues, the interrupted trial is marked FAIL.
 
-from hara.sweeps.workflow import sweep_plans
-
-SWEEPS = sweep_plans(config["sweeps"], CONFIG_FILE, workflow.basedir)
-SWEEP_DIR = f"{RESULTS}/sweeps/{{sweep}}"
-SWEEP_TARGETS = [f"{RESULTS}/sweeps/{name}/summary.json" for name in SWEEPS]
-
-
 wildcard_constraints:
     sweep=alternatives(SWEEPS),
     worker=r"\d+",

@@ -20,10 +20,6 @@ rule tracking_store:
         "scripts/tracking_store.py"
 
 
-PROMPTS_DIR = f"{RESULTS}/rl_prompts/{{size}}"
-SELECT_PROMPTS = config["training"]["prompt_selection"]["enabled"]
-
-
 # Pass-rate selection of the RL prompts (hara/rlvr/prompts.py), once per size, shared by its whole grid.
 rule select_prompts:
     input:
@@ -66,18 +62,14 @@ rule train:
         settings=settings_digest("training", "rlvr", "hara", "prompt", "selection"),
         prompts=lambda wildcards, input: f"--prompts {shlex.quote(input.prompts)}" if SELECT_PROMPTS else "",
         processes=train_processes,
+        overrides="",  # config changes of an analysis run (workflows/analyses.smk), as " --set KEY=VALUE ..."
     threads: THREADS
     resources:
-        mem_mb=resource("train", "mem_mb"),
-        runtime=resource("train", "runtime"),
-        gpu=train_gpus,
-        nodes=1,
-        tasks_per_gpu=0,
-        cpus_per_task=lambda wildcards: job_cpus(train_gpus(wildcards)),  # one node, one task, every CPU (job_cpus)
+        **gpu_job_resources("train", train_gpus),
     conda:
         "../environment.yml"
     shell:
-        "hara train --config {params.config:q} --size {wildcards.size:q} --rlvr {wildcards.rlvr:q}"
+        "hara train --config {params.config:q}{params.overrides} --size {wildcards.size:q} --rlvr {wildcards.rlvr:q}"
         " --method {wildcards.method:q} --seed {wildcards.seed:q} --base-model {input.base_model:q}"
         " --data {params.data:q} {params.prompts} --processes {params.processes:q} --out {params.run_dir:q}"
         " > {log:q} 2>&1"

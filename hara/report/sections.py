@@ -1,6 +1,6 @@
 """The analyses' report sections: one per enabled analysis (config ``analyses``), each stating the paper's claim
 next to what our run shows, with the analysis' table and figures (read from <results>/analysis/<name>/<name>.json,
-written by `python -m hara.analysis`). An enabled analysis without output reads n/a; nothing is filled in."""
+written by `hara analysis`). An enabled analysis without output reads n/a; nothing is filled in."""
 
 from __future__ import annotations
 

@@ -129,6 +129,16 @@ def test_seeds_overlay_trains_and_evaluates_the_extra_seeds_of_its_methods_only(
         ("hara_tok", "0"), ("hara_tok", "1"), ("hara_tok", "2")}
 
 
+def test_sweeps_in_the_config_add_their_worker_jobs_and_summary_before_the_report(tmp_path):
+    """`--config 'sweeps=[...]'` (docs/sweeps.md): one worker job per study worker, one summary, read by the report."""
+    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"),
+                                 "--config", "sweeps=[sweeps/smoke.yaml, sweeps/alpha.yaml]"))
+    counts = job_counts(output)
+    assert counts["sweep_worker"] == 2 + 4 and counts["sweep_summary"] == 2  # smoke: 2 workers, alpha: 4
+    report = job_blocks(output, "report")[0]
+    assert "results/sweeps/smoke/summary.json" in report and "results/sweeps/alpha/summary.json" in report
+
+
 def test_bare_slurm_profile_name_resolves_from_the_repository_root(monkeypatch):
     from snakemake.cli import get_profile_dir
 
