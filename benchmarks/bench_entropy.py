@@ -25,7 +25,7 @@ import resource
 
 import torch
 
-from hara.rlvr.trainer import ENTROPY_CHUNK, chunked_token_entropies
+from hara.models.capture import ENTROPY_CHUNK, chunked_token_entropies
 
 
 def parse_args() -> argparse.Namespace:

@@ -4,7 +4,7 @@ The workflow (workflows/common.smk) formats the same patterns with Snakemake wil
 the sweeps and ``hara train`` call the functions. Below ``results_dir``::
 
     base_model/<size>/                        the Base model of a size (hara base-model)
-    train/<size>/<rlvr>/<method>/seed<k>/     one training run (a grid cell): metrics.jsonl, final/, candidates/
+    train/<size>/<rlvr>/<method>/seed<k>/     one training run (a grid cell): metrics.jsonl, final/, candidates/step-<s>/
     eval/<size>/<rlvr>/<method>/seed<k>/      its evaluation: scores.json, selection.json, selected_scores.json
     eval/<size>/base/                         the Base model's evaluation (the report's "base" row)
     report/                                   index.html, report.md
@@ -20,13 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BASE_EVAL", "CELL", "Cell", "base_eval_dir", "base_model_dir", "eval_dir", "grid_cells", "method_seeds",
+__all__ = ["BASE_EVAL", "CANDIDATE", "CELL", "Cell", "candidate_dir", "candidate_steps", "base_eval_dir", "base_model_dir", "eval_dir", "grid_cells", "method_seeds",
            "run_dir"]
 
 #: A grid cell's folder below a stage folder; the MLflow run name (hara.tracking.run_name) has the same fields.
 CELL = "{size}/{rlvr}/{method}/seed{seed}"
 #: The Base model's evaluation folder of a size, below eval/.
 BASE_EVAL = "{size}/base"
+#: A candidate checkpoint of checkpoint selection, below a run's candidates/ (the last candidate is final/).
+CANDIDATE = "step-{step}"
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,18 @@ def base_eval_dir(results: str | Path, size: str) -> Path:
 def base_model_dir(results: str | Path, size: str) -> Path:
     """The Base model of a size (the start of every training run of that size)."""
     return Path(results) / "base_model" / size
+
+
+def candidate_steps(config: Mapping) -> list[int]:
+    """The steps whose checkpoints checkpoint selection compares (``selection.candidates``, hara.evaluation.selection):
+    k/candidates of training.steps for k = 1..candidates, rounded to the nearest saved step (a multiple of
+    training.save_steps) and at least the first one; the last is training.steps itself (final/). Sorted, no repeats."""
+    steps, every = config["training"]["steps"], config["training"]["save_steps"]
+    count = config["selection"]["candidates"]
+    spread = {min(steps, max(every, round(k * steps / count / every) * every)) for k in range(1, count)}
+    return sorted(spread | {steps})
+
+
+def candidate_dir(run: str | Path, step: int) -> Path:
+    """A run's kept checkpoint of ``step`` (a candidate of checkpoint selection other than the last)."""
+    return Path(run) / "candidates" / CANDIDATE.format(step=step)

@@ -41,7 +41,7 @@ FUSED_HEAD_TOKENS, FUSED_HEAD_VOCAB = 4096, 32768  # trl/kernels/chunked_logprob
 # temporaries alive at once (scaled logits, z, log p, p, the gradient, and the target-mask products), its forward
 # about four. With Triton (CUDA) the fold runs in registers and only the tile itself is allocated.
 FOLD_TEMPORARIES_BACKWARD, FOLD_TEMPORARIES_FORWARD = 7, 4
-# Live (rows, chunk, V) tensors of one entropy chunk (hara.rlvr.trainer.chunked_token_entropies), in fp32 units:
+# Live (rows, chunk, V) tensors of one entropy chunk (hara.models.capture.chunked_token_entropies), in fp32 units:
 # the LM head's output in the compute dtype, its fp32 copy, softmax, softmax * logits (logsumexp's temporary).
 ENTROPY_LIVE_FP32_TENSORS = 3.5
 # Problems per hub benchmark (hara/data/hub.py); the embedded mini benchmarks have data.benchmark_size each.
@@ -265,7 +265,7 @@ def setup_of(config: Mapping, size: str, rlvr: str, method: str) -> Setup:
         vllm_tp=t["vllm"]["tensor_parallel_size"], vllm_max_len=t["vllm"]["max_model_len"],
         reference_model=config["rlvr"][rlvr].get("beta", 0.0) > 0,
         old_logps_pass=old_logps,
-        # under vLLM the capture rides on TRL's old log-prob pass when it runs (hara.rlvr.trainer.PassRecorder)
+        # under vLLM the capture rides on TRL's old log-prob pass when it runs (hara.models.capture.PassRecorder)
         capture_forward=bool(needs) and (config["hara"]["capture"] == "forward" or (use_vllm and not old_logps)),
         entropy_chunk=config["hara"]["entropy_chunk"],
         save_total_limit=t["save_total_limit"],

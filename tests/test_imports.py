@@ -79,3 +79,15 @@ def test_the_walk_sees_function_level_imports_and_finds_a_planted_cycle():
     assert "hara.errors" in graph["hara.evaluation.cli"]  # imported inside a function there
     graph["hara.errors"] = {"hara.evaluation.cli"}
     assert ["hara.errors", "hara.evaluation.cli"] in cycles(graph)
+
+
+#: Layers (issue 18): the scoring rule (hara.reward) sits below data, models and evaluation, which never reach into
+#: the RL package; capturing hidden states is a model concern that the trainer and the analyses share.
+LOWER_LAYERS = ("hara.data", "hara.models", "hara.evaluation")
+
+
+def test_data_models_and_evaluation_never_import_the_rl_package():
+    graph = import_graph()
+    crossing = {name: sorted(m for m in deps if m.startswith("hara.rlvr"))
+                for name, deps in graph.items() if name.startswith(LOWER_LAYERS)}
+    assert {name: deps for name, deps in crossing.items() if deps} == {}

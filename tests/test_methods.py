@@ -67,8 +67,15 @@ def test_the_registry_and_the_transforms_cover_each_other():
         assert spec.section is None or spec.section in validate_config({})["hara"], name
 
 
-def test_a_plugin_method_is_registered_validated_and_meets_the_contract(plugin_installed):
+def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_installed, tmp_path):
+    """Declared in one place (tests/method_plugin.py), no other file edited: the registry, the contract, config
+    validation, its knobs, its metric namespace, a sweep study over it and the report's rows and comparisons.
+    Trained by `hara train`: test_an_installed_plugin_package_trains_with_hara_train_and_its_contract_violation_is_caught."""
+    from hara.layout import grid_cells
+    from hara.report.collect import Run
+    from hara.report.tables import main_table
     from hara.rlvr.train import method_params, rename_metrics
+    from hara.sweeps.study import load_study
 
     assert methods()["flip_late"] == PLUGIN
     contract("flip_late")
@@ -76,6 +83,20 @@ def test_a_plugin_method_is_registered_validated_and_meets_the_contract(plugin_i
     assert config["grid"]["methods"] == ["none", "flip_late"]
     assert method_params(config, "flip_late") == {"scale": 0.5}
     assert rename_metrics({"flip_late/w_mean": 1.2}) == {"flip_late/w_mean": 1.2}  # its namespace, not trl/
+
+    study = tmp_path / "study.yaml"
+    text = (REPO / "sweeps" / "smoke.yaml").read_text().replace("method: hara_tok", "method: flip_late")
+    study.write_text(text.replace("base_config: ../config/smoke.yaml", f"base_config: {SMOKE}"))
+    assert load_study(study).fields["method"] == "flip_late"
+
+    benchmarks = config["data"]["benchmarks"]
+    outcomes = {"none": [0.0, 1.0, 0.0, 0.0], "flip_late": [1.0, 1.0, 0.0, 1.0]}
+    runs = {cell: Run(cell, [], {b: sum(outcomes[cell.method]) / 4 for b in benchmarks},
+                      {b: {str(i): v for i, v in enumerate(outcomes[cell.method])} for b in benchmarks},
+                      {b: {"n": 1, "backend": "transformers"} for b in benchmarks})  # equal fingerprints
+            for cell in grid_cells(config)}
+    row = next(row for row in main_table(config, runs).rows if row[1] == "flip_late")
+    assert row[-1].startswith("75.0 (1 seed); Δ +50.0 [")  # its score and its paired difference from none
 
 
 def test_an_unknown_method_is_named_in_config_and_study_files(tmp_path):

@@ -57,7 +57,7 @@ def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, tem
     ``prompt`` is the config's :class:`hara.data.format.PromptFormat` (the training prompt)."""
     from hara.data.format import PromptFormat
     from hara.models.generate import generate_ids
-    from hara.rlvr.trainer import capture_context
+    from hara.models.capture import capture_context
 
     prompt = prompt or PromptFormat()
     prompts = [prompt.prompt(p) for p in problems for _ in range(rollouts)]

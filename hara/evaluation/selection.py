@@ -2,7 +2,7 @@
 
 `hara data` moves ``selection.validation_problems`` training problems to ``validation.jsonl`` (the sweeps' mechanism,
 :func:`hara.data.pipeline.hold_out_validation`), so no run trains on them and none is a test problem. Training keeps
-the weights of the candidate checkpoints (:func:`hara.rlvr.checkpoints.candidate_steps`: spread over training, the
+the weights of the candidate checkpoints (:func:`hara.layout.candidate_steps`: spread over training, the
 last one final/) as ``<run>/candidates/step-<k>``. :func:`select_checkpoint` then
 
 1. scores every candidate on the validation split with the evaluation stage's own task, metric and sampling
@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hara.data.embedded import VALIDATION
+from hara.layout import candidate_dir, candidate_steps
 
 __all__ = ["SELECTION_RULE", "candidates", "select_checkpoint", "validation_score"]
 
@@ -32,10 +33,8 @@ SELECTION_RULE = "highest validation pass@1; ties go to the later step"
 
 def candidates(config: Mapping, run_dir: Path) -> list[tuple[int, Path]]:
     """(step, checkpoint folder) of each candidate the run kept, final/ last."""
-    from hara.rlvr.checkpoints import candidate_steps
-
     steps = candidate_steps(config)
-    kept = [(step, run_dir / "candidates" / f"step-{step}") for step in steps[:-1]]
+    kept = [(step, candidate_dir(run_dir, step)) for step in steps[:-1]]
     missing = [str(path) for _, path in kept if not (path / "config.json").is_file()]
     if missing:
         raise FileNotFoundError(f"{missing[0]}: candidate checkpoint missing (was the run trained with "

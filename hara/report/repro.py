@@ -264,7 +264,7 @@ def check_claims(config: Mapping, results: str | Path, runs: Mapping[Cell, Run] 
 
 def claims_table(checks: list[tuple[Claim, Outcome]]):
     """The report's first table: the same check as `hara repro-check`."""
-    from hara.report.tables import Table, paired_note
+    from hara.report.tables import Table
 
     rows = [[claim.key, claim.paper, outcome.ours, outcome.status] for claim, outcome in checks]
     return Table("paper", "The paper's claims checked on this run",

@@ -28,9 +28,10 @@ from transformers import TrainerCallback
 
 from hara.config import ConfigError
 from hara.hashing import file_sha256
+from hara.layout import CANDIDATE
 
 __all__ = ["FINISHED_CHECKPOINTS", "MANIFEST", "RESUME_IGNORED", "CandidateCallback", "CheckpointWarning",
-           "ManifestCallback", "candidate_steps", "changed_keys", "link_candidates", "checkpoint_problem", "last_valid_checkpoint", "prune_finished_checkpoints",
+           "ManifestCallback", "changed_keys", "link_candidates", "checkpoint_problem", "last_valid_checkpoint", "prune_finished_checkpoints",
            "refuse_changed_config", "write_manifest"]
 
 MANIFEST = "hara_manifest.json"
@@ -76,23 +77,13 @@ class ManifestCallback(TrainerCallback):
             write_manifest(folder)
 
 
-def candidate_steps(config: Mapping) -> list[int]:
-    """The steps whose checkpoints checkpoint selection compares (``selection.candidates``, hara.evaluation.selection):
-    k/candidates of training.steps for k = 1..candidates, rounded to the nearest saved step (a multiple of
-    training.save_steps) and at least the first one; the last is training.steps itself (final/). Sorted, no repeats."""
-    steps, every = config["training"]["steps"], config["training"]["save_steps"]
-    count = config["selection"]["candidates"]
-    spread = {min(steps, max(every, round(k * steps / count / every) * every)) for k in range(1, count)}
-    return sorted(spread | {steps})
-
-
 def link_candidates(checkpoints: Path, candidates: Path, steps: list[int]) -> None:
     """Keep the model files of ``checkpoints/checkpoint-<step>`` for each of ``steps`` as ``candidates/step-<step>``,
     without what only a resume reads (optimizer, scheduler and RNG states, the manifest). Hard links: no extra disk,
     and HF's rotation of old checkpoints cannot take them away (a copy across devices).
     Written aside and renamed; idempotent, so a run resumed after a kill links what the kill left out."""
     for step in steps:
-        source, target = checkpoints / f"checkpoint-{step}", candidates / f"step-{step}"
+        source, target = checkpoints / f"checkpoint-{step}", candidates / CANDIDATE.format(step=step)
         if target.is_dir() or not (source / MANIFEST).is_file():  # a checkpoint without its manifest is unfinished
             continue
         partial = candidates / f".step-{step}.partial"

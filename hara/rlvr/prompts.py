@@ -33,7 +33,7 @@ def pass_rates(model_dir: str | Path, records: list[dict], *, samples: int, temp
     config's :class:`hara.data.format.PromptFormat`, as in training)."""
     from hara.data.format import PromptFormat
     from hara.models.generate import generate_completions, load_model
-    from hara.rlvr.rewards import math_reward
+    from hara.reward import math_reward
 
     prompt = prompt or PromptFormat()
     model, tokenizer = load_model(model_dir)

@@ -28,7 +28,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from hara.config import ConfigError
-from hara.layout import base_model_dir
+from hara.layout import base_model_dir, candidate_steps
 from hara.methods import methods
 from hara.rlvr.presets import (
     RLVRPreset,
@@ -299,7 +299,6 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     from hara.rlvr.checkpoints import (
         CandidateCallback,
         ManifestCallback,
-        candidate_steps,
         last_valid_checkpoint,
         link_candidates,
         prune_finished_checkpoints,

@@ -8,7 +8,7 @@ import pytest
 from hara.data.champ import latex_exponents, load_champ, simple_answer
 from hara.data.io import DataError
 from hara.data.synthetic import RECORD_KEYS
-from hara.rlvr.rewards import math_reward
+from hara.reward import math_reward
 
 
 @pytest.fixture(scope="module")

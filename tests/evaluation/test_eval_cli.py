@@ -12,7 +12,7 @@ from hara.cli import main
 from hara.data.format import format_prompt
 from hara.data.pipeline import build_config_datasets
 from hara.evaluation import models
-from hara.rlvr.rewards import math_reward
+from hara.reward import math_reward
 
 SMOKE = "config/smoke.yaml"
 MINI = ["mini_math500", "mini_amc23"]

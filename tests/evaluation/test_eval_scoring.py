@@ -8,7 +8,7 @@ from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.requests import Doc
 
 from hara.evaluation.scoring import RewardPassAtK, pass_at_1_metric
-from hara.rlvr.rewards import math_reward
+from hara.reward import math_reward
 
 
 def doc(gold: str) -> Doc:

@@ -13,7 +13,8 @@ from hara.data.embedded import TRAIN, VALIDATION
 from hara.data.format import format_prompt, prompt_format
 from hara.data.pipeline import hold_out_validation, selection_datasets
 from hara.evaluation.selection import select_checkpoint
-from hara.rlvr.checkpoints import candidate_steps, link_candidates, write_manifest
+from hara.layout import candidate_steps
+from hara.rlvr.checkpoints import link_candidates, write_manifest
 from tests.evaluation.eval_helpers import WRONG, make_tiny_checkpoint, smoke_config
 
 SELECTION = ("selection.enabled=true", "selection.validation_problems=4", "selection.candidates=3",

@@ -9,8 +9,9 @@ import pytest
 
 from hara.data.format import format_completion
 from hara.data.synthetic import format_number, generate_problems
-from hara.rlvr import rewards
-from hara.rlvr.rewards import accuracy_reward, last_boxed, math_reward, too_costly
+from hara import reward
+from hara.reward import last_boxed, math_reward, too_costly
+from hara.rlvr.rewards import accuracy_reward
 
 HAND_CASES = [
     (r"so \boxed{1/2}", "0.5", 1.0),
@@ -43,7 +44,7 @@ GARBAGE = [
 @pytest.fixture(scope="module", autouse=True)
 def _stop_helper_process():
     yield
-    rewards._SANDBOX.close()  # leave no helper process behind
+    reward._SANDBOX.close()  # leave no helper process behind
 
 
 @pytest.mark.parametrize(("completion", "gold", "expected"), HAND_CASES)
@@ -85,7 +86,7 @@ def test_worker_threads_agree_with_the_main_thread():
 
 def test_hung_helper_is_killed_and_replaced():
     start = time.perf_counter()
-    assert rewards._SANDBOX.score("9!!!!", "1", timeout_s=0.5) == 0.0  # sympy would grind on this for seconds
+    assert reward._SANDBOX.score("9!!!!", "1", timeout_s=0.5) == 0.0  # sympy would grind on this for seconds
     assert time.perf_counter() - start < 10
     with ThreadPoolExecutor(max_workers=1) as pool:
         assert pool.submit(math_reward, r"\boxed{0.5}", "1/2").result() == 1.0

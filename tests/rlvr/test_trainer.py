@@ -23,13 +23,8 @@ from hara.cli import main
 from hara.config import ConfigError, load_config
 from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import build_trainer
-from hara.rlvr.trainer import (
-    GenerationRecorder,
-    capture_context,
-    chunked_token_entropies,
-    equal_reward_groups,
-    group_ids_of,
-)
+from hara.models.capture import GenerationRecorder, capture_context, chunked_token_entropies
+from hara.rlvr.trainer import equal_reward_groups, group_ids_of
 from hara.weighting import available_weightings
 
 REPO = Path(__file__).resolve().parents[2]

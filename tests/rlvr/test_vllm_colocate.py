@@ -21,7 +21,8 @@ from datasets import Dataset
 from hara import vllm_cpu
 from hara.config import load_config
 from hara.rlvr.train import build_trainer, grpo_args, load_policy, reserve_master_port
-from hara.rlvr.trainer import CONTEXT_NEEDS, GenerationRecorder
+from hara.models.capture import GenerationRecorder
+from hara.rlvr.trainer import CONTEXT_NEEDS
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "config" / "smoke.yaml"

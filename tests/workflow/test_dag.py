@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from hara.config import load_config
 from hara.rlvr.presets import PRESETS
 from hara.methods import methods
