@@ -148,23 +148,25 @@ def check_model_sizes(config: Mapping) -> str | None:
 
 
 def benchmarks_of_source(source: str) -> list[str]:
-    """Benchmark names that a data source provides."""
-    from hara.data.embedded import BENCHMARKS
+    """Benchmark names that a data source provides (the benchmark registry, hara/data/catalog.py)."""
+    from hara.data.catalog import benchmarks
 
-    if source == "hub":
-        from hara.data.catalog import HUB_BENCHMARKS
-
-        return list(HUB_BENCHMARKS)
-    return list(BENCHMARKS)
+    return list(benchmarks(source))
 
 
 def check_benchmarks(config: Mapping) -> str | None:
-    """Benchmarks must belong to the chosen data source (mini benchmarks offline, hub benchmarks from local folders)."""
+    """Benchmarks must belong to the chosen data source (mini benchmarks offline, hub benchmarks from local folders);
+    per-benchmark evaluation settings must name registered benchmarks."""
+    from hara.data.catalog import benchmarks
+
     source = config["data"]["source"]
     valid = benchmarks_of_source(source)
     for index, name in enumerate(config["data"]["benchmarks"]):
         if name not in valid:
             return f"data.benchmarks[{index}]: {name!r} is not a benchmark of source {source!r} (valid: {', '.join(valid)})"
+    for name in config["evaluation"]["benchmarks"]:
+        if name not in benchmarks():
+            return f"evaluation.benchmarks.{name}: unknown benchmark (valid: {', '.join(benchmarks())})"
     return None
 
 

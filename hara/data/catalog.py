@@ -1,14 +1,98 @@
-"""Short names of the paper's datasets -> hub ids (the schemas live in hara.data.hub).
+"""The benchmark registry: every benchmark the harness evaluates, declared once.
 
-The short names are what configs, result paths and MLflow metric keys use (``eval/math500/pass@1``).
+An entry is a :class:`Benchmark`: the short name that configs, result paths and MLflow metric keys use
+(``eval/math500/pass@1``), its source, and for a hub benchmark the dataset id and its :class:`~hara.data.hub.HubSchema`
+(split, configuration, which column holds the problem, answer, solution, id, and how to clean them). Registering a
+hub benchmark also makes its dataset readable by :func:`hara.data.hub.load_local_dataset` and fetchable by
+``hara fetch-data``; config validation, the data stage, the evaluation tasks and the report read the registry.
+
+- ``embedded``: the mini benchmarks of the offline default (hara.data.embedded generates them, sources synthetic and
+  champ);
+- ``hub``: the paper's benchmarks, read from the folders ``hara fetch-data`` wrote (source hub).
+
+Another package (or a test) adds one with :func:`register_benchmark`; it is then valid in ``data.benchmarks``.
 """
 
-HUB_BENCHMARKS: dict[str, str] = {
-    "math500": "HuggingFaceH4/MATH-500",
-    "aime24": "HuggingFaceH4/aime_2024",
-    "amc23": "math-ai/amc23",
-    "minerva": "math-ai/minervamath",
-    "olympiadbench": "Hothan/OlympiadBench",
-}
+from __future__ import annotations
 
-HUB_TRAIN_SETS: tuple[str, ...] = ("hiyouga/math12k", "joyheyueya/math500")
+from dataclasses import dataclass
+
+import hara.data.hub as hub
+from hara.data.embedded import BENCHMARKS as MINI_BENCHMARKS
+from hara.data.hub import HubSchema, answer_list, solution_list
+
+__all__ = ["HUB_BENCHMARKS", "HUB_TRAIN_SETS", "SOURCES", "Benchmark", "benchmarks", "get_benchmark",
+           "register_benchmark"]
+
+#: Benchmark sources: which data sources provide them (config data.source).
+SOURCES = {"embedded": ("synthetic", "champ"), "hub": ("hub",)}
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark: its short name, its source and, for the hub, its dataset id and schema."""
+
+    name: str
+    source: str  # a key of SOURCES
+    hub_id: str | None = None
+    schema: HubSchema | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"benchmark {self.name!r}: source {self.source!r} (valid: {', '.join(SOURCES)})")
+        if self.source == "hub" and (not self.hub_id or self.schema is None or self.schema.role != "benchmark"):
+            raise ValueError(f"benchmark {self.name!r}: a hub benchmark needs a hub_id and a benchmark schema")
+
+
+_REGISTRY: dict[str, Benchmark] = {}
+#: Short name -> hub dataset id of every registered hub benchmark (kept in step with the registry).
+HUB_BENCHMARKS: dict[str, str] = {}
+
+
+def register_benchmark(benchmark: Benchmark) -> Benchmark:
+    """Add a benchmark; a second registration of a name or of a hub dataset is a bug."""
+    if benchmark.name in _REGISTRY:
+        raise ValueError(f"benchmark {benchmark.name!r} already registered")
+    if benchmark.source == "hub":
+        if benchmark.hub_id in hub.HUB_DATASETS:
+            raise ValueError(f"benchmark {benchmark.name!r}: hub dataset {benchmark.hub_id!r} already registered")
+        hub.HUB_DATASETS[benchmark.hub_id] = benchmark.schema
+        HUB_BENCHMARKS[benchmark.name] = benchmark.hub_id
+    _REGISTRY[benchmark.name] = benchmark
+    return benchmark
+
+
+def benchmarks(data_source: str | None = None) -> dict[str, Benchmark]:
+    """Every registered benchmark in registration order, or those a data source provides (synthetic, champ, hub)."""
+    return {name: b for name, b in _REGISTRY.items() if data_source is None or data_source in SOURCES[b.source]}
+
+
+def get_benchmark(name: str) -> Benchmark:
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown benchmark {name!r} (valid: {', '.join(_REGISTRY)})")
+    return _REGISTRY[name]
+
+
+# The training sets are datasets, not benchmarks: their schemas live in hara.data.hub.
+HUB_TRAIN_SETS: tuple[str, ...] = hub.TRAINING_DATASETS
+
+for _name in MINI_BENCHMARKS:
+    register_benchmark(Benchmark(_name, "embedded"))
+
+_MATH_COLUMNS = dict(problem="problem", answer="answer", solution="solution", level="level", skill="subject",
+                     id="unique_id")
+# Schemas: see hara.data.hub's docstring for where each was looked up.
+for _benchmark in (
+    Benchmark("math500", "hub", "HuggingFaceH4/MATH-500", HubSchema("benchmark", "test", **_MATH_COLUMNS)),
+    Benchmark("aime24", "hub", "HuggingFaceH4/aime_2024",
+              HubSchema("benchmark", "train", problem="problem", answer="answer", solution="solution", id="id")),
+    Benchmark("amc23", "hub", "math-ai/amc23", HubSchema("benchmark", "test", problem="question", answer="answer",
+                                                         id="id")),
+    Benchmark("minerva", "hub", "math-ai/minervamath",
+              HubSchema("benchmark", "test", problem="question", answer="answer")),
+    Benchmark("olympiadbench", "hub", "Hothan/OlympiadBench",
+              HubSchema("benchmark", "train", problem="question", answer="final_answer", solution="solution",
+                        skill="subfield", id="id", config="OE_TO_maths_en_COMP", clean_answer=answer_list,
+                        clean_solution=solution_list)),
+):
+    register_benchmark(_benchmark)

@@ -2,7 +2,7 @@
 
 On a cluster a rule downloads each dataset once into a folder (``ds.to_json(...)`` / ``ds.to_parquet(...)`` of one
 split); training and evaluation then read the folder here, offline. Every dataset keeps its own column names, so
-:data:`HUB_DATASETS` records, per dataset, where the problem, answer and solution are and how to clean the answer.
+:data:`HUB_DATASETS` records, per dataset (benchmarks: declared in hara.data.catalog), where the problem, answer and solution are and how to clean the answer.
 
 Schemas (looked up with the project's search tool over dataset cards, evaluation code and docs):
 
@@ -42,7 +42,7 @@ from typing import Any
 
 from hara.data.io import DataError, lookup, read_jsonl
 
-__all__ = ["HubSchema", "HUB_DATASETS", "TRAINING_DATASETS", "BENCHMARK_DATASETS", "load_local_dataset"]
+__all__ = ["HubSchema", "HUB_DATASETS", "TRAINING_DATASETS", "load_local_dataset"]  # and BENCHMARK_DATASETS (__getattr__)
 
 
 # ------------------------------------------------------------------------------------------------ value cleaning
@@ -112,24 +112,21 @@ class HubSchema:
     clean_solution: Callable[[Any], str] = as_text
 
 
-_MATH_COLUMNS = dict(problem="problem", answer="answer", solution="solution", level="level", skill="subject",
-                     id="unique_id")
-
+#: Hub dataset id -> schema: the training sets here; each hub benchmark's schema is added when hara.data.catalog
+#: registers it (its one declaration), before anything reads this table (hara.data imports the catalog).
 HUB_DATASETS: dict[str, HubSchema] = {
     "hiyouga/math12k": HubSchema("train", "train", problem="problem", answer="answer", solution="solution"),
-    "joyheyueya/math500": HubSchema("train", "train", **_MATH_COLUMNS),
-    "HuggingFaceH4/MATH-500": HubSchema("benchmark", "test", **_MATH_COLUMNS),
-    "HuggingFaceH4/aime_2024": HubSchema("benchmark", "train", problem="problem", answer="answer",
-                                         solution="solution", id="id"),
-    "math-ai/amc23": HubSchema("benchmark", "test", problem="question", answer="answer", id="id"),
-    "math-ai/minervamath": HubSchema("benchmark", "test", problem="question", answer="answer"),
-    "Hothan/OlympiadBench": HubSchema("benchmark", "train", problem="question", answer="final_answer",
-                                      solution="solution", skill="subfield", id="id",
-                                      config="OE_TO_maths_en_COMP", clean_answer=answer_list,
-                                      clean_solution=solution_list),
+    "joyheyueya/math500": HubSchema("train", "train", problem="problem", answer="answer", solution="solution",
+                                    level="level", skill="subject", id="unique_id"),
 }
-TRAINING_DATASETS = tuple(name for name, schema in HUB_DATASETS.items() if schema.role == "train")
-BENCHMARK_DATASETS = tuple(name for name, schema in HUB_DATASETS.items() if schema.role == "benchmark")
+TRAINING_DATASETS = tuple(HUB_DATASETS)
+
+
+def __getattr__(name: str):
+    """``BENCHMARK_DATASETS``: the hub ids of the registered benchmarks, read when asked (plug-ins add some)."""
+    if name == "BENCHMARK_DATASETS":
+        return tuple(hub_id for hub_id, schema in HUB_DATASETS.items() if schema.role == "benchmark")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -------------------------------------------------------------------------------------------------------- reading

@@ -29,8 +29,7 @@ from pathlib import Path
 from lighteval.tasks.lighteval_task import LightevalTaskConfig
 from lighteval.tasks.requests import Doc
 
-from hara.data.catalog import HUB_BENCHMARKS
-from hara.data.embedded import BENCHMARKS as MINI_BENCHMARKS
+from hara.data.catalog import HUB_BENCHMARKS, get_benchmark
 from hara.data.format import PROMPT_TEMPLATE, PromptFormat, format_prompt
 from hara.evaluation.scoring import pass_at_1_metric
 from hara.evaluation.settings import SamplingSettings
@@ -95,22 +94,18 @@ def load_prepared(data_dir: str | Path, benchmark: str) -> list[dict]:
     return read_jsonl(path, required_keys=REQUIRED_KEYS)
 
 
-#: How each benchmark is built when no `hara data` folder is given.
-BENCHMARK_LOADERS: dict[str, Callable[[Mapping, str], list[dict]]] = {
-    **{name: load_mini for name in MINI_BENCHMARKS},
-    **{name: load_hub for name in HUB_BENCHMARKS},
-}
+#: How a benchmark of each source (hara.data.catalog) is built when no `hara data` folder is given.
+BENCHMARK_LOADERS: dict[str, Callable[[Mapping, str], list[dict]]] = {"embedded": load_mini, "hub": load_hub}
 
 
 def benchmark_records(config: Mapping, benchmark: str, data_dir: str | Path | None = None) -> list[dict]:
     """Canonical records of one benchmark: from a `hara data` folder when ``data_dir`` is given (any source), else
     from the config's source. An unknown name raises a KeyError that lists the valid ones."""
-    if benchmark not in BENCHMARK_LOADERS:
-        raise KeyError(f"unknown benchmark {benchmark!r} (valid: {', '.join(BENCHMARK_LOADERS)})")
+    source = get_benchmark(benchmark).source  # KeyError listing the valid names
     if data_dir is not None:
         records = load_prepared(data_dir, benchmark)
     else:
-        records = BENCHMARK_LOADERS[benchmark](config, benchmark)
+        records = BENCHMARK_LOADERS[source](config, benchmark)
     if not records:
         raise ValueError(f"benchmark {benchmark!r} has no problems")
     return records

@@ -115,23 +115,18 @@ def test_embedded_configs_request_no_gpu(tmp_path):
     assert not job_blocks(output, "download_model")  # the CPU path never downloads a model
 
 
-def test_seeds_overlay_trains_and_evaluates_the_extra_seeds_of_its_methods_only(tmp_path):
-    """config/seeds.yaml after the default: none and hara_tok get seeds 1 and 2 in every preset, hara_seq keeps one."""
+def test_seeds_overlay_and_sweeps_add_only_their_jobs(tmp_path):
+    """config/seeds.yaml after the default: none and hara_tok get seeds 1 and 2 in every preset, hara_seq keeps one.
+    `--config 'sweeps=[...]'` (docs/sweeps.md): one worker job per study worker and one summary, read by the report."""
     output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"),
-                                 str(REPO / "config" / "seeds.yaml")))
+                                 str(REPO / "config" / "seeds.yaml"),
+                                 "--config", "sweeps=[sweeps/smoke.yaml, sweeps/alpha.yaml]"))
     counts = job_counts(output)
     assert counts["train"] == counts["evaluate"] == counts["select_checkpoint"] == 9 + 3 * 2 * 2
     trained = set(re.findall(r"output: results/train/tiny-s/(\w+)/(\w+)/seed(\d+)/final\n", output))
     assert {(method, seed) for _, method, seed in trained} == {
         ("none", "0"), ("none", "1"), ("none", "2"), ("hara_seq", "0"),
         ("hara_tok", "0"), ("hara_tok", "1"), ("hara_tok", "2")}
-
-
-def test_sweeps_in_the_config_add_their_worker_jobs_and_summary_before_the_report(tmp_path):
-    """`--config 'sweeps=[...]'` (docs/sweeps.md): one worker job per study worker, one summary, read by the report."""
-    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"),
-                                 "--config", "sweeps=[sweeps/smoke.yaml, sweeps/alpha.yaml]"))
-    counts = job_counts(output)
     assert counts["sweep_worker"] == 2 + 4 and counts["sweep_summary"] == 2  # smoke: 2 workers, alpha: 4
     report = job_blocks(output, "report")[0]
     assert "results/sweeps/smoke/summary.json" in report and "results/sweeps/alpha/summary.json" in report
@@ -161,10 +156,13 @@ def test_bad_config_stops_with_the_key(tmp_path):
 
 
 def test_grid_schema_enums_match_the_registries():
-    """The presets are an enum of the schema; the methods are checked against the method registry instead (plug-ins
-    add names: tests/test_methods.py), so the schema lists none."""
+    """The presets are an enum of the schema; the methods and benchmarks are checked against their registries
+    instead (plug-ins add names: tests/test_methods.py), so the schema lists none."""
     from hara.config import load_schema
 
-    grid = load_schema()["properties"]["grid"]["properties"]
+    schema = load_schema()["properties"]
+    grid = schema["grid"]["properties"]
     assert sorted(grid["rlvr"]["items"]["enum"]) == sorted(PRESETS)
     assert "enum" not in grid["methods"]["items"] and set(METHOD_SECTIONS) == set(methods())
+    # benchmarks: checked against the benchmark registry (hara/data/catalog.py, tests/evaluation/test_benchmark_registry.py)
+    assert "enum" not in schema["data"]["properties"]["benchmarks"]["items"]

@@ -1,0 +1,70 @@
+"""The benchmark registry (hara/data/catalog.py): a benchmark declared in one place, here in this test module, is
+fetched, validated in configs, loaded in its own schema, evaluated and shown in the report, with no other file edited.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from eval_helpers import StandInEngine, hub_config
+
+import hara.data.catalog as catalog
+import hara.data.hub as hub
+from hara.config import ConfigError, validate_config
+from hara.data.catalog import Benchmark, get_benchmark, register_benchmark
+from hara.data.format import format_prompt
+from hara.data.hub import HubSchema
+from hara.evaluation.fetch import fetch_plan
+from hara.evaluation.runner import evaluate_checkpoint
+from hara.layout import grid_cells
+from hara.report.collect import Run
+from hara.report.tables import main_table
+
+#: The toy benchmark: its own column names (q, a, uid) and split, as a hub dataset would have them.
+TOY = Benchmark("toy_arith", "hub", "toy-org/arith",
+                HubSchema("benchmark", "test", problem="q", answer="a", id="uid"))
+ROWS = [{"q": "Compute 2+3.", "a": "5", "uid": "t1"}, {"q": "Compute 7*6.", "a": "42", "uid": "t2"}]
+
+
+@pytest.fixture
+def toy_registered():
+    """What a plug-in module's register_benchmark(TOY) does, undone afterwards."""
+    register_benchmark(TOY)
+    yield TOY
+    catalog._REGISTRY.pop(TOY.name)
+    catalog.HUB_BENCHMARKS.pop(TOY.name)
+    hub.HUB_DATASETS.pop(TOY.hub_id)
+
+
+def test_a_registered_benchmark_is_fetched_validated_evaluated_and_reported(toy_registered, tmp_path,
+                                                                          fake_checkpoint):
+    folder = tmp_path / "hub" / TOY.hub_id
+    folder.mkdir(parents=True)
+    (folder / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
+    assert any(item.hub_id == TOY.hub_id and item.split == "test" for item in fetch_plan({"data": {
+        "train_dataset": "hiyouga/math12k"}}, tmp_path / "out"))
+
+    config = validate_config({**hub_config(tmp_path / "hub", n=2), "data": {
+        **hub_config(tmp_path / "hub")["data"], "benchmarks": [TOY.name]}}, source="test")  # a hub benchmark
+    answers = {format_prompt(row["q"]): [f" So \\boxed{{{row['a']}}}."] for row in ROWS}
+    result = evaluate_checkpoint(config, fake_checkpoint, [TOY.name], cache_dir=tmp_path / "cache",
+                                 engine_factory=lambda cfg: StandInEngine(answers))["benchmarks"][TOY.name]
+    assert result["n_problems"] == 2 and result["score"] == 1.0
+    assert sorted(p["id"] for p in result["predictions"]) == ["toy-org/arith:t1", "toy-org/arith:t2"]  # its ids
+
+    runs = {cell: Run(cell, [], {TOY.name: 0.5}) for cell in grid_cells(config)}
+    table = main_table(config, runs)
+    assert TOY.name in table.header and all(row[2].startswith("50.0") for row in table.rows if row[1] != "base (no RL)")
+
+
+def test_unknown_and_misdeclared_benchmarks_are_refused(toy_registered, tmp_path):
+    config = {**hub_config(tmp_path), "data": {**hub_config(tmp_path)["data"], "benchmarks": ["toy_geometry"]}}
+    with pytest.raises(ConfigError, match=r"data.benchmarks\[0\]: 'toy_geometry' is not a benchmark of source 'hub'"):
+        validate_config(config, source="test")
+    with pytest.raises(KeyError, match="toy_arith"):  # the valid names listed
+        get_benchmark("toy_geometry")
+    with pytest.raises(ValueError, match="already registered"):
+        register_benchmark(TOY)
+    with pytest.raises(ValueError, match="needs a hub_id and a benchmark schema"):
+        Benchmark("toy_train", "hub", "toy-org/train", HubSchema("train", "train", problem="q", answer="a"))
