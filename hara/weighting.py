@@ -8,7 +8,7 @@ Every entry is a pure function
 where group_ids is the prompt id of each rollout and the token advantages are 0 on padding and prompt tokens.
 ``context.params`` holds the method's knobs as a flat dict (unknown keys raise, naming the key).
 
-HarA [R] (method.md, "Advantage reweighting"): A_hat[r, t] = A_r * w[r, t] with w >= 0 computed from novelty per
+HarA [R] (docs/method.md, "From novelty to weights"): A_hat[r, t] = A_r * w[r, t] with w >= 0 computed from novelty per
 outcome group, normalised so that the group's advantage mass under the host loss's own token weighting omega is
 unchanged: GRPO weighs a token by 1/n_r (sequence mean of token means), Dr.GRPO and DAPO by 1. The normalisation
 weight of a token is omega * |A_r|, and the normalisation runs separately over the rollouts with A > 0 and those with
@@ -663,7 +663,7 @@ def _shear_prompt(h: Tensor, mask: Tensor, good: list[int], bad: list[int], p: S
 @register("shear")
 def shear(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
           context: WeightingContext) -> tuple[Tensor, dict[str, float]]:
-    """SHEAR (arXiv 2604.23318), as described in method.md: span-level entropic W1 between a rollout's sliding
+    """SHEAR (arXiv 2604.23318; docs/method.md, "Baselines"): span-level entropic W1 between a rollout's sliding
     spans (last-layer hidden states) and the closest span of any rollout of the opposite outcome; a token's weight
     is the max over the spans covering it, divided by the mean hidden-state norm; w = 1 when the opposite outcome
     group is empty. Not renormalised."""

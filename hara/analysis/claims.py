@@ -1,5 +1,5 @@
-"""What the paper states, quoted only where ../shared/method.md gives it (only the abstract and a summary of the
-paper are public). Every number here is the paper's; the report prints them next to ours, labelled as the paper's.
+"""What the paper states (docs/method.md, "The paper's numbers"): quoted only from its public abstract and summary.
+Every number here is the paper's; the report prints them next to ours, labelled as the paper's.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ __all__ = ["CLAIMS", "CLAIMS_PATH", "PAPER_NUMBERS", "STRUCTURE_NOTE"]
 #: The claims file: the paper's statements that the harness can measure, and how (hara.report.repro).
 CLAIMS_PATH = Path(__file__).resolve().parents[2] / "config" / "paper_claims.yaml"
 
-#: Paper's headline numbers (method.md, "Claims of the paper") keyed by what they measure, from the claims file.
+#: Paper's headline numbers (docs/method.md, "The paper's numbers") keyed by what they measure, from the claims file.
 #: None of these is ever used as one of our results.
 PAPER_NUMBERS: dict[str, str] = {key: str(entry["paper"]) for key, entry in
                                  yaml.safe_load(CLAIMS_PATH.read_text(encoding="utf-8"))["claims"].items()}
 
-#: The claim each analysis section tests (method.md's wording).
+#: The claim each analysis section tests (the paper's summary's wording).
 CLAIMS: dict[str, str] = {
     "variants": ("W (features only, α=0) and GW (structure only, α=1) are ablations of HarA; the paper reports "
                  "FGW's interpretability advantage over both (see the interpretability section) and no accuracy "

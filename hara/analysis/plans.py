@@ -57,7 +57,7 @@ def problem_plans(h: Tensor, mask: Tensor, problem: Tensor, alpha: float,
 
     h (N, n, d) hidden states (finite; padding ignored), mask (N, n) valid completion tokens (>= 2 per row),
     problem (N,) long in [0, P). Whitening per problem as in training. ``config``: the barycenter knobs (default:
-    method.md's); its alpha is replaced by ``alpha``; its structure picks the solver (module docstring).
+    docs/method.md's); its alpha is replaced by ``alpha``; its structure picks the solver (module docstring).
     """
     config = config or BarycenterConfig()
     _, index = torch.unique(problem, return_inverse=True)

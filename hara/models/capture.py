@@ -18,7 +18,7 @@ __all__ = ["ENTROPY_CHUNK", "FINAL_NORM", "GenerationRecorder", "PassRecorder", 
            "chunked_token_entropies", "hidden_module"]
 
 
-#: hidden_layer value for the last layer after the final norm (method.md's default; output_hidden_states[-1]).
+#: hidden_layer value for the last layer after the final norm (docs/method.md's default; output_hidden_states[-1]).
 FINAL_NORM = "final_norm"
 
 

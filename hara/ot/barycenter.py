@@ -49,13 +49,13 @@ __all__ = [
 ]
 
 
-#: The eps_rel at which the Sinkhorn budgets of BarycenterConfig are stated (method.md's default).
+#: The eps_rel at which the Sinkhorn budgets of BarycenterConfig are stated (docs/method.md, "Transport and convergence").
 BUDGET_EPS_REL = 0.05
 
 
 @dataclass(frozen=True)
 class BarycenterConfig:
-    """Knobs of the barycenter loop; defaults are method.md's [R] choices.
+    """Knobs of the barycenter loop; defaults are docs/method.md's choices.
 
     barycenter_size: k supports. alpha: FGW trade-off (0 = W, 1 = GW). eps_rel: eps = eps_rel * mean(K).
     barycenter_iters / barycenter_tol: iterations I_b and the relative-change stop (per group: a settled group's

@@ -12,7 +12,7 @@ log_a (..., n), log_b (..., k), cost (..., n, k), eps broadcastable to (...). Pa
 ``sinkhorn_log`` iterates the potentials in the log domain (robust, one log-sum-exp per half step).
 ``sinkhorn_scaling`` absorbs the potentials into a kernel every ``absorb_every`` iterations and iterates plain
 scalings in between (matrix-vector products only): the same fixed point, several times faster, because the exp is
-taken once per absorption instead of twice per iteration (method.md, speed facts).
+taken once per absorption instead of twice per iteration (docs/method.md, "Transport and convergence").
 Both check the marginal error only every ``check_every`` iterations (one host sync each) and accept warm-start
 potentials, which is what makes a ~20-iteration cap per barycenter iteration enough. The stop is per batch element:
 an element whose row-marginal error is below ``tol`` at a check keeps its potentials from then on, so its result
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 # exp(-80) ~ 1.8e-35 is still a normal fp32 number: clamping exp arguments here keeps kernels out of the denormal
-# range, which made one CPU prototype run 50x slower (method.md).
+# range, which made one CPU prototype run 50x slower (docs/method.md).
 _MIN_EXP_ARG = -80.0
 
 
