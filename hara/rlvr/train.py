@@ -198,14 +198,47 @@ def stop_kwargs(stop: list[str], vllm: bool) -> dict | None:
     return {"stop": list(stop)} if vllm else {"stop_strings": list(stop)}
 
 
+#: TRL's modules that import vLLM when they load, in dependency order.
+TRL_VLLM_MODULES = ("trl.generation.vllm_client", "trl.generation.vllm_generation", "trl.generation")
+
+
+def trainer_class(use_vllm: bool) -> type:
+    """:class:`~hara.rlvr.trainer.HaraGRPOTrainer`, imported so that a run without vLLM does not load vLLM.
+
+    TRL's trainer module imports vLLM whenever it is installed (trl.generation; about 12 s of imports per training
+    process on a CPU, torch._inductor included), also for runs that generate with transformers. While a run without
+    ``training.use_vllm`` loads TRL, TRL is told vLLM is unavailable; a later vLLM run in the same process reloads
+    TRL's generation modules with vLLM (reloading keeps the module objects, so classes already imported see it)."""
+    import importlib
+    import sys
+
+    import trl.import_utils as trl_imports
+
+    generation = sys.modules.get("trl.generation.vllm_generation")
+    if not use_vllm and generation is None:
+        available = trl_imports.is_vllm_available
+        trl_imports.is_vllm_available = lambda min_version=None: False
+        try:
+            from hara.rlvr.trainer import HaraGRPOTrainer
+        finally:
+            trl_imports.is_vllm_available = available
+        return HaraGRPOTrainer
+    if use_vllm and generation is not None and not hasattr(generation, "LLM") and trl_imports.is_vllm_available():
+        for name in TRL_VLLM_MODULES:  # loaded without vLLM by an earlier run of this process
+            importlib.reload(sys.modules[name])
+    from hara.rlvr.trainer import HaraGRPOTrainer
+
+    return HaraGRPOTrainer
+
+
 def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any, tokenizer: Any, dataset: Any,
                   out: Path, reward_funcs: list | None = None, callbacks: list | None = None):
     """A :class:`HaraGRPOTrainer` for one (preset, method, seed). ``reward_funcs`` replaces the math-verify
     correctness reward (tests); DAPO's overlong term is appended when the preset asks for it."""
     from hara.rlvr.rewards import accuracy_reward
-    from hara.rlvr.trainer import HaraGRPOTrainer
     from hara.vllm_cpu import colocated_generation
 
+    HaraGRPOTrainer = trainer_class(use_vllm=config["training"]["use_vllm"])
     preset = get_preset(rlvr, config["rlvr"][rlvr])
     funcs = list(reward_funcs or [accuracy_reward])
     if preset.overlong_shaping:

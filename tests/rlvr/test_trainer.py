@@ -5,6 +5,7 @@ SIGKILL to the same final weights and metrics as an uninterrupted run."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import math
 import os
@@ -491,3 +492,18 @@ def test_rollouts_stop_at_the_configured_stop_strings(tiny_base, tmp_path):
         assert tokenizer.pad_token_id not in ids
         stopped += first >= 0 and len(ids) < limit
     assert stopped > 0, "no rollout hit a stop string: the check above would be vacuous"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM (or its CPU build) is not installed")
+def test_a_run_without_vllm_does_not_load_it_and_a_later_vllm_run_in_the_process_does():
+    """TRL imports vLLM with its trainer whenever vLLM is installed (~12 s per training process on a CPU):
+    trainer_class keeps it out of runs that do not generate with it, and gives it back to a later run that does."""
+    code = ("import sys\n"
+            "from hara.rlvr.train import trainer_class\n"
+            "loaded = lambda: ('vllm' in sys.modules, hasattr(sys.modules['trl.generation.vllm_generation'], 'LLM'))\n"
+            "trainer_class(use_vllm=False)\n"
+            "print(*loaded())\n"
+            "trainer_class(use_vllm=True)\n"
+            "print(*loaded())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.split("\n")[:2] == ["False False", "True True"], out.stderr[-2000:]
