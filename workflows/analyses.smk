@@ -34,22 +34,13 @@ use rule evaluate as analysis_evaluate with:
 # a local rule, in a job of its own, so the analysis job reads local files only.
 if LABELLING["labeller"] == "llm" and LABELLING["llm_hub_id"]:
 
-    rule download_labeller:
+    use rule download_model as download_labeller with:
         output:
             snapshot=directory(LABELLING["llm_model"]),
         log:
             f"{LOGS}/download_labeller/labeller.log",
         params:
             hub_id=LABELLING["llm_hub_id"],
-        localrule: True
-        threads: 1
-        resources:
-            mem_mb=4000,
-            runtime=120,
-        conda:
-            "../environment.yml"
-        script:
-            "scripts/download_model.py"
 
 
 rule analysis:
@@ -67,9 +58,7 @@ rule analysis:
         settings=settings_digest("analyses", "hara"),
     threads: THREADS
     resources:
-        mem_mb=resource("evaluate", "mem_mb"),
-        runtime=resource("evaluate", "runtime"),
-        gpu=lambda wildcards: resource("evaluate", "gpu") if wildcards.analysis == "interpretability" else 0,
+        **job_resources("evaluate", gpu=analysis_gpus),
     conda:
         "../environment.yml"
     shell:

@@ -132,7 +132,29 @@ def resource(rule_name, key):
     value = config["resources"][rule_name][key]
     if not isinstance(value, dict):
         return value
-    return lambda wildcards: value.get(getattr(wildcards, "size", None), max(value.values()))
+    return lambda wildcards: value.get(job_size(wildcards), max(value.values()))
+
+
+def resource_of(rule_name, key, wildcards):
+    """:func:`resource` for one job's wildcards (a number, whether or not it depends on the size)."""
+    value = resource(rule_name, key)
+    return value(wildcards) if callable(value) else value
+
+
+def job_size(wildcards):
+    """The model size a job works on: its size wildcard, or its sweep study's size; None for neither."""
+    if hasattr(wildcards, "size"):
+        return wildcards.size
+    return SWEEPS[wildcards.sweep].size if hasattr(wildcards, "sweep") else None
+
+
+def job_resources(rule_name, gpu=None):
+    """Memory and runtime of ``rule_name`` from the config, GPUs from the model family unless given."""
+    return {
+        "mem_mb": resource(rule_name, "mem_mb"),
+        "runtime": resource(rule_name, "runtime"),
+        "gpu": resource(rule_name, "gpu") if gpu is None else gpu,
+    }
 
 
 def job_cpus(gpus):
@@ -158,9 +180,7 @@ def gpu_job_resources(rule_name, gpus):
     runtime of ``rule_name``, ``gpus`` (a function of the wildcards), one node and one task with every CPU
     (job_cpus)."""
     return {
-        "mem_mb": resource(rule_name, "mem_mb"),
-        "runtime": resource(rule_name, "runtime"),
-        "gpu": gpus,
+        **job_resources(rule_name, gpu=gpus),
         "nodes": 1,
         "tasks_per_gpu": 0,
         "cpus_per_task": lambda wildcards: job_cpus(gpus(wildcards)),
@@ -187,7 +207,21 @@ def analysis_overrides(wildcards, output):
     return "".join(f" --set {shlex.quote(arg)}" for arg in override_args(config, run))
 
 
+def analysis_gpus(wildcards):
+    """Only the interpretability analysis runs a model (on a GPU where evaluation jobs get one)."""
+    return resource("evaluate", "gpu") if wildcards.analysis == "interpretability" else 0
+
+
 # Optuna sweeps (workflows/sweeps.smk, included only when the config lists study files).
 SWEEPS = sweep_plans(config["sweeps"], CONFIG_FILE, workflow.basedir) if config["sweeps"] else {}
 SWEEP_DIR = f"{RESULTS}/sweeps/{{sweep}}"
 SWEEP_TARGETS = [f"{RESULTS}/sweeps/{name}/summary.json" for name in SWEEPS]
+
+
+def sweep_worker_resources():
+    """A sweep worker trains about trials_per_worker trials of its study's model size: a training job's memory and
+    GPU, its runtime times that many."""
+    def runtime(wildcards):
+        return resource_of("train", "runtime", wildcards) * SWEEPS[wildcards.sweep].trials_per_worker
+
+    return job_resources("train") | {"runtime": runtime}

@@ -39,9 +39,7 @@ rule prepare_data:
         held_out=HELD_OUT,
     threads: 1
     resources:
-        mem_mb=resource("prepare_data", "mem_mb"),
-        runtime=resource("prepare_data", "runtime"),
-        gpu=resource("prepare_data", "gpu"),
+        **job_resources("prepare_data"),
     conda:
         "../environment.yml"
     shell:

@@ -37,9 +37,7 @@ rule base_model:
         accuracy=base_model_args(),
     threads: THREADS
     resources:
-        mem_mb=resource("base_model", "mem_mb"),
-        runtime=resource("base_model", "runtime"),
-        gpu=resource("base_model", "gpu"),
+        **job_resources("base_model"),
     conda:
         "../environment.yml"
     shell:

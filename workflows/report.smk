@@ -20,9 +20,7 @@ rule report:
         out=lambda wildcards, output: os.path.dirname(output.html),
     threads: 1
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
-        gpu=resource("report", "gpu"),
+        **job_resources("report"),
     conda:
         "../environment.yml"
     shell:

@@ -23,9 +23,7 @@ rule sweep_worker:
         settings=lambda wildcards: SWEEPS[wildcards.sweep].digest,
     threads: THREADS
     resources:
-        mem_mb=resource("train", "mem_mb"),
-        runtime=lambda wildcards: resource("train", "runtime") * SWEEPS[wildcards.sweep].trials_per_worker,
-        gpu=resource("train", "gpu"),
+        **sweep_worker_resources(),
     conda:
         "../environment.yml"
     shell:
@@ -50,9 +48,7 @@ rule sweep_summary:
         study=lambda wildcards: SWEEPS[wildcards.sweep].file,
     threads: 1
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
-        gpu=resource("report", "gpu"),
+        **job_resources("report"),
     conda:
         "../environment.yml"
     shell:

@@ -35,9 +35,7 @@ rule select_prompts:
         settings=settings_digest("training", "prompt"),
     threads: THREADS
     resources:
-        mem_mb=resource("evaluate", "mem_mb"),
-        runtime=resource("evaluate", "runtime"),
-        gpu=resource("evaluate", "gpu"),
+        **job_resources("evaluate"),
     conda:
         "../environment.yml"
     shell:

@@ -56,9 +56,18 @@ def gpus_of(block: str) -> int:
 
 
 def test_slurm_profile_dry_run_requests_gpus_for_train_and_evaluate(tmp_path):
-    proc = snakemake(tmp_path, "-n", "-p", "--profile", str(REPO / "profiles" / "slurm"), "--configfile", str(PAPER))
+    """With a sweep of a paper size too: its worker jobs hold a training job's GPU and that size's runtime per trial
+    (before, a per-size runtime times the trial count stopped the DAG with a TypeError)."""
+    study = tmp_path / "alpha_1.7b.yaml"
+    study.write_text((REPO / "sweeps" / "alpha.yaml").read_text(encoding="utf-8").replace(
+        "base_config: ../config/default.yaml", f"base_config: {PAPER}").replace("size: tiny-s", "size: qwen3-1.7b"))
+    proc = snakemake(tmp_path, "-n", "-p", "--profile", str(REPO / "profiles" / "slurm"), "--configfile", str(PAPER),
+                     "--config", f"sweeps=[{study}]")
     output = output_of(proc)
     config = paper_config()
+    workers = job_blocks(output, "sweep_worker")
+    runtime = config["resources"]["train"]["runtime"]["qwen3-1.7b"] * 4  # alpha.yaml: 16 trials, 4 workers
+    assert len(workers) == 4 and all(gpus_of(b) == 1 and resources_of(b)["runtime"] == str(runtime) for b in workers)
     cells = expected_counts(config)["train"]
     for rule, jobs in (("train", cells), ("evaluate", cells), ("evaluate_base", len(config["models"]["sizes"]))):
         blocks = job_blocks(output, rule)
