@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hara.analysis.__main__ import run_analysis
+from hara.analysis.run import run_analysis
 from hara.analysis.plan import eval_dir, run_dir, study_runs
 from hara.config import load_config
 from hara.report import build_report
