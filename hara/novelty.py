@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import Tensor
 
+from hara.groups import group_all, group_max, prompt_index
 from hara.ot.barycenter import BarycenterConfig, BarycenterResult, linearized_barycenter
 from hara.ot.exact import exact_barycenter
 from hara.ot.linearized import centered_sqnorm
@@ -116,12 +117,6 @@ class NoveltyResult:
             self.flat = torch.zeros_like(self.ok)
 
 
-def _group_max(values: Tensor, index: Tensor, size: int) -> Tensor:
-    """max of values (B,) per index (B,) in [0, size) -> (size,); -inf for empty indices."""
-    out = torch.full((size,), float("-inf"), device=values.device, dtype=values.dtype)
-    return out.scatter_reduce(0, index, values, reduce="amax", include_self=True)
-
-
 def outcome_groups(
     group_ids: Tensor, rewards: Tensor, advantages: Tensor, completion_mask: Tensor,
     outcome_threshold: float = 0.5, zero_advantage_atol: float = 1e-8,
@@ -132,9 +127,8 @@ def outcome_groups(
     A rollout is kept if its completion has >= 2 valid tokens, its prompt has a non-zero advantage and its
     outcome group has >= 2 such rollouts.
     """
-    _, prompt = torch.unique(group_ids, return_inverse=True)
-    P = int(prompt.max()) + 1 if prompt.numel() else 0
-    live = _group_max(advantages.abs().float(), prompt, P) > zero_advantage_atol
+    prompt, P = prompt_index(group_ids)
+    live = group_max(advantages.abs().float(), prompt, P) > zero_advantage_atol
     correct = rewards > outcome_threshold
     eligible = (completion_mask.bool().sum(-1) >= 2) & live[prompt]
     none = torch.full_like(prompt, 2 * P)
@@ -231,12 +225,6 @@ def flat_groups(h: Tensor, mask: Tensor, group: Tensor, num_groups: int, rtol: f
     return var <= rtol * (mean.square().sum(-1) + var)
 
 
-def _group_all(flags: Tensor, group: Tensor, num_groups: int) -> Tensor:
-    """True for groups in which every row's flag (N,) is True -> (G,)."""
-    bad = torch.zeros(num_groups, device=flags.device).index_add_(0, group, (~flags).float())
-    return bad == 0
-
-
 def _prepare(hidden_states: Tensor, mask: Tensor, groups: OutcomeGroups, params: NoveltyParams):
     """Rows for the OT (reweighted rows only), their group (N,), whitening per group and ||h - mean||^2."""
     active = groups.index >= 0
@@ -281,7 +269,7 @@ def compute_novelty(
     bary = BACKENDS[params.backend](rows.h, rows.mask, group, groups.num_groups, params.barycenter,
                                     shift, scale, h_sq)
     nu, seq, finite = _novelty_from_plans(bary, rows.mask)
-    ok = _group_all(finite & rows.usable, group, groups.num_groups)
+    ok = group_all(finite & rows.usable, group, groups.num_groups)
     flat = flat_groups(rows.h, rows.mask & rows.usable[:, None], group, groups.num_groups, params.flat_rtol)
     row_ok = ok[group]
     token[rows.batch_row] = torch.where(row_ok[:, None], nu, torch.zeros((), device=nu.device))

@@ -385,6 +385,20 @@ def test_shear_weights_spans_by_distance_to_the_opposite_outcome():
     assert torch.equal(one_sided, torch.ones(2, T))  # no opposite outcome: w = 1
 
 
+def test_shear_handles_outcomes_whose_longest_completions_differ_below_the_span_width():
+    """Both outcomes' spans are padded to one width: with every correct completion 8 tokens long and every wrong one
+    3 (both below span_width), the span batches were 8 and 3 wide and the pairwise cost failed to reshape."""
+    g = torch.Generator().manual_seed(3)
+    mask = torch.tensor([[1] * 8, [1] * 8, [1] * 3 + [0] * 5, [1] * 3 + [0] * 5], dtype=torch.bool)
+    rew = torch.tensor([1.0, 1.0, 0.0, 0.0])
+    ctx = WeightingContext(hidden_states=torch.randn(4, 8, 3, generator=g), params={"span_width": 10})
+    out, _ = apply_weighting("shear", rew - 0.5, mask, torch.zeros(4, dtype=torch.long), rew, ctx)
+    w = out / (rew - 0.5)[:, None]
+    assert torch.isfinite(w).all() and (w[mask] > 0).all() and (w[~mask] == 0).all()
+    # Each span is one whole completion here: a rollout's weight is its distance to the nearest opposite one.
+    assert torch.allclose(w[0, :8], w[0, :1].expand(8)) and torch.allclose(w[2, :3], w[2, :1].expand(3))
+
+
 # ------------------------------------------------------------------------------------------------- mixed signs, caps
 
 

@@ -41,6 +41,7 @@ from torch import Tensor
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
+from hara.groups import group_max, group_min, prompt_index
 from hara.methods import methods
 from hara.models.capture import ENTROPY_CHUNK, FINAL_NORM, GenerationRecorder, PassRecorder, capture_context
 from hara.weighting import WeightingContext, apply_weighting, get_weighting
@@ -84,10 +85,9 @@ def group_ids_of(prompts: list[Any], num_generations: int, offset: int = 0) -> T
 
 def equal_reward_groups(rewards: Tensor, group_ids: Tensor, atol: float = 1e-6) -> Tensor:
     """Rows (B,) bool whose group's rewards are all equal (DAPO's dynamic sampling drops these groups)."""
-    _, index = torch.unique(group_ids, return_inverse=True)
-    size = int(index.max()) + 1 if index.numel() else 0
-    hi = torch.full((size,), float("-inf")).scatter_reduce(0, index, rewards.float().cpu(), reduce="amax")
-    lo = torch.full((size,), float("inf")).scatter_reduce(0, index, rewards.float().cpu(), reduce="amin")
+    index, size = prompt_index(group_ids)
+    values, index = rewards.float().cpu(), index.cpu()
+    hi, lo = group_max(values, index, size), group_min(values, index, size)
     return ((hi - lo) <= atol)[index].to(rewards.device)
 
 

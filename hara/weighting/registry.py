@@ -1,0 +1,101 @@
+"""The registry of advantage transforms: one signature for all, looked up by name (hara.methods declares the rest
+of a method: its config section, context needs, metric namespace and kind)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
+
+from torch import Tensor
+
+__all__ = [
+    "WeightingContext",
+    "WeightingFn",
+    "apply_weighting",
+    "available_weightings",
+    "get_weighting",
+    "parse_params",
+    "register",
+    "require_context",
+]
+
+
+@dataclass
+class WeightingContext:
+    """What a transform may need beyond the advantages.
+
+    hidden_states (B, T, d): one layer's hidden states aligned with the completion tokens (HarA, shear).
+    token_entropies (B, T): sampling-policy entropy per token at temperature 1 (forking_tokens, gtpo, grpo_s).
+    loss_type: the host loss, one of :data:`HOST_TOKEN_WEIGHTS` ("grpo", "dr_grpo", "dapo").
+    params: the method's knobs (flat dict; see each method's parameter dataclass for names and defaults).
+    """
+
+    hidden_states: Tensor | None = None
+    token_entropies: Tensor | None = None
+    loss_type: str = "grpo"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+WeightingFn = Callable[[Tensor, Tensor, Tensor, Tensor, WeightingContext], tuple[Tensor, dict[str, float]]]
+_REGISTRY: dict[str, WeightingFn] = {}
+
+
+def register(name: str) -> Callable[[WeightingFn], WeightingFn]:
+    """Decorator adding a transform under ``name``; registering a different function under a taken name raises."""
+
+    def add(fn: WeightingFn) -> WeightingFn:
+        if name in _REGISTRY and _REGISTRY[name] is not fn:
+            raise ValueError(f"weighting {name!r} is already registered")
+        _REGISTRY[name] = fn
+        return fn
+
+    return add
+
+
+def get_weighting(name: str) -> WeightingFn:
+    """The transform registered under ``name``, or a plug-in method's (hara/methods.py: imported and registered on
+    first use); a KeyError listing the known names otherwise."""
+    if name not in _REGISTRY:
+        from hara.methods import methods
+
+        spec = methods().get(name)
+        if spec is None or spec.weighting is None:
+            raise KeyError(f"unknown weighting {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+        register(name)(spec.load_weighting())
+    return _REGISTRY[name]
+
+
+def available_weightings() -> list[str]:
+    """Sorted names of all registered transforms."""
+    return sorted(_REGISTRY)
+
+
+def apply_weighting(
+    name: str, advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
+    context: WeightingContext | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Look up ``name`` and apply it (the one call a trainer adapter needs)."""
+    return get_weighting(name)(advantages, completion_mask, group_ids, rewards, context or WeightingContext())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Host-loss token weighting
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def parse_params(cls: type, params: dict[str, Any], method: str, exclude: tuple[str, ...] = ()) -> Any:
+    """Build a parameter dataclass from a flat dict, naming unknown keys in the error."""
+    known = {f.name for f in fields(cls)} - set(exclude)
+    unknown = set(params) - known
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for weighting {method!r}; known: {sorted(known)}")
+    return cls(**params)
+
+
+
+def require_context(tensor: Tensor | None, what: str, method: str) -> Tensor:
+    """Clear error when a transform's context input is missing."""
+    if tensor is None:
+        raise ValueError(f"weighting {method!r} needs context.{what}")
+    return tensor
+
