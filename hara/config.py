@@ -45,9 +45,33 @@ def load_yaml(stream: Any) -> Any:
 
 
 def load_schema() -> dict:
-    """The JSON Schema of configs (the repository's config/schema.yaml)."""
+    """The JSON Schema of configs (the repository's config/schema.yaml), its ``$ref``s inlined."""
     with open(SCHEMA_PATH, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        schema = yaml.safe_load(handle)
+    return inline_refs(schema, schema)
+
+
+def inline_refs(node: Any, root: Mapping) -> Any:
+    """``node`` with every ``{"$ref": "#/$defs/NAME", ...}`` replaced by a copy of that definition, the referring
+    node's own keys on top. An object ``default`` there gives the definition's properties their defaults (each RLVR
+    preset states its own values for the one shared block). The expanded tree is what fill_defaults, the error
+    messages and the sweeps' key lookup walk: one place to declare a block, no resolver in each walker."""
+    if isinstance(node, list):
+        return [inline_refs(item, root) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: inline_refs(value, root) for key, value in node.items()}
+    if "$ref" not in node:
+        return node
+    target = root
+    for part in node.pop("$ref").removeprefix("#/").split("/"):
+        target = target[part]
+    merged = {**inline_refs(copy.deepcopy(target), root), **node}
+    defaults = merged.get("default")
+    if isinstance(defaults, dict) and "properties" in merged:
+        for key, value in merged.pop("default").items():
+            merged["properties"][key]["default"] = value  # a KeyError names a default for no property
+    return merged
 
 
 def key_path(parts: Iterable[Any]) -> str:

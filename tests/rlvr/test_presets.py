@@ -130,3 +130,22 @@ def test_one_gpu_training_keeps_updates_that_bf16_weights_would_round_away():
         optimizer.step()
         moved[dtype] = float((param.detach().float() != weights.to(dtype).float()).float().mean())
     assert moved[torch.float32] == 1.0 and moved[torch.bfloat16] < 0.01
+
+
+def test_every_preset_refers_to_the_one_preset_block_and_states_its_own_defaults():
+    """config/schema.yaml declares a preset's keys once ($defs.rlvr_preset); each rlvr.<preset> is a reference
+    with its defaults, inlined by load_schema (hara.config.inline_refs)."""
+    import yaml
+
+    from hara.config import SCHEMA_PATH, inline_refs
+
+    raw = yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+    nodes = raw["properties"]["rlvr"]["properties"]
+    assert set(nodes) == set(PRESETS)
+    assert {node["$ref"] for node in nodes.values()} == {"#/$defs/rlvr_preset"}
+    assert all("properties" not in node for node in nodes.values())  # no copy of the block
+    block = {"$defs": {"b": {"type": "object", "properties": {"x": {"type": "number"}}}}}
+    assert inline_refs({"$ref": "#/$defs/b", "default": {"x": 2}}, block) == {
+        "type": "object", "properties": {"x": {"type": "number", "default": 2}}}
+    with pytest.raises(KeyError, match="y"):  # a default for a key the block does not have
+        inline_refs({"$ref": "#/$defs/b", "default": {"y": 2}}, block)
