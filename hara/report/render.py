@@ -1,16 +1,21 @@
-"""Tables and figures -> report.md and a self-contained index.html (figures embedded as PNG data URIs)."""
+"""Tables and figures -> report.md and a self-contained index.html (figures embedded as PNG data URIs), the page from
+the Jinja2 template hara/report/templates/report.html."""
 
 from __future__ import annotations
 
 import base64
+import functools
 import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from hara.report.sections import Section, section_html, section_markdown
+import jinja2
+
+from hara.report.sections import Section, section_markdown
 from hara.report.tables import Table
 
-__all__ = ["render_html", "render_markdown"]
+__all__ = ["page_macros", "render_html", "render_markdown"]
 
 STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
          "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
@@ -35,26 +40,21 @@ def render_markdown(title: str, summary: str, tables: list[Table], figures: Mapp
     return "\n".join(parts)
 
 
-def html_table(table: Table) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in table.header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table.rows)
-    return (f'<h2 id="{table.key}">{html.escape(table.title)}</h2><p class="note">{html.escape(table.note)}</p>'
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+def _png(path: Path) -> str:
+    return base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-def html_figure(size: str, path: Path | None) -> str:
-    if path is None:
-        return f"<p>{html.escape(size)}: n/a (no training metrics)</p>"
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<figure><img alt="training dynamics {html.escape(size)}" src="data:image/png;base64,{data}"></figure>'
+@functools.cache
+def page_macros() -> Any:
+    """The macros of templates/report.html (page, table, figure, analysis, sweeps), each callable -> HTML."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("hara.report", "templates"), autoescape=False,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters.update(esc=html.escape, png=_png)
+    return env.get_template("report.html").module
 
 
 def render_html(title: str, summary: str, tables: list[Table], figures: Mapping[str, Path | None],
-                sections: Sequence[Section] = (), extra_html: str = "") -> str:
-    body = "".join(html_table(t) for t in tables)
-    body += '<h2 id="dynamics">Training dynamics</h2>' + "".join(html_figure(s, p) for s, p in figures.items())
-    body += "".join(section_html(section) for section in sections)  # the analyses (config `analyses`)
-    body += extra_html  # the Sweeps section (hara.sweeps.report_section), "" when no sweep was run
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p>"
-            f"{body}</body></html>\n")
+                sections: Sequence[Section] = (), studies: Sequence[tuple] = ()) -> str:
+    """The self-contained page: tables, training dynamics, the analyses (config `analyses`) and the sweeps
+    (``studies``: (folder, summary, best line) of each, hara.sweeps.report_section)."""
+    return str(page_macros().page(title, summary, STYLE, tables, figures, sections, studies))

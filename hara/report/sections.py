@@ -4,8 +4,6 @@ written by `hara analysis`). An enabled analysis without output reads n/a; nothi
 
 from __future__ import annotations
 
-import base64
-import html
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +12,7 @@ from pathlib import Path
 from hara.analysis.output import AnalysisResult, read_result
 from hara.analysis.plan import analysis_outputs, enabled_analyses
 
-__all__ = ["Section", "collect_sections", "section_html", "section_markdown"]
+__all__ = ["Section", "collect_sections", "section_markdown"]
 
 
 @dataclass
@@ -57,18 +55,3 @@ def section_markdown(section: Section, out_dir: Path) -> str:
              *_table_md(r), ""]
     parts += [f"![{r.name}]({p.relative_to(out_dir).as_posix()})\n" for p in section.figures]
     return "\n".join(parts)
-
-
-def section_html(section: Section) -> str:
-    anchor = f"analysis-{section.name}"
-    if section.result is None:
-        return f'<h2 id="{anchor}">Analysis: {html.escape(section.name)}</h2><p>n/a (the analysis wrote no output)</p>'
-    r = section.result
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in r.header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in r.rows)
-    images = "".join(f'<figure><img alt="{html.escape(p.stem)}" src="data:image/png;base64,'
-                     f'{base64.b64encode(p.read_bytes()).decode("ascii")}"></figure>' for p in section.figures)
-    return (f'<h2 id="{anchor}">{html.escape(r.title)}</h2>'
-            f"<p><b>Paper:</b> {html.escape(r.claim)}</p><p><b>Our run:</b> {html.escape(r.finding)}</p>"
-            f'<p class="note">{html.escape(r.note)}</p>'
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{images}")

@@ -6,13 +6,11 @@ without sweeps is unchanged.
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import os
 from pathlib import Path
 
-__all__ = ["study_summaries", "sweeps_html", "sweeps_markdown"]
+__all__ = ["study_summaries", "sweep_studies", "sweeps_html", "sweeps_markdown"]
 
 
 def study_summaries(results_dir: str | Path) -> list[tuple[Path, dict]]:
@@ -45,14 +43,12 @@ def sweeps_markdown(results_dir: str | Path, out_dir: str | Path) -> str:
 
 
 def sweeps_html(results_dir: str | Path) -> str:
-    """HTML section with the figures embedded (the report stays one self-contained file)."""
-    studies = study_summaries(results_dir)
-    if not studies:
-        return ""
-    body = '<h2 id="sweeps">Sweeps</h2>'
-    for folder, summary in studies:
-        body += f"<h3>{html.escape(summary['study'])}</h3><p>{html.escape(best_line(summary))}</p>"
-        for name in summary["figures"].values():
-            data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
-            body += f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}"></figure>'
-    return body
+    """HTML section with the figures embedded (the report stays one self-contained file); "" without a study."""
+    from hara.report.render import page_macros
+
+    return str(page_macros().sweeps(sweep_studies(results_dir)))
+
+
+def sweep_studies(results_dir: str | Path) -> list[tuple[Path, dict, str]]:
+    """(folder, summary, best line) of every study below ``results_dir``/sweeps, for the report page."""
+    return [(folder, summary, best_line(summary)) for folder, summary in study_summaries(results_dir)]

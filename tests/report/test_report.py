@@ -82,3 +82,21 @@ def test_build_report_writes_html_markdown_and_figures(tmp_path):
     assert base_line.count("17.5") == len(config["data"]["benchmarks"]) + 1
     assert summary["figures"]["tiny-s"] and "data:image/png;base64," in page
     assert "n/a" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")  # no scores were written
+
+
+def test_the_page_template_escapes_every_text_value_and_stays_one_line(tmp_path):
+    """hara/report/templates/report.html runs without autoescape (byte-identical to the page it replaced), so each
+    value goes through `esc`: markup in titles, notes, cells and analysis texts is shown, never interpreted."""
+    from hara.analysis.output import AnalysisResult
+    from hara.report.render import render_html
+    from hara.report.sections import Section
+    from hara.report.tables import Table
+
+    evil = '<script>alert("x")</script>'
+    table = Table("main", evil, evil, [evil], [[evil, "a & b"]])
+    result = AnalysisResult("variants", evil, evil, evil, [evil], [[evil]], note=evil)
+    page = render_html(evil, evil, [table], {evil: None}, [Section("variants", result), Section("gone", None)])
+    shown = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"
+    assert "<script>" not in page and page.count(shown) == 14  # every text slot of the page
+    assert "a &amp; b" in page and page.endswith("</body></html>\n") and page.count("\n") == 1
+    assert '<h2 id="analysis-gone">Analysis: gone</h2><p>n/a (the analysis wrote no output)</p>' in page
