@@ -60,6 +60,23 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: Path(str(item.path)).relative_to(root).as_posix() != CLUSTER_FILE)
 
 
+#: Niceness of the pytest-xdist workers whose first test is not in the cluster file. The cluster file's rehearsal DAG
+#: runs for most of the session and is its critical path: with every worker at the same priority its jobs got about a
+#: third of 2 cores and the suite lasted as long as they did (17 min, 12.5 of them CPU). Niced, the other workers'
+#: tests use what the rehearsal leaves. Inherited by their subprocesses; a worker that ran the cluster file keeps 0.
+OTHER_WORKERS_NICE = 5
+_priority_set = False
+
+
+def pytest_runtest_setup(item):
+    global _priority_set
+    if _priority_set or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    _priority_set = True
+    if Path(str(item.path)).relative_to(Path(str(item.config.rootpath))).as_posix() != CLUSTER_FILE:
+        os.nice(OTHER_WORKERS_NICE)
+
+
 #: HARA_TEST_CPU=<folder>: each worker writes <folder>/<worker>.json, {test id: [wall s, CPU s]}, the CPU being the
 #: worker's own plus that of every subprocess it waited for (jobs a Slurm daemon runs are not counted). On a
 #: 2-core machine the suite's length is set by its CPU seconds, not by its wall seconds (which grow with load):
