@@ -48,34 +48,16 @@ def tiny_base(tmp_path_factory) -> Path:
 
 #: The test file on the session's Slurm test cluster: the longest, and mostly waiting on Slurm.
 CLUSTER_FILE = "tests/workflow/test_rehearsal.py"
-#: The files that start next, longest first (wall seconds under `make test`, from HARA_TEST_CPU reports and
-#: benchmarks/suite_cpu.py), so that no long file starts last and runs alone at the end; the rest follow in
-#: collection order.
-LONG_FILES = (
-    "tests/reliability/test_mlflow_server.py",
-    "tests/reliability/test_bad_input.py",
-    "tests/evaluation/test_eval_vllm_cpu.py",
-    "tests/rlvr/test_trainer.py",
-    "tests/reliability/test_tracking_cluster.py",
-    "tests/workflow/test_smoke_run.py",
-    "tests/rlvr/test_multiprocess.py",
-    "tests/reliability/test_concurrency.py",
-    "tests/rlvr/test_vllm_colocate.py",
-    "tests/reliability/test_study_concurrency.py",
-    "tests/sweeps/test_sweeps.py",
-    "tests/workflow/test_dag.py",
-)
-START_ORDER = {name: rank for rank, name in enumerate((CLUSTER_FILE, *LONG_FILES))}
 
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`-n 4 --dist loadfile --no-loadscope-reorder`, the Makefile's default) a test file is one
     unit of work, so module and session fixtures are built once per file, and files start in this order (without
     the flag xdist starts the files with the most tests first). The cluster file goes first: the other workers'
-    tests fill its waits; then the long files (LONG_FILES). (`--dist loadgroup` cannot group here: pytest 9.2 derives
-    node ids from `Node._id`, so the suffix pytest-xdist 3.8 writes to `_nodeid` has no effect.)"""
+    tests fill its waits. (`--dist loadgroup` cannot group here: pytest 9.2 derives node ids from `Node._id`, so the suffix
+    pytest-xdist 3.8 writes to `_nodeid` has no effect.)"""
     root = Path(str(config.rootpath))
-    items.sort(key=lambda item: START_ORDER.get(Path(str(item.path)).relative_to(root).as_posix(), len(START_ORDER)))
+    items.sort(key=lambda item: Path(str(item.path)).relative_to(root).as_posix() != CLUSTER_FILE)
 
 
 #: Niceness of the pytest-xdist workers whose first test is not in the cluster file. The cluster file's rehearsal DAG
