@@ -102,8 +102,13 @@ def stage(ledger: Ledger, name: str, argv: list[str], rows: list) -> None:
     wall = time.perf_counter() - start
     if code != 0:
         raise SystemExit(f"{name}: `hara {' '.join(argv)}` exited with {code}")
-    parts = {c: ledger.seconds.get(c, 0.0) for c in CATEGORIES}
-    rows.append((name, wall, {**parts, "overhead": wall - sum(parts.values())}))
+    rows.append(row(name, wall, ledger.seconds))
+
+
+def row(name: str, wall: float, seconds: dict[str, float]) -> tuple[str, float, dict[str, float]]:
+    """(stage, wall s, seconds per category with the unattributed rest as "overhead")."""
+    parts = {c: seconds.get(c, 0.0) for c in CATEGORIES}
+    return name, wall, {**parts, "overhead": wall - sum(parts.values())}
 
 
 def print_table(rows: list) -> None:
@@ -129,8 +134,7 @@ def main() -> None:
     ledger, rows = Ledger(), []
     start = time.perf_counter()
     instrument(ledger)  # imports torch, transformers, TRL and hara's trainer: what every training job pays first
-    rows.append(("imports", time.perf_counter() - start, {**{c: 0.0 for c in CATEGORIES}, "overhead": 0.0}))
-    rows[-1][2]["overhead"] = rows[-1][1]
+    rows.append(row("imports", time.perf_counter() - start, {}))
     work = Path(args.out or tempfile.mkdtemp(prefix="hara-profile-"))
     common = ["--config", args.config, "--set", f"results_dir={work}", "--set",
               f"tracking.mlflow_uri=sqlite:///{work}/mlflow.db", "--set", "selection.enabled=false", "--set",

@@ -58,11 +58,6 @@ class GroupOps:
         self.slot = torch.where(self.valid, index[:, None].expand_as(omega), num_groups).flatten()
         self.omega, self.size = omega.flatten(), num_groups + 1  # the extra slot collects invalid tokens
 
-    def _reduce(self, v: Tensor, how: str) -> Tensor:
-        init = {"amax": float("-inf"), "amin": float("inf")}[how]
-        out = torch.full((self.size,), init, device=v.device, dtype=v.dtype)
-        return out.scatter_reduce(0, self.slot, v.flatten(), reduce=how)[self.slot].view_as(v)
-
     def mean(self, v: Tensor) -> Tensor:
         num = torch.zeros(self.size, device=v.device).index_add_(0, self.slot, (v.flatten() * self.omega))
         den = torch.zeros(self.size, device=v.device).index_add_(0, self.slot, self.omega)
@@ -72,7 +67,9 @@ class GroupOps:
         return (self.mean((v - self.mean(v)).square())).sqrt()
 
     def max(self, v: Tensor) -> Tensor:
-        return self._reduce(torch.where(self.valid, v, float("-inf")), "amax")
+        kept = torch.where(self.valid, v, float("-inf")).flatten()
+        return group_max(kept, self.slot, self.size)[self.slot].view_as(v)
 
     def min(self, v: Tensor) -> Tensor:
-        return self._reduce(torch.where(self.valid, v, float("inf")), "amin")
+        kept = torch.where(self.valid, v, float("inf")).flatten()
+        return group_min(kept, self.slot, self.size)[self.slot].view_as(v)

@@ -56,8 +56,12 @@ def pytest_collection_modifyitems(config, items):
     the flag xdist starts the files with the most tests first). The cluster file goes first: the other workers'
     tests fill its waits. (`--dist loadgroup` cannot group here: pytest 9.2 derives node ids from `Node._id`, so the suffix
     pytest-xdist 3.8 writes to `_nodeid` has no effect.)"""
-    root = Path(str(config.rootpath))
-    items.sort(key=lambda item: Path(str(item.path)).relative_to(root).as_posix() != CLUSTER_FILE)
+    items.sort(key=lambda item: repo_path(item) != CLUSTER_FILE)
+
+
+def repo_path(item) -> str:
+    """The item's file relative to the repository root, e.g. tests/workflow/test_rehearsal.py."""
+    return Path(str(item.path)).relative_to(Path(str(item.config.rootpath))).as_posix()
 
 
 #: Niceness of the pytest-xdist workers whose first test is not in the cluster file. The cluster file's rehearsal DAG
@@ -73,7 +77,7 @@ def pytest_runtest_setup(item):
     if _priority_set or not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     _priority_set = True
-    if Path(str(item.path)).relative_to(Path(str(item.config.rootpath))).as_posix() != CLUSTER_FILE:
+    if repo_path(item) != CLUSTER_FILE:
         os.nice(OTHER_WORKERS_NICE)
 
 

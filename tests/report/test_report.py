@@ -84,7 +84,7 @@ def test_build_report_writes_html_markdown_and_figures(tmp_path):
     assert "n/a" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")  # no scores were written
 
 
-def test_the_page_template_escapes_every_text_value_and_stays_one_line(tmp_path):
+def test_the_page_template_escapes_every_text_value_and_stays_one_line():
     """hara/report/templates/report.html runs without autoescape (byte-identical to the page it replaced), so each
     value goes through `esc`: markup in titles, notes, cells and analysis texts is shown, never interpreted."""
     from hara.analysis.output import AnalysisResult
