@@ -39,6 +39,9 @@ def set_threads(threads: int) -> None:
     """Fix torch's CPU thread count: on a loaded 2-core machine 2 threads ran 14x slower than 1."""
     import torch
 
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+
     torch.set_num_threads(threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
 

@@ -28,6 +28,8 @@ RESULTS = config["results_dir"]
 LOGS = "logs"
 THREADS = config["threads"]
 FAMILY = config["models"]["family"]
+# The tiny family's warm-up has its own thread count (it runs alone: every later job needs its model).
+BASE_MODEL_THREADS = config["warmup"]["threads"] if FAMILY == "tiny" else THREADS
 SIZES = config["models"]["sizes"]
 GRID = config["grid"]
 BENCHMARKS = config["data"]["benchmarks"]

@@ -35,7 +35,7 @@ rule base_model:
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         settings=settings_digest("seed", "models", "warmup", "prompt"),
         accuracy=base_model_args(),
-    threads: THREADS
+    threads: BASE_MODEL_THREADS
     resources:
         **job_resources("base_model"),
     conda:

@@ -16,7 +16,7 @@ from hara.config import ConfigError, valid_model_sizes
 from hara.runinfo import write_run_info
 
 WARMUP_KEYS = ("steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "weight_decay", "max_length",
-               "direct_fraction")
+               "direct_fraction", "threads")
 
 
 def config_datasets(config: Mapping, data_dir: str | Path | None) -> dict[str, list[dict]]:
@@ -32,7 +32,7 @@ def warm_up_tiny(config: Mapping, size: str, out: Path, data_dir: str | Path | N
 
     train = config_datasets(config, data_dir)["train"]
     warmup = {key: config["warmup"][key] for key in WARMUP_KEYS}
-    return warmup_base_model(size, train, out, seed=config["seed"], threads=config["threads"],
+    return warmup_base_model(size, train, out, seed=config["seed"],
                              tokenizer_name=config["models"]["tokenizer"], prompt_template=config["prompt"]["template"],
                              **warmup)
 

@@ -16,7 +16,7 @@ from transformers import PreTrainedTokenizerBase, Qwen3ForCausalLM
 
 from hara.data.format import PromptFormat, cut_at_stop, is_direct_answer
 from hara.models.tokenizer import load_tokenizer
-from hara.models.warmup import set_threads
+from hara.runinfo import set_threads
 
 __all__ = ["generate_completions", "generate_ids", "generation_placement", "load_model", "measure_accuracy",
            "strip_padding"]

@@ -25,8 +25,9 @@ from tqdm.auto import tqdm
 from hara.data.format import PROMPT_TEMPLATE, format_completion, format_direct_answer, format_prompt
 from hara.models.tiny import TINY_SIZES, build_tiny_model, count_parameters
 from hara.models.tokenizer import DEFAULT_TOKENIZER, build_tokenizer
+from hara.runinfo import seed_everything, set_threads
 
-__all__ = ["WARMUP_DEFAULTS", "cosine_schedule", "encode_records", "set_threads", "warmup_base_model"]
+__all__ = ["WARMUP_DEFAULTS", "cosine_schedule", "encode_records", "warmup_base_model"]
 
 # One setting for every size (the config has one warm-up block), so "larger size, higher accuracy after the same
 # number of steps" compares like with like. Measured on the shared 2-core CPU with 1 thread: tiny-s takes ~37 ms per
@@ -38,19 +39,6 @@ __all__ = ["WARMUP_DEFAULTS", "cosine_schedule", "encode_records", "set_threads"
 _DEFAULTS = dict(steps=6000, batch_size=16, lr=3e-3, warmup_steps=50, min_lr_ratio=0.05, weight_decay=0.1,
                  max_length=256, direct_fraction=0.0, seed=0, threads=1, tokenizer_name=DEFAULT_TOKENIZER)
 WARMUP_DEFAULTS: dict[str, dict] = {size: dict(_DEFAULTS) for size in TINY_SIZES}
-
-
-def set_threads(threads: int) -> None:
-    """Pin torch's intra-op thread count (on a shared 2-core machine 2 threads can be 14x slower than 1)."""
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
-    torch.set_num_threads(threads)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def cosine_schedule(step: int, *, steps: int, warmup_steps: int, min_lr_ratio: float) -> float:

@@ -4,7 +4,7 @@ from hara.data.synthetic import generate_problems
 from hara.models.generate import generate_completions, generate_ids, load_model, measure_accuracy
 from hara.models.tiny import build_tiny_model
 from hara.models.tokenizer import build_tokenizer
-from hara.models.warmup import set_threads
+from hara.runinfo import set_threads
 
 PROMPTS = ["Question: What is 2 + 2?\nAnswer:", "Question: Find gcd(12, 18) and explain.\nAnswer:", "Q"]
 

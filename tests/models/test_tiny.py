@@ -8,7 +8,7 @@ import torch
 
 from hara.models.tiny import TINY_SIZES, build_tiny_model, count_parameters
 from hara.models.tokenizer import build_tokenizer
-from hara.models.warmup import set_threads
+from hara.runinfo import set_threads
 
 
 @pytest.fixture(scope="module")

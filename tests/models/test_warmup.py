@@ -1,12 +1,15 @@
 import json
+from pathlib import Path
 
 import pytest
+import torch
 
 from hara.data.synthetic import generate_problems
 from hara.models.tokenizer import build_tokenizer
 from hara.models.warmup import (WARMUP_DEFAULTS, cosine_schedule, direct_answer_mask, encode_records,
                                  warmup_base_model)
 
+REPO = Path(__file__).resolve().parents[2]
 FAST = dict(batch_size=8, lr=3e-3, warmup_steps=2, min_lr_ratio=0.1, weight_decay=0.1, max_length=256, threads=1,
             tokenizer_name="char", progress=False)
 
@@ -91,3 +94,32 @@ def test_qwen3_vocabulary_also_trains(records, tmp_path):
                                **dict(FAST, batch_size=2, tokenizer_name="qwen3"))
     assert result["tokenizer_name"] == "qwen3" and result["n_parameters"] > 151669 * 64  # the 151k-row embedding
     assert (tmp_path / "tokenizer.json").is_file() and result["final_loss"] > 0
+
+
+def test_two_threads_give_the_same_base_model_twice(records, tmp_path):
+    """The default warms up on 2 threads (warmup.threads): a fixed thread count must still give one Base model."""
+    import hashlib
+
+    try:
+        runs = [warmup_base_model("tiny-s", records, tmp_path / name, steps=4, seed=1, **dict(FAST, threads=2))
+                for name in ("a", "b")]
+        assert torch.get_num_threads() == 2 and runs[0]["threads"] == 2
+    finally:
+        torch.set_num_threads(1)
+    assert runs[0]["loss_curve"] == runs[1]["loss_curve"]
+    digests = {hashlib.sha256((tmp_path / name / "model.safetensors").read_bytes()).hexdigest() for name in "ab"}
+    assert len(digests) == 1
+
+
+def test_base_model_stage_warms_up_on_the_warmup_threads(records, tmp_path, monkeypatch):
+    """`hara base-model` passes warmup.threads (before: the run's `threads`, so the key had no effect)."""
+    from hara.config import load_config
+    from hara.models import base
+
+    config = load_config(REPO / "config" / "default.yaml")
+    assert (config["warmup"]["threads"], config["threads"]) == (2, 1)
+    seen = {}
+    monkeypatch.setattr(base, "config_datasets", lambda config, data_dir: {"train": records})
+    monkeypatch.setattr("hara.models.warmup.warmup_base_model", lambda size, train, out, **kwargs: seen.update(kwargs))
+    base.warm_up_tiny(config, "tiny-s", tmp_path, None)
+    assert seen["threads"] == 2 and seen["steps"] == config["warmup"]["steps"]
