@@ -1,0 +1,136 @@
+"""`make reproduce`'s stage times, and the warm-up on its configured threads against one thread in this process.
+
+    python benchmarks/bench_reproduce.py [--config config/default.yaml] [--warmup-steps 200] [--repeats 2]
+                                         [--workdir DIR | --snakemake-log FILE]
+
+Two parts:
+- The warm-up (the DAG's first and longest job, which runs alone): ``--warmup-steps`` of the config's warm-up on the
+  first 4,000 training problems, with ``warmup.threads`` and with 1 thread (the previous setting), alternated
+  ``--repeats`` times in this process; prints each run and the ratio of the medians. The two thread counts give the
+  same losses to about four decimals but not the same weights (another summation order), which is why the thread
+  count is a config key, never the machine's core count.
+- With ``--workdir`` (a folder where `make reproduce` or snakemake ran; its newest Snakemake log) or
+  ``--snakemake-log``: each rule's job count and job seconds (min, max, sum) and the DAG's wall time, from the log's
+  start and finish stamps (one-second resolution).
+
+Times depend on the machine and its load: compare ratios measured in one process, not seconds across machines.
+The last line is machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+START = re.compile(r"^(?:local)?rule (\w+):$")
+JOBID = re.compile(r"^\s+jobid: (\d+)$")
+FINISH = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
+
+
+def job_times(log_text: str) -> dict[str, list[float]]:
+    """Seconds of every finished job, by rule, from a Snakemake log: a job starts at the stamp before its
+    ``rule NAME:`` block and ends at the stamp before its ``Finished jobid: N`` line."""
+    stamp, pending, started, times = None, None, {}, defaultdict(list)
+    for line in log_text.splitlines():
+        if match := STAMP.match(line):
+            stamp = datetime.strptime(match.group(1), "%a %b %d %H:%M:%S %Y")
+        elif match := START.match(line):
+            pending = stamp
+        elif (match := JOBID.match(line)) and pending is not None:
+            started[match.group(1)], pending = pending, None
+        elif (match := FINISH.match(line)) and match.group(1) in started:
+            times[match.group(2)].append((stamp - started.pop(match.group(1))).total_seconds())
+    return dict(times)
+
+
+def dag_wall_seconds(log_text: str) -> float:
+    """From the log's first stamp to its last."""
+    stamps = [datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
+              for m in map(STAMP.match, log_text.splitlines()) if m]
+    return (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
+
+
+def newest_log(workdir: Path) -> Path:
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    if not logs:
+        raise SystemExit(f"--workdir: no Snakemake log under {workdir / '.snakemake' / 'log'}")
+    return logs[-1]
+
+
+def print_stage_times(log: Path) -> dict[str, float]:
+    text = log.read_text(encoding="utf-8")
+    times = job_times(text)
+    print(f"{'rule':>18} | jobs | each s (min-max) | sum s   ({log})")
+    for rule, seconds in sorted(times.items(), key=lambda item: -sum(item[1])):
+        print(f"{rule:>18} | {len(seconds):4d} | {min(seconds):6.0f}-{max(seconds):<6.0f}  | {sum(seconds):6.0f}")
+    wall = dag_wall_seconds(text)
+    print(f"DAG wall {wall:.0f} s, job seconds {sum(map(sum, times.values())):.0f}")
+    return {"dag_wall_s": wall, "job_s": sum(map(sum, times.values()))}
+
+
+def time_warmup(records: list[dict], config: dict, steps: int, threads: int, out: Path) -> tuple[float, float]:
+    """(training seconds, final loss) of ``steps`` warm-up steps of the config's recipe on ``threads`` threads."""
+    from hara.models.base import WARMUP_KEYS
+    from hara.models.warmup import warmup_base_model
+
+    recipe = {key: config["warmup"][key] for key in WARMUP_KEYS}
+    recipe.update(steps=steps, threads=threads)
+    result = warmup_base_model(config["models"]["sizes"][0], records, out, seed=config["seed"], progress=False,
+                               tokenizer_name=config["models"]["tokenizer"], **recipe)
+    return result["train_seconds"], result["final_loss"]
+
+
+def compare_warmup_threads(config: dict, steps: int, repeats: int) -> dict[str, float]:
+    from hara.data.pipeline import build_config_datasets
+    from hara.runinfo import set_threads
+
+    records = build_config_datasets(config)["train"][:4000]
+    new, old = config["warmup"]["threads"], 1
+    seconds = {new: [], old: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(repeats):
+            for threads in (old, new):
+                train_s, loss = time_warmup(records, config, steps, threads, Path(tmp) / f"{threads}_{repeat}")
+                seconds[threads].append(train_s)
+                print(f"warm-up {steps} steps on {threads} thread(s): {train_s:.2f} s, final loss {loss:.4f}")
+    set_threads(config["threads"])
+    ratio = statistics.median(seconds[old]) / statistics.median(seconds[new])
+    print(f"warm-up on warmup.threads={new} vs 1 thread: {ratio:.2f}x faster (median of {repeats})")
+    return {"warmup_threads": new, "warmup_speedup_vs_1_thread": ratio}
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=str(REPO / "config" / "default.yaml"))
+    parser.add_argument("--warmup-steps", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=2)
+    logs = parser.add_mutually_exclusive_group()
+    logs.add_argument("--workdir", type=Path, help="where `make reproduce` ran (its newest Snakemake log)")
+    logs.add_argument("--snakemake-log", type=Path)
+    args = parser.parse_args(argv)
+    from hara.config import load_config
+
+    start = time.perf_counter()
+    results = {}
+    if args.workdir or args.snakemake_log:
+        results.update(print_stage_times(args.snakemake_log or newest_log(args.workdir)))
+    results.update(compare_warmup_threads(load_config(args.config), args.warmup_steps, args.repeats))
+    results["bench_s"] = time.perf_counter() - start
+    print(" ".join(f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"
+                   for key, value in results.items()))
+    return results
+
+
+if __name__ == "__main__":
+    main()
