@@ -1,9 +1,9 @@
 """`make reproduce`'s stage times, and the warm-up on its configured threads against one thread in this process.
 
     python benchmarks/bench_reproduce.py [--config config/default.yaml] [--warmup-steps 200] [--repeats 2]
-                                         [--workdir DIR | --snakemake-log FILE]
+                                         [--workdir DIR | --snakemake-log FILE] [--scores FILE]
 
-Two parts:
+Three parts:
 - The warm-up (the DAG's first and longest job, which runs alone): ``--warmup-steps`` of the config's warm-up on the
   first 4,000 training problems, with ``warmup.threads`` and with 1 thread (the previous setting), alternated
   ``--repeats`` times in this process; prints each run and the ratio of the medians. The two thread counts give the
@@ -12,6 +12,9 @@ Two parts:
 - With ``--workdir`` (a folder where `make reproduce` or snakemake ran; its newest Snakemake log) or
   ``--snakemake-log``: each rule's job count and job seconds (min, max, sum) and the DAG's wall time, from the log's
   start and finish stamps (one-second resolution).
+- With ``--scores`` (an evaluation's scores.json): its completions scored against their gold answers by the
+  memoised scoring rule and by the same rule without the memo (the previous implementation), alternated; the scores
+  must be equal.
 
 Times depend on the machine and its load: compare ratios measured in one process, not seconds across machines.
 The last line is machine-readable.
@@ -110,6 +113,43 @@ def compare_warmup_threads(config: dict, steps: int, repeats: int) -> dict[str, 
     return {"warmup_threads": new, "warmup_speedup_vs_1_thread": ratio}
 
 
+def scored_pairs(scores: Path) -> list[tuple[str, str]]:
+    """(boxed answer, gold) of every completion in an evaluation's scores.json that the scoring rule would parse."""
+    import json
+
+    from hara.reward import last_boxed, too_costly
+
+    pairs = []
+    for benchmark in json.loads(scores.read_text(encoding="utf-8"))["benchmarks"].values():
+        for prediction in benchmark["predictions"]:
+            for completion in prediction["completions"]:
+                answer = last_boxed(completion)
+                if answer and answer.strip() and not too_costly(answer):
+                    pairs.append((answer, str(prediction["gold"]).strip()))
+    return pairs
+
+
+def compare_reward_memo(scores: Path, repeats: int) -> dict[str, float]:
+    from hara import reward
+
+    pairs, memoised = scored_pairs(scores), reward._verify_in_process
+    seconds = {"plain": [], "memoised": []}
+    memoised.__wrapped__(*pairs[0])  # math-verify's and sympy's first-call set-up, outside both timings
+    for _ in range(repeats):
+        start = time.perf_counter()
+        plain = [memoised.__wrapped__(answer, gold) for answer, gold in pairs]
+        seconds["plain"].append(time.perf_counter() - start)
+        memoised.cache_clear()
+        start = time.perf_counter()
+        if [memoised(answer, gold) for answer, gold in pairs] != plain:
+            raise SystemExit("the memoised scoring rule disagrees with the plain one")
+        seconds["memoised"].append(time.perf_counter() - start)
+    ratio = statistics.median(seconds["plain"]) / statistics.median(seconds["memoised"])
+    print(f"scoring {len(pairs)} answers of {scores}: plain {statistics.median(seconds['plain']):.2f} s, memoised "
+          f"{statistics.median(seconds['memoised']):.2f} s ({len(set(pairs))} distinct): {ratio:.2f}x faster")
+    return {"reward_pairs": len(pairs), "reward_speedup_vs_plain": ratio}
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(REPO / "config" / "default.yaml"))
@@ -118,6 +158,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     logs = parser.add_mutually_exclusive_group()
     logs.add_argument("--workdir", type=Path, help="where `make reproduce` ran (its newest Snakemake log)")
     logs.add_argument("--snakemake-log", type=Path)
+    parser.add_argument("--scores", type=Path, help="an evaluation's scores.json, for the scoring-rule ratio")
     args = parser.parse_args(argv)
     from hara.config import load_config
 
@@ -125,6 +166,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     results = {}
     if args.workdir or args.snakemake_log:
         results.update(print_stage_times(args.snakemake_log or newest_log(args.workdir)))
+    if args.scores:
+        results.update(compare_reward_memo(args.scores, args.repeats))
     results.update(compare_warmup_threads(load_config(args.config), args.warmup_steps, args.repeats))
     results["bench_s"] = time.perf_counter() - start
     print(" ".join(f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"

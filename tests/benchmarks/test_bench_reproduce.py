@@ -1,6 +1,8 @@
-"""benchmarks/bench_reproduce.py: job times read back from a Snakemake log, and the warm-up thread comparison."""
+"""benchmarks/bench_reproduce.py: job times read back from a Snakemake log, the scoring-rule memo and the warm-up
+thread comparison."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import torch
@@ -56,12 +58,16 @@ def test_the_benchmark_prints_stage_times_and_the_warmup_ratio(tmp_path, capsys)
     bench = load_script()
     log = tmp_path / "run.snakemake.log"
     log.write_text(LOG, encoding="utf-8")
+    scores = tmp_path / "scores.json"
+    predictions = [{"gold": "7/4", "completions": [r"\boxed{1.75}", r"so \boxed{1.75}", "no box", r"\boxed{2}"]}]
+    scores.write_text(json.dumps({"benchmarks": {"mini": {"predictions": predictions}}}), encoding="utf-8")
     try:
-        results = bench.main(["--warmup-steps", "2", "--repeats", "1", "--snakemake-log", str(log)])
+        results = bench.main(["--warmup-steps", "2", "--repeats", "1", "--snakemake-log", str(log),
+                              "--scores", str(scores)])
     finally:
         torch.set_num_threads(1)
     out = capsys.readouterr().out
     assert results["warmup_threads"] == 2 and results["warmup_speedup_vs_1_thread"] > 0
-    assert results["dag_wall_s"] == 448.0 and results["job_s"] == 561.0
+    assert results["dag_wall_s"] == 448.0 and results["job_s"] == 561.0 and results["reward_pairs"] == 3
     assert "warm-up 2 steps on 1 thread(s)" in out and "warm-up 2 steps on 2 thread(s)" in out
-    assert out.splitlines()[-1].startswith("dag_wall_s=448.00 job_s=561.00 warmup_threads=2 ")
+    assert out.splitlines()[-1].startswith("dag_wall_s=448.00 job_s=561.00 reward_pairs=3 ")

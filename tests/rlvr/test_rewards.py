@@ -12,6 +12,7 @@ from hara.data.synthetic import format_number, generate_problems
 from hara import reward
 from hara.reward import last_boxed, math_reward, too_costly
 from hara.rlvr.rewards import accuracy_reward
+from math_verify import parse
 
 HAND_CASES = [
     (r"so \boxed{1/2}", "0.5", 1.0),
@@ -82,6 +83,16 @@ def test_worker_threads_agree_with_the_main_thread():
         threaded = list(pool.map(lambda case: math_reward(case[0], case[1]), cases))
     assert threaded == main
     assert threaded[: len(HAND_CASES)] == [expected for _, _, expected in HAND_CASES]
+
+
+def test_a_repeated_answer_is_parsed_once(monkeypatch):
+    """The rollouts of a group often box the same answer: the second time, no math-verify parse (before: two
+    parses per call, every call)."""
+    calls = []
+    monkeypatch.setattr(reward, "parse", lambda *args, **kwargs: calls.append(args) or parse(*args, **kwargs))
+    getattr(reward._verify_in_process, "cache_clear", lambda: None)()  # a fresh memo
+    scores = [math_reward(completion, "7/4") for completion in (r"\boxed{1.75}", r"so \boxed{1.75}.", r"\boxed{2}")]
+    assert scores == [1.0, 1.0, 0.0] and len(calls) == 4  # gold and answer for 1.75, then for 2
 
 
 def test_hung_helper_is_killed_and_replaced():
