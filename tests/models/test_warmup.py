@@ -116,7 +116,7 @@ def test_base_model_stage_warms_up_on_the_warmup_threads(records, tmp_path, monk
     from hara.config import load_config
     from hara.models import base
 
-    config = load_config(REPO / "config" / "default.yaml")
+    config = load_config(REPO / "config" / "default.yaml", overrides=["warmup.threads=2"])
     assert (config["warmup"]["threads"], config["threads"]) == (2, 1)
     seen = {}
     monkeypatch.setattr(base, "config_datasets", lambda config, data_dir: {"train": records})
