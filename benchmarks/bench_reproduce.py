@@ -84,13 +84,11 @@ def print_stage_times(log: Path) -> dict[str, float]:
 
 def time_warmup(records: list[dict], config: dict, steps: int, threads: int, out: Path) -> tuple[float, float]:
     """(training seconds, final loss) of ``steps`` warm-up steps of the config's recipe on ``threads`` threads."""
-    from hara.models.base import WARMUP_KEYS
+    from hara.models.base import warmup_arguments
     from hara.models.warmup import warmup_base_model
 
-    recipe = {key: config["warmup"][key] for key in WARMUP_KEYS}
-    recipe.update(steps=steps, threads=threads)
-    result = warmup_base_model(config["models"]["sizes"][0], records, out, seed=config["seed"], progress=False,
-                               tokenizer_name=config["models"]["tokenizer"], **recipe)
+    arguments = dict(warmup_arguments(config), steps=steps, threads=threads, progress=False)
+    result = warmup_base_model(config["models"]["sizes"][0], records, out, **arguments)
     return result["train_seconds"], result["final_loss"]
 
 

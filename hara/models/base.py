@@ -31,10 +31,14 @@ def warm_up_tiny(config: Mapping, size: str, out: Path, data_dir: str | Path | N
     from hara.models.warmup import warmup_base_model
 
     train = config_datasets(config, data_dir)["train"]
-    warmup = {key: config["warmup"][key] for key in WARMUP_KEYS}
-    return warmup_base_model(size, train, out, seed=config["seed"],
-                             tokenizer_name=config["models"]["tokenizer"], prompt_template=config["prompt"]["template"],
-                             **warmup)
+    return warmup_base_model(size, train, out, **warmup_arguments(config))
+
+
+def warmup_arguments(config: Mapping) -> dict:
+    """The keyword arguments of ``warmup_base_model`` that a config sets (its warm-up recipe, seed, tokenizer and
+    prompt template)."""
+    return dict({key: config["warmup"][key] for key in WARMUP_KEYS}, seed=config["seed"],
+                tokenizer_name=config["models"]["tokenizer"], prompt_template=config["prompt"]["template"])
 
 
 def copy_hub_snapshot(config: Mapping, size: str, out: Path, data_dir: str | Path | None) -> dict:
