@@ -2,8 +2,9 @@
 
     python benchmarks/bench_reproduce.py [--config config/default.yaml] [--warmup-steps 200] [--repeats 2]
                                          [--workdir DIR | --snakemake-log FILE] [--scores FILE]
+                                         [--model DIR [--problems 200]]
 
-Three parts:
+Four parts:
 - The warm-up (the DAG's first and longest job, which runs alone): ``--warmup-steps`` of the config's warm-up on the
   first 4,000 training problems, with ``--threads`` (a candidate ``warmup.threads``) and with 1, alternated
   ``--repeats`` times in this process; prints each run and the ratio of the medians. The two thread counts give the
@@ -15,6 +16,10 @@ Three parts:
 - With ``--scores`` (an evaluation's scores.json): its completions scored against their gold answers by the
   memoised scoring rule and by the same rule without the memo (the previous implementation), alternated; the scores
   must be equal.
+- With ``--model`` (a model folder, e.g. results/base_model/tiny-s): the evaluation's sampled generation
+  (``evaluation`` settings, ``--problems`` training problems x ``evaluation.n`` samples) with transformers' ``sdpa``
+  attention (the previous implementation) and with the CPU attention of hara.models.attention, alternated; prints
+  tokens/s of each and the ratio. Both must give the same token ids.
 
 Times depend on the machine and its load: compare ratios measured in one process, not seconds across machines.
 The last line is machine-readable.
@@ -148,6 +153,37 @@ def compare_reward_memo(scores: Path, repeats: int) -> dict[str, float]:
     return {"reward_pairs": len(pairs), "reward_speedup_vs_plain": ratio}
 
 
+def compare_generation(config: dict, model_dir: Path, problems: int, repeats: int) -> dict[str, float]:
+    from hara.data.format import prompt_format
+    from hara.data.pipeline import build_config_datasets
+    from hara.models.attention import CPU_ATTENTION
+    from hara.models.generate import generate_ids, load_model
+
+    evaluation, form = config["evaluation"], prompt_format(config)
+    records = build_config_datasets(config)["train"][:problems]
+    prompts = [form.prompt(record["problem"]) for record in records for _ in range(evaluation["n"])]
+    model, tokenizer = load_model(model_dir)
+    sampling = dict(greedy=False, temperature=evaluation["temperature"], top_p=evaluation["top_p"],
+                    max_new_tokens=evaluation["max_new_tokens"], seed=evaluation["seed"], stop=form.stop)
+    rates, outputs = {"sdpa": [], CPU_ATTENTION: []}, {}
+    for _ in range(repeats):
+        for attention in rates:
+            model.set_attn_implementation(attention)
+            start = time.perf_counter()
+            outputs[attention] = generate_ids(model, tokenizer, prompts, **sampling)
+            seconds = time.perf_counter() - start
+            tokens = sum(map(len, outputs[attention]))
+            rates[attention].append(tokens / seconds)
+            print(f"generation, {len(prompts)} completions, {attention}: {tokens} tokens in {seconds:.2f} s, "
+                  f"{tokens / seconds:,.0f} tokens/s")
+    if outputs["sdpa"] != outputs[CPU_ATTENTION]:
+        raise SystemExit("the CPU attention generated other tokens than transformers' sdpa")
+    new, old = statistics.median(rates[CPU_ATTENTION]), statistics.median(rates["sdpa"])
+    print(f"generation tokens/s, {CPU_ATTENTION} vs sdpa: {new:,.0f} vs {old:,.0f}, {new / old:.2f}x "
+          f"(median of {repeats}, same tokens)")
+    return {"generation_tokens_per_s": new, "generation_speedup_vs_sdpa": new / old}
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(REPO / "config" / "default.yaml"))
@@ -158,6 +194,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     logs.add_argument("--workdir", type=Path, help="where `make reproduce` ran (its newest Snakemake log)")
     logs.add_argument("--snakemake-log", type=Path)
     parser.add_argument("--scores", type=Path, help="an evaluation's scores.json, for the scoring-rule ratio")
+    parser.add_argument("--model", type=Path, help="a model folder, for the generation tokens/s ratio")
+    parser.add_argument("--problems", type=int, default=200, help="problems generated for (x evaluation.n)")
     args = parser.parse_args(argv)
     from hara.config import load_config
 
@@ -167,6 +205,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         results.update(print_stage_times(args.snakemake_log or newest_log(args.workdir)))
     if args.scores:
         results.update(compare_reward_memo(args.scores, args.repeats))
+    if args.model:
+        results.update(compare_generation(load_config(args.config), args.model, args.problems, args.repeats))
     results.update(compare_warmup_threads(load_config(args.config), args.warmup_steps, args.repeats, args.threads))
     results["bench_s"] = time.perf_counter() - start
     print(" ".join(f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"

@@ -30,11 +30,13 @@ def generation_placement(cuda: bool | None = None) -> tuple[str, torch.dtype]:
 
 
 def load_model(model_dir: str | Path) -> tuple[Qwen3ForCausalLM, PreTrainedTokenizerBase]:
-    """Model (eval mode, placed by :func:`generation_placement`) and tokenizer from a local folder, never touching
-    the hub."""
+    """Model (eval mode, placed by :func:`generation_placement`, CPU attention of :mod:`hara.models.attention`) and
+    tokenizer from a local folder, never touching the hub."""
+    from hara.models.attention import use_cpu_attention
+
     device, dtype = generation_placement()
     model = Qwen3ForCausalLM.from_pretrained(str(model_dir), local_files_only=True, dtype=dtype).to(device)
-    return model.eval(), load_tokenizer(model_dir)
+    return use_cpu_attention(model.eval()), load_tokenizer(model_dir)
 
 
 @torch.no_grad()

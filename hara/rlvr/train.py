@@ -297,14 +297,17 @@ def load_policy_for_training(base_model: Path, config: Mapping):
 
 
 def load_policy(base_model: Path, dtype: str = "float32"):
-    """Model + tokenizer from a local folder (never the hub)."""
+    """Model + tokenizer from a local folder (never the hub); on a CPU machine the model generates with the grouped
+    attention of :mod:`hara.models.attention` (same tokens, faster)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hara.models.attention import use_cpu_attention
 
     if not (base_model / "config.json").is_file():
         raise FileNotFoundError(f"--base-model: no model at {base_model} (run `hara base-model` first)")
     tokenizer = AutoTokenizer.from_pretrained(str(base_model), local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(str(base_model), local_files_only=True, dtype=dtype)
-    return model, tokenizer
+    return use_cpu_attention(model), tokenizer
 
 
 def _tracking(config: Mapping, size: str, rlvr: str, method: str, seed: int, out: Path, preset: RLVRPreset):

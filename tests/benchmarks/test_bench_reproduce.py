@@ -54,7 +54,7 @@ def test_job_times_pair_each_job_with_its_own_finish():
     assert bench.dag_wall_seconds(LOG) == 448.0
 
 
-def test_the_benchmark_prints_stage_times_and_the_warmup_ratio(tmp_path, capsys):
+def test_the_benchmark_prints_stage_times_and_the_warmup_ratio(tmp_path, capsys, tiny_base):
     bench = load_script()
     log = tmp_path / "run.snakemake.log"
     log.write_text(LOG, encoding="utf-8")
@@ -63,11 +63,13 @@ def test_the_benchmark_prints_stage_times_and_the_warmup_ratio(tmp_path, capsys)
     scores.write_text(json.dumps({"benchmarks": {"mini": {"predictions": predictions}}}), encoding="utf-8")
     try:
         results = bench.main(["--warmup-steps", "2", "--repeats", "1", "--snakemake-log", str(log),
-                              "--scores", str(scores)])
+                              "--scores", str(scores), "--model", str(tiny_base), "--problems", "3"])
     finally:
         torch.set_num_threads(1)
     out = capsys.readouterr().out
     assert results["warmup_threads"] == 2 and results["warmup_speedup_vs_1_thread"] > 0
     assert results["dag_wall_s"] == 448.0 and results["job_s"] == 561.0 and results["reward_pairs"] == 3
+    assert results["generation_speedup_vs_sdpa"] > 0 and "12 completions, sdpa:" in out
     assert "warm-up 2 steps on 1 thread(s)" in out and "warm-up 2 steps on 2 thread(s)" in out
     assert out.splitlines()[-1].startswith("dag_wall_s=448.00 job_s=561.00 reward_pairs=3 ")
+    assert " generation_tokens_per_s=" in out.splitlines()[-1]
