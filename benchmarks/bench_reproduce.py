@@ -6,7 +6,7 @@
 
 Four parts:
 - The warm-up (the DAG's first and longest job, which runs alone): ``--warmup-steps`` of the config's warm-up on the
-  first 4,000 training problems, with ``--threads`` (a candidate ``warmup.threads``) and with 1, alternated
+  first 4,000 training problems, with ``--threads`` (default: the config's ``warmup.threads``) and with 1, alternated
   ``--repeats`` times in this process; prints each run and the ratio of the medians. The two thread counts give the
   same losses to about four decimals but not the same weights (another summation order), which is why the thread
   count is a config key, never the machine's core count.
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--config", default=str(REPO / "config" / "default.yaml"))
     parser.add_argument("--warmup-steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2, help="warm-up threads compared with 1 (warmup.threads)")
+    parser.add_argument("--threads", type=int, help="warm-up threads compared with 1 (default: warmup.threads)")
     logs = parser.add_mutually_exclusive_group()
     logs.add_argument("--workdir", type=Path, help="where `make reproduce` ran (its newest Snakemake log)")
     logs.add_argument("--snakemake-log", type=Path)
@@ -205,9 +205,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         results.update(print_stage_times(args.snakemake_log or newest_log(args.workdir)))
     if args.scores:
         results.update(compare_reward_memo(args.scores, args.repeats))
+    config = load_config(args.config)
     if args.model:
-        results.update(compare_generation(load_config(args.config), args.model, args.problems, args.repeats))
-    results.update(compare_warmup_threads(load_config(args.config), args.warmup_steps, args.repeats, args.threads))
+        results.update(compare_generation(config, args.model, args.problems, args.repeats))
+    threads = args.threads or config["warmup"]["threads"]
+    results.update(compare_warmup_threads(config, args.warmup_steps, args.repeats, threads))
     results["bench_s"] = time.perf_counter() - start
     print(" ".join(f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"
                    for key, value in results.items()))

@@ -67,3 +67,11 @@ def test_models_loaded_on_the_cpu_generate_with_it_and_do_not_save_it(tmp_path, 
     training.save_pretrained(tmp_path / "saved")
     saved = json.loads((tmp_path / "saved" / "config.json").read_text(encoding="utf-8"))
     assert CPU_ATTENTION not in json.dumps(saved)
+
+
+def test_a_model_bound_for_a_gpu_keeps_sdpa(tokenizer, monkeypatch):
+    """On a GPU machine (the cluster path) the masked grouped kernel would fall back to SDPA's slow math kernel, so a
+    model loaded on its CPU before moving to the GPU keeps transformers' sdpa."""
+    model = build_tiny_model("tiny-s", tokenizer, seed=0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert use_cpu_attention(model).config._attn_implementation == "sdpa"
