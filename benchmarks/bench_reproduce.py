@@ -14,8 +14,8 @@ Four parts:
   ``--snakemake-log``: each rule's job count and job seconds (min, max, sum) and the DAG's wall time, from the log's
   start and finish stamps (one-second resolution).
 - With ``--scores`` (an evaluation's scores.json): its completions scored against their gold answers by the
-  memoised scoring rule and by the same rule without the memo (the previous implementation), alternated; the scores
-  must be equal.
+  memoised scoring rule (pairs memoised, each gold parsed once) and by the same rule without the memos (the previous
+  implementation: both sides parsed on every call), alternated; the scores must be equal.
 - With ``--model`` (a model folder, e.g. results/base_model/tiny-s): the evaluation's sampled generation
   (``evaluation`` settings, ``--problems`` training problems x ``evaluation.n`` samples) with transformers' ``sdpa``
   attention (the previous implementation) and with the CPU attention of hara.models.attention, alternated; prints
@@ -136,13 +136,19 @@ def compare_reward_memo(scores: Path, repeats: int) -> dict[str, float]:
     from hara import reward
 
     pairs, memoised = scored_pairs(scores), reward._verify_in_process
+
+    def unmemoised(answer: str, gold: str) -> float:  # the previous implementation: both sides parsed every call
+        reward._GOLD_PARSES.clear()
+        return memoised.__wrapped__(answer, gold)
+
     seconds = {"plain": [], "memoised": []}
-    memoised.__wrapped__(*pairs[0])  # math-verify's and sympy's first-call set-up, outside both timings
+    unmemoised(*pairs[0])  # math-verify's and sympy's first-call set-up, outside both timings
     for _ in range(repeats):
         start = time.perf_counter()
-        plain = [memoised.__wrapped__(answer, gold) for answer, gold in pairs]
+        plain = [unmemoised(answer, gold) for answer, gold in pairs]
         seconds["plain"].append(time.perf_counter() - start)
         memoised.cache_clear()
+        reward._GOLD_PARSES.clear()
         start = time.perf_counter()
         if [memoised(answer, gold) for answer, gold in pairs] != plain:
             raise SystemExit("the memoised scoring rule disagrees with the plain one")
@@ -187,7 +193,7 @@ def compare_generation(config: dict, model_dir: Path, problems: int, repeats: in
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(REPO / "config" / "default.yaml"))
-    parser.add_argument("--warmup-steps", type=int, default=200)
+    parser.add_argument("--warmup-steps", type=int, default=200, help="0: no warm-up comparison")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, help="warm-up threads compared with 1 (default: warmup.threads)")
     logs = parser.add_mutually_exclusive_group()
@@ -208,8 +214,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     config = load_config(args.config)
     if args.model:
         results.update(compare_generation(config, args.model, args.problems, args.repeats))
-    threads = args.threads or config["warmup"]["threads"]
-    results.update(compare_warmup_threads(config, args.warmup_steps, args.repeats, threads))
+    if args.warmup_steps > 0:
+        threads = args.threads or config["warmup"]["threads"]
+        results.update(compare_warmup_threads(config, args.warmup_steps, args.repeats, threads))
     results["bench_s"] = time.perf_counter() - start
     print(" ".join(f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"
                    for key, value in results.items()))

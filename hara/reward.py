@@ -107,14 +107,29 @@ def _verify_in_process(answer: str, gold: str) -> float:
     Memoised on (answer, gold): the score is a pure function of the two strings, and the same pair comes back often
     (the rollouts of a group agree, prompts return across steps; 32-43% of an evaluation's 4,000 pairs on the
     embedded default are repeats), while each math-verify parse costs milliseconds of sympy."""
-    # Bare gold answers are wrapped in $...$ so that LaTeX ("\\frac{1}{2}") and plain ("7/4", "2^(n-1)") both parse.
-    gold_text = gold if ("$" in gold or "\\boxed" in gold) else f"${gold}$"
-    gold_parsed = parse(gold_text, extraction_config=_GOLD_CONFIG, extraction_mode="first_match",
-                        parsing_timeout=PARSING_TIMEOUT_S)
+    gold_parsed = _parsed_gold(gold)
     pred_parsed = parse(f"\\boxed{{{answer}}}", extraction_config=_PRED_CONFIG, parsing_timeout=PARSING_TIMEOUT_S)
     if not gold_parsed or not pred_parsed:
         return 0.0
-    return 1.0 if verify(gold_parsed, pred_parsed, timeout_seconds=PARSING_TIMEOUT_S) else 0.0
+    return 1.0 if verify(list(gold_parsed), pred_parsed, timeout_seconds=PARSING_TIMEOUT_S) else 0.0
+
+
+_GOLD_PARSES: dict[str, tuple] = {}
+
+
+def _parsed_gold(gold: str) -> tuple:
+    """math-verify's parse of a gold answer, kept per gold string: a problem's gold is checked against every
+    distinct answer its rollouts box (a training run scores thousands of distinct answers against a few hundred
+    golds), and math-verify neither mutates a parse nor depends on anything but the string. An empty parse (a
+    timeout under load) is not kept, so it cannot spread to the gold's later answers."""
+    if (parsed := _GOLD_PARSES.get(gold)) is None:
+        # Bare golds are wrapped in $...$ so that LaTeX ("\\frac{1}{2}") and plain ("7/4", "2^(n-1)") both parse.
+        gold_text = gold if ("$" in gold or "\\boxed" in gold) else f"${gold}$"
+        parsed = tuple(parse(gold_text, extraction_config=_GOLD_CONFIG, extraction_mode="first_match",
+                             parsing_timeout=PARSING_TIMEOUT_S))
+        if parsed and len(_GOLD_PARSES) < 2**16:
+            _GOLD_PARSES[gold] = parsed
+    return parsed
 
 
 class _Sandbox:

@@ -91,8 +91,21 @@ def test_a_repeated_answer_is_parsed_once(monkeypatch):
     calls = []
     monkeypatch.setattr(reward, "parse", lambda *args, **kwargs: calls.append(args) or parse(*args, **kwargs))
     getattr(reward._verify_in_process, "cache_clear", lambda: None)()  # a fresh memo
+    getattr(reward, "_GOLD_PARSES", {}).clear()
     scores = [math_reward(completion, "7/4") for completion in (r"\boxed{1.75}", r"so \boxed{1.75}.", r"\boxed{2}")]
-    assert scores == [1.0, 1.0, 0.0] and len(calls) == 4  # gold and answer for 1.75, then for 2
+    assert scores == [1.0, 1.0, 0.0] and len(calls) == 3  # gold and answer for 1.75, then the answer 2
+
+
+def test_a_gold_is_parsed_once_for_all_its_answers(monkeypatch):
+    """A problem's gold is checked against every distinct answer of its rollouts: parsed the first time only
+    (before: once per distinct answer), with the same scores as parsing it each time."""
+    calls = []
+    monkeypatch.setattr(reward, "parse", lambda *args, **kwargs: calls.append(args[0]) or parse(*args, **kwargs))
+    getattr(reward._verify_in_process, "cache_clear", lambda: None)()
+    getattr(reward, "_GOLD_PARSES", {}).clear()
+    answers = [r"\boxed{1.75}", r"\boxed{\frac{7}{4}}", r"\boxed{2}", r"\boxed{7/4}", r"\boxed{x}"]
+    assert [math_reward(answer, "7/4") for answer in answers] == [1.0, 1.0, 0.0, 1.0, 0.0]
+    assert calls.count("$7/4$") == 1 and len(calls) == 1 + len(answers)
 
 
 def test_hung_helper_is_killed_and_replaced():
