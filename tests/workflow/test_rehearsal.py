@@ -110,11 +110,13 @@ def hf_home(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tracking(tmp_path_factory):
+def tracking(tmp_path_factory) -> dict:
     """The paper's tracking store: an authenticated MLflow server (`hara tracking-server`) whose URL and credentials
-    reach the jobs through the environment (config/paper.yaml: env:MLFLOW_TRACKING_URI)."""
-    with tracking_server(tmp_path_factory.mktemp("tracking")) as (uri, _):
-        yield uri
+    reach the jobs through the environment (config/paper.yaml: env:MLFLOW_TRACKING_URI); {"uri", "store": the
+    server's own backend store, where the tests count what arrived}."""
+    folder = tmp_path_factory.mktemp("tracking")
+    with tracking_server(folder) as (uri, _):
+        yield {"uri": uri, "store": folder / "server.db"}
 
 
 @pytest.fixture(scope="session")
@@ -123,7 +125,8 @@ def rehearsal_env(hf_home, tracking) -> dict:
     tracking server's URL and credentials."""
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
             "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "MLFLOW_TRACKING_URI": tracking, "MLFLOW_TRACKING_USERNAME": "hara", "MLFLOW_TRACKING_PASSWORD": PASSWORD}
+            "MLFLOW_TRACKING_URI": tracking["uri"], "MLFLOW_TRACKING_USERNAME": "hara",
+            "MLFLOW_TRACKING_PASSWORD": PASSWORD}
 
 
 def start_rehearsal(workdir: Path, env: dict, *args: str) -> tuple[Path, subprocess.Popen, float]:
@@ -237,17 +240,19 @@ def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
     return {**{name: None for name in runs}, **results, "cluster": cluster, "preempted": preempted}
 
 
-def check_tracking(workdir: Path, env: dict, trained: int) -> None:
-    """Every one of the ``trained`` runs logged through the server, every metric point of its metrics.jsonl arrived,
-    and the password is in no file the run wrote (results/, logs/, Snakemake's own folder)."""
-    from tests.reliability.test_tracking_cluster import jsonl_points, metric_points
+def check_tracking(workdir: Path, env: dict, store: Path, trained: int) -> None:
+    """Every one of the ``trained`` runs logged through the server, every metric point of its metrics.jsonl arrived
+    in the server's ``store`` (counted there: reading them back through the authenticated API, which
+    tests/reliability/test_tracking_cluster.py does, took ~100 s for these runs), and the password is in no file the
+    run wrote (results/, logs/, Snakemake's own folder)."""
+    from tests.reliability.test_tracking_cluster import jsonl_points, stored_metric_points
 
     runs = sorted((workdir / "results" / "train").rglob("mlflow_run.json"))
     runs = [path for path in runs if path.parent.name != "checkpoints"]
     assert len(runs) == trained
     infos = [json.loads(path.read_text(encoding="utf-8")) for path in runs]
     assert {info["tracking_uri"] for info in infos} == {env["MLFLOW_TRACKING_URI"]}
-    assert metric_points(env["MLFLOW_TRACKING_URI"], [info["run_id"] for info in infos], env) == [
+    assert stored_metric_points(store, [info["run_id"] for info in infos]) == [
         jsonl_points(path.parent / "metrics.jsonl") for path in runs]
     # Every file but tensor blobs (weights, optimizer states: gigabytes of reads, and no place for a password).
     leaked = [p for folder in ("results", "logs", ".snakemake") for p in (workdir / folder).rglob("*")
@@ -261,7 +266,7 @@ def scores_files(workdir: Path) -> dict[str, dict]:
 
 
 @pytest.mark.slow
-def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env):
+def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env, tracking):
     workdir, output, _ = rehearsals["local"]
     config = rehearsal_config()
     assert job_counts(output) == expected_counts(config)
@@ -287,7 +292,7 @@ def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env):
         REHEARSED_METHODS
     assert (workdir / "results" / "report" / "index.html").is_file()
     assert REHEARSAL_MODEL in (workdir / "logs" / "download_model" / "qwen3-1.7b.log").read_text()
-    check_tracking(workdir, rehearsal_env, expected_counts(config)["train"])
+    check_tracking(workdir, rehearsal_env, tracking["store"], expected_counts(config)["train"])
 
 
 # ----------------------------------------------------------------------------------------------------- on Slurm
@@ -320,7 +325,8 @@ def job_gpus(job_id: str, env: dict) -> int:
 
 
 @pytest.mark.slow
-def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_local_run(rehearsals, rehearsal_env):
+def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_local_run(rehearsals, rehearsal_env,
+                                                                                        tracking):
     if rehearsals["slurm"] is None:
         pytest.skip("the test Slurm cluster cannot run here (see tests/workflow/conftest.py)")
     workdir, output, _ = rehearsals["slurm"]
@@ -353,7 +359,7 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
                        for w in (workdir, local_workdir))
         scored = lambda s: [(c["step"], c["fingerprint"], c["validation_pass_at_1"]) for c in s["candidates"]]  # noqa: E731
         assert scored(here) == scored(there) and here["selected_step"] == there["selected_step"], cell
-    check_tracking(workdir, env, len(slurm_cells(config)))
+    check_tracking(workdir, env, tracking["store"], len(slurm_cells(config)))
 
 
 # --- Retries on the cluster (in this file: every test on the session's one Slurm cluster lives here) -------------
