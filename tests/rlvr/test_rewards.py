@@ -90,8 +90,7 @@ def test_a_repeated_answer_is_parsed_once(monkeypatch):
     parses per call, every call)."""
     calls = []
     monkeypatch.setattr(reward, "parse", lambda *args, **kwargs: calls.append(args) or parse(*args, **kwargs))
-    getattr(reward._verify_in_process, "cache_clear", lambda: None)()  # a fresh memo
-    getattr(reward, "_GOLD_PARSES", {}).clear()
+    reward._clear_memos()  # fresh memos
     scores = [math_reward(completion, "7/4") for completion in (r"\boxed{1.75}", r"so \boxed{1.75}.", r"\boxed{2}")]
     assert scores == [1.0, 1.0, 0.0] and len(calls) == 3  # gold and answer for 1.75, then the answer 2
 
@@ -101,8 +100,7 @@ def test_a_gold_is_parsed_once_for_all_its_answers(monkeypatch):
     (before: once per distinct answer), with the same scores as parsing it each time."""
     calls = []
     monkeypatch.setattr(reward, "parse", lambda *args, **kwargs: calls.append(args[0]) or parse(*args, **kwargs))
-    getattr(reward._verify_in_process, "cache_clear", lambda: None)()
-    getattr(reward, "_GOLD_PARSES", {}).clear()
+    reward._clear_memos()
     answers = [r"\boxed{1.75}", r"\boxed{\frac{7}{4}}", r"\boxed{2}", r"\boxed{7/4}", r"\boxed{x}"]
     assert [math_reward(answer, "7/4") for answer in answers] == [1.0, 1.0, 0.0, 1.0, 0.0]
     assert calls.count("$7/4$") == 1 and len(calls) == 1 + len(answers)
