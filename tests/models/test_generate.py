@@ -105,6 +105,43 @@ def test_generation_stops_at_the_first_stop_string(loaded):
         assert tokenizer.pad_token_id not in ids and tokenizer.decode(ids).endswith(stop)
 
 
+def test_stop_strings_are_prepared_once_per_tokenizer_and_generate_as_transformers_does(loaded, monkeypatch):
+    """Building transformers' stop-string criterion scans the vocabulary (1.3 s for Qwen3's) and its own cache never
+    hits with a fast tokenizer, so every generate call built it again (one per benchmark and checkpoint candidate):
+    three calls with the same stops build it once (three times before), and the ids equal transformers' own
+    ``generate(stop_strings=..., tokenizer=...)``, greedy and sampled."""
+    import weakref
+
+    import torch
+    from transformers.generation.stopping_criteria import StopStringCriteria
+
+    import hara.models.generate as generate
+
+    model, tokenizer = loaded
+    monkeypatch.setattr(generate, "_STOP_CRITERIA", weakref.WeakKeyDictionary(), raising=False)  # none built yet
+    built = []
+    original = StopStringCriteria.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(StopStringCriteria, "__init__", counted)
+    prompts = PROMPTS[:2]
+    stop = tuple(sorted({text[4] for text in generate_completions(model, tokenizer, prompts, max_new_tokens=16)}))
+    for greedy in (True, False, True):
+        ours = generate_ids(model, tokenizer, prompts, greedy=greedy, max_new_tokens=16, seed=3, stop=stop)
+        batch = tokenizer(prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
+        torch.manual_seed(3)
+        sampling = {} if greedy else {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
+        theirs = model.generate(**batch, do_sample=not greedy, max_new_tokens=16, pad_token_id=tokenizer.pad_token_id,
+                                eos_token_id=tokenizer.eos_token_id, stop_strings=list(stop), tokenizer=tokenizer,
+                                **sampling)[:, batch["input_ids"].shape[1]:].tolist()
+        assert ours == [generate.strip_padding(row, tokenizer.pad_token_id) for row in theirs]
+        assert not greedy or all(len(row) <= 5 for row in ours)  # each greedy row stops by its 5th character
+    assert len(built) == 1 + 3  # ours once, transformers' own path once per call
+
+
 def test_generation_goes_to_the_gpu_in_bf16_when_the_job_has_one(model_dir, monkeypatch):
     """Before: every generating command loaded the model in fp32 on the CPU, also in a GPU job."""
     import torch
