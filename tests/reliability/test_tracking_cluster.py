@@ -168,19 +168,21 @@ def test_password_file_must_be_private(tmp_path):
         read_password(path)
 
 
-def test_the_server_checks_a_credential_once_per_worker_and_window(tmp_path, monkeypatch):
+def test_the_server_checks_a_credential_once_per_worker_and_window(tmp_path):
     """Without MLflow's credential cache each request ran the PBKDF2 password check: 213 ms of server CPU per request
     on the 2-core CI machine, more than the request's own work (8 ms with the cache). MLflow reads the cache's
-    window from the config `hara tracking-server` writes (0, the cache off, before)."""
-    from mlflow.server.auth.config import read_auth_config
-
+    window from the config `hara tracking-server` writes (0, the cache off, before). Read in a process of its own:
+    importing mlflow.server.auth leaves Flask's request proxies in sys.modules, and vLLM's CPU engine, which walks
+    every loaded module when it starts, fails on them in any later test of this worker."""
     import hara.tracking_server
-
-    config, _ = hara.tracking_server.auth_config(tmp_path / "auth", "hara")
-    monkeypatch.setenv("MLFLOW_AUTH_CONFIG_PATH", str(config))
-    assert read_auth_config().auth_cache_ttl_seconds > 0
-    assert read_auth_config().auth_cache_ttl_seconds == hara.tracking_server.AUTH_CACHE_SECONDS
     from hara.errors import UserError
 
+    config, _ = hara.tracking_server.auth_config(tmp_path / "auth", "hara")
+    code = "from mlflow.server.auth.config import read_auth_config; print(read_auth_config().auth_cache_ttl_seconds)"
+    read = subprocess.run([str(BIN / "python"), "-c", code], env={**os.environ, "MLFLOW_AUTH_CONFIG_PATH": str(config)},
+                          capture_output=True, text=True, timeout=300, check=True)
+    window = int(read.stdout.split()[-1])
+    assert window > 0
+    assert window == hara.tracking_server.AUTH_CACHE_SECONDS
     with pytest.raises(UserError, match="--auth-cache-seconds: -1 is negative"):
         hara.tracking_server.auth_config(tmp_path / "auth", "hara", -1)
