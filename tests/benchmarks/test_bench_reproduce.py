@@ -1,14 +1,11 @@
 """benchmarks/bench_reproduce.py: job times read back from a Snakemake log, the scoring-rule memo and the warm-up
 thread comparison."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "benchmarks" / "bench_reproduce.py"
+from tests.benchmarks.scripts import load_benchmark
 
 #: The shape of a Snakemake 9 log: a stamp, the job's block, then a stamp before each "Finished jobid" line.
 LOG = """Building DAG of jobs...
@@ -40,22 +37,15 @@ Finished jobid: 13 (Rule: train)
 """
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_reproduce", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_job_times_pair_each_job_with_its_own_finish():
-    bench = load_script()
+    bench = load_benchmark("bench_reproduce")
     times = bench.job_times(LOG)
     assert times == {"prepare_data": [0.0], "base_model": [327.0], "train": [114.0, 120.0]}
     assert bench.dag_wall_seconds(LOG) == 448.0
 
 
 def test_the_benchmark_prints_stage_times_and_the_warmup_ratio(tmp_path, capsys, tiny_base):
-    bench = load_script()
+    bench = load_benchmark("bench_reproduce")
     log = tmp_path / "run.snakemake.log"
     log.write_text(LOG, encoding="utf-8")
     scores = tmp_path / "scores.json"

@@ -10,6 +10,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from tests.benchmarks.scripts import load_benchmark
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"
 
@@ -21,14 +23,6 @@ for name in ("ot", "numpy", "scipy"):
 sys.argv = [sys.argv[1]] + sys.argv[2:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_toy_run_on_cpu_prints_sane_figures(tmp_path):
@@ -70,7 +64,7 @@ def test_toy_run_on_cpu_prints_sane_figures(tmp_path):
 
 
 def test_paper_shape_is_qwen3_1_7b():
-    gc = _load()
+    gc = load_benchmark("gpu_check")
     s = gc.SCALES["paper"]
     with torch.device("meta"):
         model = gc.Decoder(s)
@@ -82,7 +76,7 @@ def test_paper_shape_is_qwen3_1_7b():
 
 
 def test_paper_scale_is_estimated_well_inside_eight_minutes():
-    gc = _load()
+    gc = load_benchmark("gpu_check")
     s = gc.SCALES["paper"]
     flops = gc.step_flops(s)
     seconds = (s.warmup_steps + s.steps) * (flops["none"] + flops["hara_tok"]) / 400e12
@@ -91,7 +85,7 @@ def test_paper_scale_is_estimated_well_inside_eight_minutes():
 
 
 def test_chunked_logprobs_match_full_log_softmax():
-    gc = _load()
+    gc = load_benchmark("gpu_check")
     g = torch.Generator().manual_seed(0)
     h = torch.randn(3, 10, 8, generator=g, requires_grad=True)
     w = torch.randn(17, 8, generator=g, requires_grad=True)
@@ -104,7 +98,7 @@ def test_chunked_logprobs_match_full_log_softmax():
 
 
 def test_capture_takes_the_positions_that_predict_the_completion():
-    gc = _load()
+    gc = load_benchmark("gpu_check")
     s = gc.SCALES["toy"]
     torch.manual_seed(0)
     model = gc.Decoder(s).to(torch.bfloat16)

@@ -1,25 +1,16 @@
 """benchmarks/process_cpu.py: the exit hook records a process only when asked, and the report sums by command and
 by test file."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "process_cpu.py"
-
-
-def load():
-    spec = importlib.util.spec_from_file_location("process_cpu", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks.scripts import load_benchmark
 
 
 def test_the_hook_records_a_process_only_with_the_variable_set(tmp_path):
-    module = load()
+    module = load_benchmark("process_cpu")
     (tmp_path / f"{module.HOOK_MODULE}.py").write_text(module.HOOK_SOURCE, encoding="utf-8")
     code = f"import {module.HOOK_MODULE}; sum(range(3_000_000))"
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTEST_CURRENT_TEST": "tests/x/test_y.py::test_z (call)"}
@@ -36,7 +27,7 @@ def test_the_hook_records_a_process_only_with_the_variable_set(tmp_path):
 
 
 def test_the_report_sums_by_command_and_by_test_file():
-    module = load()
+    module = load_benchmark("process_cpu")
     records = [{"argv": ["/v/bin/hara", "train", "--config"], "cpu": 10.0, "wall": 20.0, "test": "tests/a.py::t1"},
                {"argv": ["/v/bin/hara", "train"], "cpu": 6.0, "wall": 8.0, "test": "tests/b.py::t2 (call)"},
                {"argv": ["/v/bin/snakemake", "-s", "Snakefile"], "cpu": 2.0, "wall": 50.0, "test": "tests/a.py::t3"},

@@ -1,16 +1,6 @@
 """benchmarks/profile_default.py's ledger: a call is counted once, in the outermost category it runs in."""
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "profile_default.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("profile_default", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks.scripts import load_benchmark
 
 
 class Clock:
@@ -24,7 +14,7 @@ class Clock:
 
 
 def test_nested_calls_count_once_in_the_outermost_category(monkeypatch):
-    profile = load_script()
+    profile = load_benchmark("profile_default")
     clock = Clock()
     monkeypatch.setattr(profile.time, "perf_counter", clock)
     ledger = profile.Ledger()
@@ -45,7 +35,7 @@ def test_nested_calls_count_once_in_the_outermost_category(monkeypatch):
 
 
 def test_patching_twice_wraps_once():
-    profile = load_script()
+    profile = load_benchmark("profile_default")
     ledger = profile.Ledger()
 
     class Model:
