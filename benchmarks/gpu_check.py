@@ -37,7 +37,8 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -235,26 +236,22 @@ def capture_hidden(model: Decoder, batch: Batch, s: Scale) -> Tensor:
     return torch.cat(parts).to(torch.bfloat16)
 
 
-def policy_update(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, token_adv: Tensor, s: Scale) -> float:
-    """GRPO loss -A ratio, ratio = exp(log p - log p.detach()) (on-policy: ratio = 1 and the clip never binds, so
-    only its gradient, A grad log p, matters), sequence mean of token means, accumulated over micro-batches; then
-    one AdamW step. Returns the loss."""
-    P, T, B = s.prompt_len, s.completion_len, batch.prompt.shape[0]
-    total = torch.zeros((), device=token_adv.device)
-    for i in range(0, B, s.micro_batch):
-        rows = slice(i, i + s.micro_batch)
-        ids = torch.cat([batch.prompt[rows], batch.completion[rows]], 1)
-        hidden = model(ids)[:, P - 1:P + T - 1]
-        logp = token_logprobs(hidden, model.embed.weight, batch.completion[rows], s.logit_chunk)
-        mask = batch.mask[rows].float()
-        ratio = torch.exp(logp - logp.detach())
-        per_seq = (-(token_adv[rows] * ratio) * mask).sum(1) / mask.sum(1).clamp_min(1.0)
-        loss = per_seq.sum() / B
-        loss.backward()
-        total += loss.detach()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    return float(total)
+@dataclass
+class PhasePeaks:
+    """Peak allocated GPU memory (GiB) per phase of a step, for comparison with ``hara plan``'s phases: each phase
+    resets the peak counter at its start and reads it at its end (the max over repeats, e.g. micro-batches). The
+    step's peak is the largest. No counters on the CPU: nothing is recorded there."""
+
+    cuda: bool
+    peaks: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str):
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        yield
+        if self.cuda:
+            self.peaks[name] = max(self.peaks.get(name, 0.0), torch.cuda.max_memory_allocated() / GIB)
 
 
 def bf16_autocast(like: Tensor):
@@ -262,24 +259,53 @@ def bf16_autocast(like: Tensor):
     return torch.autocast(device_type=like.device.type, dtype=torch.bfloat16, enabled=like.is_cuda)
 
 
+def policy_update(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, token_adv: Tensor, s: Scale,
+                  meter: PhasePeaks | None = None) -> float:
+    """GRPO loss -A ratio, ratio = exp(log p - log p.detach()) (on-policy: ratio = 1 and the clip never binds, so
+    only its gradient, A grad log p, matters), sequence mean of token means, accumulated over micro-batches; then
+    one AdamW step. Returns the loss. Autocast covers each micro-batch's forward and loss, not its backward, as in
+    transformers' Trainer (accelerate wraps the model's forward; ``accelerator.backward`` runs outside): leaving
+    the context frees autocast's cache of bf16 weight copies, which a backward inside it would keep alive."""
+    P, T, B = s.prompt_len, s.completion_len, batch.prompt.shape[0]
+    meter = meter or PhasePeaks(cuda=False)
+    total = torch.zeros((), device=token_adv.device)
+    for i in range(0, B, s.micro_batch):
+        rows = slice(i, i + s.micro_batch)
+        with meter.phase("forward"), bf16_autocast(batch.mask):
+            ids = torch.cat([batch.prompt[rows], batch.completion[rows]], 1)
+            hidden = model(ids)[:, P - 1:P + T - 1]
+            logp = token_logprobs(hidden, model.embed.weight, batch.completion[rows], s.logit_chunk)
+            mask = batch.mask[rows].float()
+            ratio = torch.exp(logp - logp.detach())
+            per_seq = (-(token_adv[rows] * ratio) * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+            loss = per_seq.sum() / B
+        with meter.phase("backward"):
+            loss.backward()
+        total += loss.detach()
+    with meter.phase("optimizer"):
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return float(total)
+
+
 def grpo_step(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, method: str, s: Scale, sync) -> dict:
-    """One optimizer step of ``method``; times of its parts, peak memory and how much the method reweighted."""
-    if torch.cuda.is_available() and batch.mask.is_cuda:
-        torch.cuda.reset_peak_memory_stats()
+    """One optimizer step of ``method``; times of its parts, peak memory (per phase and overall) and how much the
+    method reweighted."""
+    meter = PhasePeaks(cuda=batch.mask.is_cuda)
     sync()
     start = time.perf_counter()
-    with bf16_autocast(batch.mask):
+    with meter.phase("capture"), bf16_autocast(batch.mask):
         hidden = capture_hidden(model, batch, s) if method != "none" else None
     sync()
     captured = time.perf_counter()
-    adv = grpo_advantages(batch.rewards, s.group_size)
-    token_adv, info = apply_weighting(method, adv, batch.mask, batch.group_ids, batch.rewards,
-                                      WeightingContext(hidden_states=hidden, loss_type="grpo"))
+    with meter.phase("weighting"):
+        adv = grpo_advantages(batch.rewards, s.group_size)
+        token_adv, info = apply_weighting(method, adv, batch.mask, batch.group_ids, batch.rewards,
+                                          WeightingContext(hidden_states=hidden, loss_type="grpo"))
     del hidden
     sync()
     weighted = time.perf_counter()
-    with bf16_autocast(batch.mask):
-        loss = policy_update(model, opt, batch, token_adv, s)
+    loss = policy_update(model, opt, batch, token_adv, s, meter)
     sync()
     end = time.perf_counter()
     live = batch.mask & (adv.abs() > 0)[:, None]
@@ -288,7 +314,7 @@ def grpo_step(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, method: 
     return {"method": method, "step_s": end - start, "capture_s": captured - start, "weighting_s": weighted - captured,
             "update_s": end - weighted, "loss": loss, "finite": bool(torch.isfinite(token_adv).all()),
             "reweighted_fraction": float(moved.sum() / live.sum().clamp_min(1)),
-            "peak_memory_gib": torch.cuda.max_memory_allocated() / GIB if batch.mask.is_cuda else None,
+            "peak_memory_gib": max(meter.peaks.values()) if meter.peaks else None, "phase_peaks_gib": meter.peaks,
             "w_std": info.get("hara/w_std", 0.0)}
 
 
@@ -382,15 +408,22 @@ def step_flops(s: Scale) -> dict[str, float]:
     return {"none": policy, "hara_tok": policy + capture}
 
 
-def plan_prediction(s: Scale) -> tuple[dict[str, float], str]:
-    """Peak GPU memory per method (GiB) that ``hara plan``'s model (hara.planning) predicts for this run's shape. The
+PLAN_PHASES = ("scoring", "training", "optimizer")  # hara plan's phases that this script runs
+#: which measured phases (PhasePeaks) each plan phase covers
+MEASURED_PHASES = {"scoring": ("capture", "weighting"), "training": ("forward", "backward"),
+                   "optimizer": ("optimizer",)}
+
+
+def plan_prediction(s: Scale) -> tuple[dict[str, dict[str, float]], str]:
+    """Per method, GPU memory (GiB) that ``hara plan``'s model (hara.planning) predicts for this run's shape: what
+    every phase holds ("resident"), resident + each phase this script runs, and the peak over them. The
     setup is this script's: one GPU, fp32 weights/grads/AdamW states, bf16 compute, gradient checkpointing, no vLLM,
     the capture forward for hara_tok; the plan's generation phase is left out (no generation runs here) and its
     runtime overhead set to 0 (max_memory_allocated does not count the CUDA context or the allocator's cache).
     Not modelled alike: the plan assumes TRL's fused LM head, this script a checkpointed chunked one."""
     from hara import planning
 
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for method in METHODS:
         setup = planning.Setup(
             gpu=True, world=1, rollouts=s.prompts * s.group_size, micro_batch=s.micro_batch,
@@ -400,8 +433,10 @@ def plan_prediction(s: Scale) -> tuple[dict[str, float], str]:
             capture_forward=method != "none", entropy_chunk=s.logit_chunk, save_total_limit=1,
             cpu_ram_efficient_loading=False)
         mem = planning.training_memory(s.arch, setup, method, 0.0, 0.0)
-        phase = max(sum(terms.values()) for name, terms in mem.phases.items() if name != "generation")
-        out[method] = (sum(mem.resident.values()) + phase) / GIB
+        resident = sum(mem.resident.values())
+        out[method] = {"resident": resident / GIB, **{p: (resident + sum(mem.phases[p].values())) / GIB
+                                                      for p in PLAN_PHASES}}
+        out[method]["peak"] = max(out[method][p] for p in PLAN_PHASES)
     return out, "hara.planning.training_memory, generation phase and runtime overhead left out"
 
 
@@ -485,6 +520,19 @@ def main(argv: list[str] | None = None) -> dict:
     return figures
 
 
+def phase_figures(records: list[dict], plan: dict, method: str) -> dict:
+    """Measured peak per plan phase (max over the steps and the phase's parts) next to the plan's resident + phase,
+    so a gap between peak and plan is pinned to a phase; printed as one line per method."""
+    fig = {}
+    for phase, parts in MEASURED_PHASES.items():
+        peaks = [r["phase_peaks_gib"].get(part, 0.0) for r in records if r["method"] == method for part in parts]
+        fig[f"peak_gib_{phase}_{method}"] = round(max(peaks, default=0.0), 2)
+        fig[f"plan_gib_{phase}_{method}"] = round(plan[method][phase], 2)
+    parts = [f"{p} {fig[f'peak_gib_{p}_{method}']} (plan {fig[f'plan_gib_{p}_{method}']})" for p in MEASURED_PHASES]
+    print(f"  by phase, {method}: " + ", ".join(parts) + " GiB", flush=True)
+    return fig
+
+
 def summarise(records: list[dict], novelty: list[dict], bandwidth: float, s: Scale, cuda: bool,
               resident: float | None, wall: float, estimate: float) -> dict:
     """The key=value figures: medians over the timed steps, peaks over all steps, the novelty kernel's ratios."""
@@ -508,11 +556,13 @@ def summarise(records: list[dict], novelty: list[dict], bandwidth: float, s: Sca
         fig[f"peak_memory_gib_{m}"] = round(peak, 2) if peak is not None else "unavailable"
     fig["resident_memory_gib"] = round(resident, 2) if resident is not None else "unavailable"
     for m in METHODS:
-        fig[f"plan_memory_gib_{m}"] = float(f"{plan[m]:.4g}")
+        fig[f"plan_memory_gib_{m}"] = float(f"{plan[m]['peak']:.4g}")
         if cuda:
-            fig[f"peak_over_plan_{m}"] = round(fig[f"peak_memory_gib_{m}"] / plan[m], 3)
+            fig[f"peak_over_plan_{m}"] = round(fig[f"peak_memory_gib_{m}"] / plan[m]["peak"], 3)
         print(f"peak GPU memory of {m} (max_memory_allocated): {fig[f'peak_memory_gib_{m}']} GiB; plan "
               f"{fig[f'plan_memory_gib_{m}']} GiB", flush=True)
+        if cuda:
+            fig.update(phase_figures(records, plan, m))
     print(f"plan: {plan_note}", flush=True)
     fig["hara_tok_reweighted_fraction"] = round(min(r["reweighted_fraction"] for r in records
                                                     if r["method"] == "hara_tok"), 4)

@@ -112,3 +112,41 @@ def test_capture_takes_the_positions_that_predict_the_completion():
     adv = gc.grpo_advantages(batch.rewards, s.group_size)
     assert torch.allclose(adv.view(-1, s.group_size).mean(1), torch.zeros(s.prompts), atol=1e-5)
     assert bool((adv.view(-1, s.group_size).std(1) > 0.9).all())  # both outcomes in every prompt
+
+
+def test_backward_runs_outside_autocast_as_in_the_trainer(monkeypatch):
+    """transformers' Trainer autocasts the forward only (accelerate wraps model.forward; accelerator.backward runs
+    outside), so autocast's cache of bf16 weight copies is freed before each backward. A backward inside the
+    context keeps those copies (3.2 GiB at the paper shape) alive and inflates the measured peak against the plan.
+    CPU bf16 autocast stands in for the GPU's here."""
+    gc = load_benchmark("gpu_check")
+    monkeypatch.setattr(gc, "bf16_autocast", lambda like: torch.autocast("cpu", dtype=torch.bfloat16))
+    s = gc.SCALES["toy"]
+    torch.manual_seed(0)
+    model = gc.Decoder(s)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    batch = gc.make_batch(s, 0, torch.device("cpu"))
+    autocast_in_backward = []
+    model.norm.weight.register_hook(lambda grad: autocast_in_backward.append(torch.is_autocast_enabled("cpu")))
+    record = gc.grpo_step(model, opt, batch, "none", s, sync=lambda: None)
+    assert math.isfinite(record["loss"])
+    assert autocast_in_backward and not any(autocast_in_backward)
+
+
+def test_phase_figures_pin_the_peak_to_a_plan_phase():
+    """On CUDA each step records its peak per phase; the figures take the max over steps and the phase's parts and
+    set hara plan's resident + phase beside it (the plan's own numbers for the paper shape)."""
+    gc = load_benchmark("gpu_check")
+    plan, _ = gc.plan_prediction(gc.SCALES["paper"])
+    for method in gc.METHODS:
+        assert plan[method]["peak"] == max(plan[method][p] for p in gc.PLAN_PHASES)
+        assert all(plan[method][p] >= plan[method]["resident"] > 0 for p in gc.PLAN_PHASES)
+    records = [{"method": "none", "phase_peaks_gib": {"forward": 30.0, "backward": 38.0, "optimizer": 25.9}},
+               {"method": "none", "phase_peaks_gib": {"forward": 31.0, "backward": 37.0, "optimizer": 26.0}},
+               {"method": "hara_tok", "phase_peaks_gib": {"capture": 29.0, "weighting": 27.0, "backward": 50.0}}]
+    fig = gc.phase_figures(records, plan, "none")
+    measured = tuple(fig[f"peak_gib_{phase}_none"] for phase in ("scoring", "training", "optimizer"))
+    assert measured == (0.0, 38.0, 26.0)
+    assert fig["plan_gib_training_none"] == round(plan["none"]["training"], 2)
+    assert gc.phase_figures(records, plan, "hara_tok")["peak_gib_scoring_hara_tok"] == 29.0
+    assert gc.PhasePeaks(cuda=False).peaks == {}  # no counters on the CPU
