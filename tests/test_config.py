@@ -171,3 +171,28 @@ def test_paper_prompt_asks_for_a_boxed_answer_and_stops_at_the_next_question():
 def test_a_value_matching_no_alternative_names_the_alternatives(tmp_path):
     with pytest.raises(ConfigError, match=r"hara.hidden_layer: 'last' is none of: final_norm, integer"):
         validate_config({"hara": {"hidden_layer": "last"}}, source="x")
+
+
+def test_the_schema_is_parsed_once_per_process_and_each_caller_gets_its_own_copy(monkeypatch):
+    """Every config load validates against config/schema.yaml; parsing its 1,600 lines each time cost ~0.08 s per
+    load (hundreds of loads in the bad-config property tests, one or more in every `hara` process)."""
+    import hara.config as config_module
+
+    parses = []
+    real_load = config_module.yaml.load
+
+    def counted_load(stream, *args, **kwargs):
+        parses.extend([1] if getattr(stream, "name", None) == str(config_module.SCHEMA_PATH) else [])
+        return real_load(stream, *args, **kwargs)
+
+    monkeypatch.setattr(config_module.yaml, "load", counted_load)  # yaml.safe_load goes through it too
+    config_module._parsed_schema.cache_clear()  # parsed anew below, where the spy sees it
+    first = load_schema()
+    first["properties"].pop("training")
+    second = load_schema()
+    load_config(REPO / "config" / "smoke.yaml")
+    assert len(parses) == 1
+    assert "training" in second["properties"]  # the first caller's change did not reach the cache
+    with open(config_module.SCHEMA_PATH, encoding="utf-8") as handle:  # libyaml and pure Python read it alike
+        plain = yaml.safe_load(handle)
+    assert second == config_module.inline_refs(plain, plain)
