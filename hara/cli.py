@@ -173,6 +173,10 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", help="`hara data` folder (mini) or fetched hub folder (default: from the config)")
     parser.add_argument("--cache-dir", help="lighteval prediction cache (default: <results_dir>/lighteval_cache)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log into the checkpoint's MLflow run")
+    parser.add_argument("--selection-out", help="also select the run's checkpoint (as `hara select-checkpoint`; "
+                        "--checkpoint is the run's final/, --data holds validation.jsonl): the selection JSON")
+    parser.add_argument("--selected-scores-out", help="with --selection-out: test result JSON of the selected "
+                        "checkpoint")
 
 
 @register_command("evaluate", "pass@1 (avg@n) of a checkpoint on benchmarks with lighteval; JSON + MLflow",
@@ -198,17 +202,10 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
 @register_command("select-checkpoint", "pick a run's checkpoint on the validation split (never the test benchmarks) "
                   "and give its test scores", selection_arguments)
 def run_select_checkpoint(args: argparse.Namespace, config: dict) -> int:
-    from hara.evaluation.runner import write_result
-    from hara.evaluation.selection import select_checkpoint
+    from hara.evaluation.selection import write_selection
 
-    if not config["selection"]["enabled"]:
-        raise UserError("selection.enabled is false: the run kept no candidates and the data no validation split")
-    selection, test = select_checkpoint(config, args.run, args.data, args.final_scores, backend=args.backend,
-                                        cache_dir=args.cache_dir)
-    write_result(test, args.scores_out)
-    write_result(selection, args.out)
-    print(json.dumps({"selected_step": selection["selected_step"], "validation_pass_at_1": {
-        c["step"]: round(c["validation_pass_at_1"], 4) for c in selection["candidates"]}}, indent=2))
+    print(json.dumps(write_selection(config, args.run, args.data, args.final_scores, args.out, args.scores_out,
+                                     backend=args.backend, cache_dir=args.cache_dir), indent=2))
     return 0
 
 

@@ -73,8 +73,23 @@ def final_targets():
             *selection_paths(), *base_score_paths()]
 
 
+def selection_outputs():
+    """The selection files of a cell's evaluate job (workflows/evaluate.smk), when selection.enabled."""
+    if not SELECTION:
+        return {}
+    return {"selection": f"{EVAL_DIR}/selection.json", "selected_scores": f"{EVAL_DIR}/selected_scores.json"}
+
+
+def selection_args(wildcards, output):
+    """`hara evaluate`'s selection flags for a job that declares the selection files (evaluate_base does not)."""
+    if "selection" not in output.keys():
+        return ""
+    files = (("--selection-out", output.selection), ("--selected-scores-out", output.selected_scores))
+    return "".join(f" {flag} {shlex.quote(path)}" for flag, path in files)
+
+
 def selection_paths():
-    """Each cell's checkpoint selection (workflows/evaluate.smk, select_checkpoint); none unless selection.enabled."""
+    """Each cell's checkpoint selection (workflows/evaluate.smk, the evaluate job); none unless selection.enabled."""
     return cell_paths(f"{EVAL_DIR}/selection.json") if SELECTION else []
 
 

@@ -49,6 +49,7 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
 
     check_benchmarks(config, args.benchmark)
     check_checkpoint(args.checkpoint)
+    check_selection_arguments(args, config)
     result = evaluate_checkpoint(config, args.checkpoint, args.benchmark, backend=args.backend,
                                  cache_dir=args.cache_dir, data_dir=args.data)
     run = None
@@ -59,7 +60,29 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
         run = log_scores(args.checkpoint, scores, benchmarks=result["benchmarks"])
     result["mlflow_run"] = run
     write_result(result, args.out)
-    return summary(result, args.out, run)
+    printed = summary(result, args.out, run)
+    if args.selection_out:  # in this process: lighteval, the data and the backend are loaded already
+        from hara.evaluation.selection import write_selection
+
+        printed["selection"] = write_selection(config, Path(args.checkpoint).parent, args.data, args.out,
+                                               args.selection_out, args.selected_scores_out, backend=args.backend)
+    return printed
+
+
+def check_selection_arguments(args: argparse.Namespace, config: Mapping) -> None:
+    """--selection-out needs selection.enabled, the selected checkpoint's scores file, the data folder with the
+    validation split, and the run's final/ as --checkpoint (the candidates sit beside it): checked before any work."""
+    if not args.selection_out:
+        if args.selected_scores_out:
+            raise _user_error("--selected-scores-out: only with --selection-out")
+        return
+    if not config["selection"]["enabled"]:
+        raise _user_error("--selection-out: selection.enabled is false (the run kept no candidates)")
+    for flag, value in (("--selected-scores-out", args.selected_scores_out), ("--data", args.data)):
+        if not value:
+            raise _user_error(f"--selection-out needs {flag}")
+    if Path(args.checkpoint).name != "final":
+        raise _user_error(f"--selection-out: --checkpoint must be a run's final/ folder, got {args.checkpoint}")
 
 
 def fetch_command(args: argparse.Namespace, config: dict) -> dict:

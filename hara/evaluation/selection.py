@@ -26,7 +26,7 @@ from pathlib import Path
 from hara.data.embedded import VALIDATION
 from hara.layout import candidate_dir, candidate_steps
 
-__all__ = ["SELECTION_RULE", "candidates", "select_checkpoint", "validation_score"]
+__all__ = ["SELECTION_RULE", "candidates", "select_checkpoint", "validation_score", "write_selection"]
 
 SELECTION_RULE = "highest validation pass@1; ties go to the later step"
 
@@ -99,3 +99,24 @@ def select_checkpoint(config: Mapping, run_dir: str | Path, data_dir: str | Path
                  "validation": {"problems": len(records), "file": str(Path(data_dir) / f"{VALIDATION}.jsonl")},
                  "candidates": scored}
     return selection, test
+
+
+def write_selection(config: Mapping, run_dir: str | Path, data_dir: str | Path, final_scores: str | Path,
+                    out: str | Path, scores_out: str | Path, *, backend: str | None = None,
+                    cache_dir: str | Path | None = None) -> dict:
+    """:func:`select_checkpoint`, its two files written (the selected checkpoint's test scores first, so a
+    selection.json on disk always has them beside it); what the commands print. `hara evaluate --selection-out`
+    (the workflow's evaluate job, one process for the final's evaluation and the selection) and `hara
+    select-checkpoint` both come here."""
+    from hara.evaluation.runner import write_result
+
+    if not config["selection"]["enabled"]:
+        from hara.errors import UserError
+
+        raise UserError("selection.enabled is false: the run kept no candidates and the data no validation split")
+    selection, test = select_checkpoint(config, run_dir, data_dir, final_scores, backend=backend, cache_dir=cache_dir)
+    write_result(test, scores_out)
+    write_result(selection, out)
+    return {"selected_step": selection["selected_step"], "validation_pass_at_1": {
+        c["step"]: round(c["validation_pass_at_1"], 4) for c in selection["candidates"]}}
+

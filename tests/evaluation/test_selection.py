@@ -154,3 +154,65 @@ def test_a_missing_candidate_is_named(tmp_path):
     shutil.rmtree(run / "candidates" / "step-3")
     with pytest.raises(FileNotFoundError, match="step-3: candidate checkpoint missing"):
         select_checkpoint(config, run, data, tmp_path / "none.json", backend="transformers")
+
+
+def test_hara_evaluate_selects_the_checkpoint_in_the_same_process_as_select_checkpoint_does(tmp_path, monkeypatch):
+    """The workflow's evaluate job: `hara evaluate --selection-out` evaluates final/, then selects (one process, one
+    lighteval import); the selection and the selected scores equal `hara select-checkpoint`'s on the final's scores."""
+    from hara.cli import main
+    from hara.evaluation import models
+
+    sets = [arg for pair in zip(["--set"] * 6, [*SELECTION, f"results_dir={tmp_path / 'results'}"]) for arg in pair]
+    config = smoke_config(*SELECTION, f"results_dir={tmp_path / 'results'}")
+    run, data, datasets = write_run_and_data(tmp_path, config)
+    validation = [row["problem"] for row in datasets[VALIDATION]]
+    knows = {"step-1": set(validation[:1]), "step-3": set(validation[:3]), "final": set(validation[:2])}
+    answers = {row["problem"]: row["answer"] for rows in datasets.values() for row in rows}
+    calls: list = []
+    monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: KnowsEngine(
+        cfg.checkpoint, knows, answers, prompt_format(config).template, calls))
+    common = ["--config", "config/smoke.yaml", *sets, "--backend", "transformers"]
+    benchmarks = [arg for name in config["data"]["benchmarks"] for arg in ("--benchmark", name)]
+    out = tmp_path / "eval"
+    assert main(["evaluate", *common, "--checkpoint", str(run / "final"), *benchmarks, "--data", str(data),
+                 "--out", str(out / "scores.json"), "--no-mlflow", "--selection-out", str(out / "selection.json"),
+                 "--selected-scores-out", str(out / "selected_scores.json")]) == 0
+    assert calls == ["final", "step-1", "step-3", "final", "step-3"]  # test, three validations, step-3's test
+    assert main(["select-checkpoint", *common, "--run", str(run), "--data", str(data), "--final-scores",
+                 str(out / "scores.json"), "--out", str(tmp_path / "alone.json"), "--scores-out",
+                 str(tmp_path / "alone_scores.json"), "--cache-dir", str(tmp_path / "other_cache")]) == 0
+    merged, alone = (json.loads(p.read_text()) for p in (out / "selection.json", tmp_path / "alone.json"))
+    assert merged["selected_step"] == alone["selected_step"] == 3
+    strip = lambda s: [{k: v for k, v in c.items() if k != "cached"} for c in s["candidates"]]  # noqa: E731
+    assert strip(merged) == strip(alone)
+    selected, selected_alone = (json.loads(p.read_text()) for p in (out / "selected_scores.json",
+                                                                     tmp_path / "alone_scores.json"))
+    assert {k: v["score"] for k, v in selected["benchmarks"].items()} == \
+        {k: v["score"] for k, v in selected_alone["benchmarks"].items()}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"--selected-scores-out": None}, "--selection-out needs --selected-scores-out"),
+    ({"--data": None}, "--selection-out needs --data"),
+    ({"--checkpoint": "candidates/step-1"}, "--checkpoint must be a run's final/ folder"),
+    ({"--set": "selection.enabled=false"}, "selection.enabled is false"),
+])
+def test_hara_evaluate_selection_arguments_fail_before_any_work(tmp_path, capsys, monkeypatch, change, message):
+    from hara.cli import main
+    from hara.evaluation import models
+
+    config = smoke_config(*SELECTION, f"results_dir={tmp_path / 'results'}")
+    run, data, _ = write_run_and_data(tmp_path, config)
+    monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: pytest.fail("an engine was built"))
+    flags = {"--checkpoint": "final", "--data": str(data), "--selected-scores-out": str(tmp_path / "s.json"),
+             "--set": "selection.enabled=true"}
+    flags.update(change)
+    args = ["evaluate", "--config", "config/smoke.yaml", "--benchmark", "mini_math500", "--backend", "transformers",
+            "--out", str(tmp_path / "scores.json"), "--selection-out", str(tmp_path / "selection.json")]
+    for flag, value in flags.items():
+        args += [] if value is None else [flag, str(run / value) if flag == "--checkpoint" else value]
+    capsys.readouterr()  # what writing the checkpoints printed
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not any((tmp_path / name).exists() for name in ("scores.json", "selection.json", "s.json"))

@@ -14,14 +14,12 @@ PAPER = REPO / "config" / "paper.yaml"
 
 
 def expected_counts(config: dict) -> dict[str, int]:
-    """Jobs per rule implied by the config: one train and one evaluate job (and one select_checkpoint job with
-    selection on) per grid cell, one Base model and its evaluation per size."""
+    """Jobs per rule implied by the config: one train and one evaluate job per grid cell (the evaluate job also
+    selects the run's checkpoint with selection on: no job of its own), one Base model and its evaluation per size."""
     grid, sizes = config["grid"], config["models"]["sizes"]
     cells = len(sizes) * len(grid["rlvr"]) * len(grid["methods"]) * len(grid["seeds"])
     counts = {"prepare_data": 1, "tracking_store": 1, "base_model": len(sizes), "evaluate_base": len(sizes),
               "train": cells, "evaluate": cells, "report": 1, "all": 1}
-    if config["selection"]["enabled"]:
-        counts["select_checkpoint"] = cells  # checkpoint selection on validation, one job per run
     if config["models"]["family"] == "hub":
         counts["download_model"] = len(sizes)  # one snapshot download per size; the tiny family builds its own
     if config["data"]["source"] == "hub":
@@ -131,7 +129,9 @@ def test_seeds_overlay_and_sweeps_add_only_their_jobs(tmp_path):
                                  str(REPO / "config" / "seeds.yaml"),
                                  "--config", "sweeps=[sweeps/smoke.yaml, sweeps/alpha.yaml]"))
     counts = job_counts(output)
-    assert counts["train"] == counts["evaluate"] == counts["select_checkpoint"] == 9 + 3 * 2 * 2
+    assert counts["train"] == counts["evaluate"] == 9 + 3 * 2 * 2
+    selecting = [block for block in job_blocks(output, "evaluate") if "/selection.json" in block]
+    assert len(selecting) == counts["evaluate"] and "select_checkpoint" not in counts  # selection: in the evaluate job
     trained = set(re.findall(r"output: results/train/tiny-s/(\w+)/(\w+)/seed(\d+)/final\n", output))
     assert {(method, seed) for _, method, seed in trained} == {
         ("none", "0"), ("none", "1"), ("none", "2"), ("hara_seq", "0"),

@@ -1,9 +1,9 @@
 """The rehearsal of the paper path: config/paper.yaml + config/rehearsal.yaml (scale keys only) runs the whole hub
 DAG on the CPU (download_model -> fetch_data -> prepare_data -> base_model -> evaluate_base -> train (grpo, dr_grpo,
-dapo x none, hara_tok) -> evaluate -> select_checkpoint -> report), with a tiny Qwen3 carrying the real Qwen3
+dapo x none, hara_tok) -> evaluate (with checkpoint selection) -> report), with a tiny Qwen3 carrying the real Qwen3
 tokenizer and the paper's datasets in their own schemas, both read through the real huggingface_hub / datasets calls
 from a local cache in the hub's layouts (tests/workflow/rehearsal_assets.py), offline. It runs locally and, for the
-GRPO cells (SLURM_RLVR), through the local Slurm cluster with a GPU GRES (train, evaluation and selection jobs are
+GRPO cells (SLURM_RLVR), through the local Slurm cluster with a GPU GRES (train and evaluation jobs are
 scheduled with a GPU and run on the CPU inside it); both give the same scores, completions, checkpoint hashes and
 selected checkpoints. Both log through an authenticated MLflow server (the paper's
 tracking store comes from the environment), and the password lands in no file.
@@ -179,7 +179,7 @@ def slurm_counts(config: dict) -> dict[str, int]:
     """Jobs per rule of the Slurm run (its targets: no report, no Base model evaluation, no `all`)."""
     cells, counts = len(slurm_cells(config)), expected_counts(config)
     return {**{rule: n for rule, n in counts.items() if rule not in ("report", "evaluate_base", "all")},
-            "train": cells, "evaluate": cells, "select_checkpoint": cells}
+            "train": cells, "evaluate": cells}
 
 
 TENSOR_FILES = {".safetensors", ".pt", ".bin", ".pth"}
@@ -339,7 +339,7 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     assert {rule: len(jobs) for rule, jobs in history.items()} == {
         rule: n for rule, n in slurm_counts(config).items() if rule not in local_rules}
     for rule, jobs in history.items():
-        wanted = 1 if rule in ("train", "evaluate", "evaluate_base", "select_checkpoint") else 0
+        wanted = 1 if rule in ("train", "evaluate", "evaluate_base") else 0
         for job_id, state in jobs:
             assert state == "COMPLETED", (rule, job_id)
             assert job_gpus(job_id, env) == wanted, (rule, job_id)

@@ -1,6 +1,6 @@
 """The smoke DAG run for real, locally: data, base model, two training cells, evaluation, checkpoint selection,
-report; then Snakemake's incremental behaviour (nothing to redo; one deleted evaluation reruns only itself, its
-selection and the report), and the paper's analyses added to the finished DAG (only their jobs and the report run)."""
+report; then Snakemake's incremental behaviour (nothing to redo; one deleted evaluation reruns only its job, which
+selects the run's checkpoint too, and the report), and the paper's analyses added to the finished DAG (only their jobs and the report run)."""
 
 from __future__ import annotations
 
@@ -156,16 +156,18 @@ def test_second_run_has_nothing_to_do(smoke_run):
     assert "Nothing to be done" in output, output[-2000:]
 
 
-def test_deleting_one_evaluation_reruns_only_it_its_selection_and_the_report(smoke_run):
+def test_deleting_one_evaluation_reruns_only_its_job_and_the_report(smoke_run):
     workdir, config, _ = smoke_run
     scores = [workdir / d / "scores.json" for d in cell_dirs(config, "eval")]
+    selections = [workdir / d / "selection.json" for d in cell_dirs(config, "eval")]
     finals = [workdir / d / "final" for d in cell_dirs(config, "train")]
-    before = {p: p.stat().st_mtime_ns for p in scores[1:] + finals}
+    before = {p: p.stat().st_mtime_ns for p in scores[1:] + selections[1:] + finals}
+    selected_before = selections[0].stat().st_mtime_ns
     scores[0].unlink()
     proc = snakemake(workdir, "--configfile", str(SMOKE))
-    # the run's checkpoint selection reads the final's test scores (its own when final/ is selected)
-    assert job_counts(proc.stdout + proc.stderr) == {"evaluate": 1, "select_checkpoint": 1, "report": 1, "all": 1}
-    assert scores[0].is_file()
+    # the evaluate job also selects the run's checkpoint (it reads the final's test scores when final/ is selected)
+    assert job_counts(proc.stdout + proc.stderr) == {"evaluate": 1, "report": 1, "all": 1}
+    assert scores[0].is_file() and selections[0].stat().st_mtime_ns > selected_before
     assert {p: p.stat().st_mtime_ns for p in before} == before
 
 
