@@ -5,7 +5,10 @@ runs any of it.
 What the CPU build needs (issue 15, measured on the 2-core CI machine):
 
 - its environment (:data:`CPU_ENV`): the engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: no
-  spawned process that imports vllm again) and no pinning of this process's threads to cores it shares with others;
+  spawned process that imports vllm again), no pinning of this process's threads to cores it shares with others,
+  and no torch.compile (``TORCHDYNAMO_DISABLE=1``: the sampler's unseeded path is compiled otherwise, and inductor
+  ran gcc in every colocated training process; eager sampling is as deterministic for a given seed, but draws
+  other tokens than the compiled kernel's own random numbers);
 - a small, fixed KV cache (:data:`KV_CACHE_BYTES`; vLLM's default sizes it from a share of all host memory, and
   allocates it zeroed, so every byte is resident: the rehearsal runs up to 8 training jobs side by side);
 - eager execution (``enforce_eager``: no ~20 s compile per engine) in the dtype the transformers backend and the
@@ -43,6 +46,11 @@ KV_CACHE_BYTES = 256 << 20
 CPU_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # engine core in-process: no spawn, no second vllm import
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # the cores are shared with the test workers and Slurm jobs
+    # vLLM's CPU sampler wraps its unseeded sampling in torch.compile (compiled_random_sample: TRL's colocated
+    # engine, whose requests carry no per-request generator); inductor then compiled C++ with gcc in every training
+    # process (~9 s of wall, ~10 s of CPU, even with its cache warm), for a softmax and an argmax over 4 rows.
+    # torch reads this when the sampler module is imported, at the engine's start, after prepare_environment.
+    "TORCHDYNAMO_DISABLE": "1",
 }
 
 

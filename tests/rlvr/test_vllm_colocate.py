@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch._dynamo.utils import counters as dynamo_counters
 from datasets import Dataset
 
 from hara import vllm_cpu
@@ -94,8 +95,12 @@ def test_colocated_vllm_trains_hara_tok_on_the_trained_weights(rehearsal_base, t
     assert trainer.use_vllm and type(trainer.vllm_generation).__name__ == "CPUColocatedGeneration"
     syncs, captures = SyncRecorder(trainer), CaptureRecorder(trainer)
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    frames = dict(dynamo_counters["frames"])
     trainer.train()
 
+    # vLLM's CPU sampler runs eagerly (hara.vllm_cpu.CPU_ENV): its torch.compile'd sampling made inductor compile
+    # C++ with gcc in every training process, ~10 s of CPU each
+    assert dict(dynamo_counters["frames"]) == frames, "torch.compile ran during colocated training"
     assert len(syncs.checks) == 3, "one sync per optimizer step"
     for policy, engine in syncs.checks:
         assert set(policy) <= set(engine), sorted(set(policy) - set(engine))
