@@ -447,6 +447,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="timed steps per method (default: the scale's)")
     parser.add_argument("--prompts", type=int, help="prompts per step, 16 rollouts each (default: the scale's)")
     parser.add_argument("--micro-batch", type=int, help="rows per forward/backward (default: the scale's)")
+    parser.add_argument("--logit-chunk", type=int, help="completion positions per LM-head chunk (default: the "
+                        "scale's; the training phase's peak against it says what the head holds)")
     parser.add_argument("--tflops", type=float, default=400.0, help="effective TFLOP/s assumed by the estimate")
     parser.add_argument("--budget-s", type=float, default=360.0, help="no further timed step pair past this")
     parser.add_argument("--threads", type=int, default=1, help="torch threads on --device cpu")
@@ -459,8 +461,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     t0 = time.perf_counter()
     s = SCALES[args.scale]
-    s = replace(s, **{k: v for k, v in {"steps": args.steps, "prompts": args.prompts,
-                                        "micro_batch": args.micro_batch}.items() if v is not None})
+    s = replace(s, **{k: v for k, v in {"steps": args.steps, "prompts": args.prompts, "micro_batch": args.micro_batch,
+                                        "logit_chunk": args.logit_chunk}.items() if v is not None})
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device (use --device cpu --scale toy on a CPU machine)")
     device = torch.device(args.device)

@@ -28,7 +28,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def test_toy_run_on_cpu_prints_sane_figures(tmp_path):
     out_json = tmp_path / "gpu_check.json"
     run = subprocess.run([sys.executable, "-c", _RUN_TORCH_ONLY, str(SCRIPT), "--device", "cpu", "--scale", "toy",
-                          "--out", str(out_json)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                          "--logit-chunk", "12", "--out", str(out_json)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.strip().splitlines()
     fig = dict(line.rsplit("=", 1) for line in lines if "=" in line and " " not in line)
@@ -55,6 +55,7 @@ def test_toy_run_on_cpu_prints_sane_figures(tmp_path):
         assert float(fig[f"ratio_to_bandwidth_floor@{n}"]) > 1
     assert lines[-1].startswith("ratio_to_bandwidth_floor@256=")
     saved = json.loads(out_json.read_text())
+    assert saved["scale"]["logit_chunk"] == 12  # --logit-chunk reached the run (the toy scale's own is 16)
     assert saved["figures"]["hara_tok_step_ratio"] == float(fig["hara_tok_step_ratio"])
     steps = saved["steps"]
     assert {s["method"] for s in steps} == {"none", "hara_tok"} and len(steps) == 2 * 3
