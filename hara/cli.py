@@ -204,6 +204,8 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
 def run_select_checkpoint(args: argparse.Namespace, config: dict) -> int:
     from hara.evaluation.selection import write_selection
 
+    if not config["selection"]["enabled"]:
+        raise UserError("selection.enabled is false: the run kept no candidates and the data no validation split")
     print(json.dumps(write_selection(config, args.run, args.data, args.final_scores, args.out, args.scores_out,
                                      backend=args.backend, cache_dir=args.cache_dir), indent=2))
     return 0

@@ -107,13 +107,9 @@ def write_selection(config: Mapping, run_dir: str | Path, data_dir: str | Path, 
     """:func:`select_checkpoint`, its two files written (the selected checkpoint's test scores first, so a
     selection.json on disk always has them beside it); what the commands print. `hara evaluate --selection-out`
     (the workflow's evaluate job, one process for the final's evaluation and the selection) and `hara
-    select-checkpoint` both come here."""
+    select-checkpoint` both come here, after checking selection.enabled."""
     from hara.evaluation.runner import write_result
 
-    if not config["selection"]["enabled"]:
-        from hara.errors import UserError
-
-        raise UserError("selection.enabled is false: the run kept no candidates and the data no validation split")
     selection, test = select_checkpoint(config, run_dir, data_dir, final_scores, backend=backend, cache_dir=cache_dir)
     write_result(test, scores_out)
     write_result(selection, out)
