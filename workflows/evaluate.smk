@@ -42,6 +42,5 @@ use rule evaluate as evaluate_base with:
         scores=f"{BASE_EVAL_DIR}/scores.json",
     log:
         f"{LOGS}/evaluate_base/{{size}}.log",
-    params:  # merged into evaluate's: a Base model has no run to select from
-        selection="",
+    params:  # merged into evaluate's; no selection files declared, so no selection flags (selection_args)
         settings=settings_digest("evaluation", "prompt"),

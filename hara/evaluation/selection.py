@@ -115,4 +115,3 @@ def write_selection(config: Mapping, run_dir: str | Path, data_dir: str | Path, 
     write_result(selection, out)
     return {"selected_step": selection["selected_step"], "validation_pass_at_1": {
         c["step"]: round(c["validation_pass_at_1"], 4) for c in selection["candidates"]}}
-
