@@ -294,8 +294,11 @@ def grpo_step(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, method: 
     meter = PhasePeaks(cuda=batch.mask.is_cuda)
     sync()
     start = time.perf_counter()
+    forwards = []  # the model's forward passes in the capture phase: counted, not timed (none must run none)
+    counter = model.register_forward_pre_hook(lambda *_: forwards.append(1))
     with meter.phase("capture"), bf16_autocast(batch.mask):
         hidden = capture_hidden(model, batch, s) if method != "none" else None
+    counter.remove()
     sync()
     captured = time.perf_counter()
     with meter.phase("weighting"):
@@ -311,7 +314,8 @@ def grpo_step(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, method: 
     live = batch.mask & (adv.abs() > 0)[:, None]
     seq = adv[:, None].expand_as(token_adv)
     moved = ((token_adv - seq).abs() > 1e-4 * seq.abs()) & live
-    return {"method": method, "step_s": end - start, "capture_s": captured - start, "weighting_s": weighted - captured,
+    return {"method": method, "step_s": end - start, "capture_s": captured - start, "capture_forwards": len(forwards),
+            "weighting_s": weighted - captured,
             "update_s": end - weighted, "loss": loss, "finite": bool(torch.isfinite(token_adv).all()),
             "reweighted_fraction": float(moved.sum() / live.sum().clamp_min(1)),
             "peak_memory_gib": max(meter.peaks.values()) if meter.peaks else None, "phase_peaks_gib": meter.peaks,

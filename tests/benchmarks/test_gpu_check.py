@@ -60,7 +60,10 @@ def test_toy_run_on_cpu_prints_sane_figures(tmp_path):
     assert saved["figures"]["hara_tok_step_ratio"] == float(fig["hara_tok_step_ratio"])
     steps = saved["steps"]
     assert {s["method"] for s in steps} == {"none", "hara_tok"} and len(steps) == 2 * 3
-    assert all(s["capture_s"] < 0.01 * s["step_s"] for s in steps if s["method"] == "none")  # no capture pass
+    # none runs no capture pass, hara_tok one forward per micro-batch (counted: the time of an empty phase is noise
+    # under load, and a 1%-of-step bound on it failed in a loaded suite)
+    micro_batches = 2 * 16 // 8  # the toy scale: 2 prompts x 16 rollouts, 8 rows per forward
+    assert {(s["method"], s["capture_forwards"]) for s in steps} == {("none", 0), ("hara_tok", micro_batches)}
     assert all(s["w_std"] > 0 for s in steps if s["method"] == "hara_tok")
     assert [r["n"] for r in saved["novelty"]] == [64, 256] and all(r["groups"] == 2 for r in saved["novelty"])
 
