@@ -119,10 +119,7 @@ def test_gpu_resolves_needs_only_the_bare_venv(tmp_path):
     """.ci/run starts `make gpu-resolves` (pip's CPU-bound dry run) beside `make setup`: from a missing venv, make
     plans the venv and the dry run and none of the install (before, gpu-resolves depended on setup and installed
     torch and the extras first)."""
-    import subprocess
-
     venv = tmp_path / "venv"
-    plan = subprocess.run(["make", "-n", "-C", str(REPO), f"VENV={venv}", "gpu-resolves"], capture_output=True,
-                          text=True, timeout=60, check=True).stdout
+    plan = make_dry_run("gpu-resolves", venv)
     assert f"-m venv {venv}" in plan and "--dry-run" in plan, plan
     assert "torch==" not in plan and "uv pip install" not in plan, plan
