@@ -92,6 +92,8 @@ def _variant_run(method: str, variant: str, alpha: float, structure: str) -> tup
 
 def study_runs(config: Mapping, study: str) -> list[AnalysisRun]:
     """The training runs of one study ([] for studies without training runs or switched off)."""
+    if study not in enabled_analyses(config):
+        return []
     a = config["analyses"]
     if study == "variants":
         from hara.ot.exact import FGW_VARIANTS  # POT and torch: imported only when the study is on

@@ -25,6 +25,12 @@ def config():
     return config
 
 
+def test_studies_have_no_runs_while_the_analyses_are_off(config):
+    config["analyses"]["enabled"] = False
+    assert {study: study_runs(config, study) for study in ("variants", "exact", "group_size")} == {
+        "variants": [], "exact": [], "group_size": []}
+
+
 def test_variants_override_alpha_and_fgw_reuses_the_grid_cell(config):
     runs = {r.label: r for r in study_runs(config, "variants")}
     assert runs["w"].overrides == (("hara.hara.alpha", 0.0),) and runs["gw"].overrides == (("hara.hara.alpha", 1.0),)

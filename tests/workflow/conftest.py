@@ -24,9 +24,12 @@ CLUSTER_SCRIPT = REPO / "scripts" / "slurm" / "local_cluster.sh"
 SLURM_BINARIES = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client"}
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``snakemake -s <repo>/Snakefile --cores 2 ARGS`` in ``workdir`` with the venv's `hara` on PATH."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 600,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``snakemake -s <repo>/Snakefile --cores 2 ARGS`` in ``workdir`` with the venv's `hara` on PATH (and ``env``
+    on top of this process's environment)."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
+           **(env or {})}
     cmd = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--cores", "2", *args]
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout,
                           check=False)
