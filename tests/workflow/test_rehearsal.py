@@ -3,9 +3,9 @@ DAG on the CPU (download_model -> fetch_data -> prepare_data -> base_model -> ev
 dapo x none, hara_tok) -> evaluate (with checkpoint selection) -> report), with a tiny Qwen3 carrying the real Qwen3
 tokenizer and the paper's datasets in their own schemas, both read through the real huggingface_hub / datasets calls
 from a local cache in the hub's layouts (tests/workflow/rehearsal_assets.py), offline. It runs locally and, for the
-GRPO cells (SLURM_RLVR), through the local Slurm cluster with a GPU GRES (train and evaluation jobs are
-scheduled with a GPU and run on the CPU inside it); both give the same scores, completions, checkpoint hashes and
-selected checkpoints. Both log through an authenticated MLflow server (the paper's
+one cell it preempts on the way (PREEMPTED), through the local Slurm cluster with a GPU GRES (train and evaluation
+jobs are scheduled with a GPU and run on the CPU inside it); both give the same scores, completions, checkpoint hashes
+and selected checkpoints. Both log through an authenticated MLflow server (the paper's
 tracking store comes from the environment), and the password lands in no file.
 """
 
@@ -159,16 +159,18 @@ def wait_for_rehearsals(started: dict[str, tuple[Path, subprocess.Popen, float]]
     return results
 
 
-#: The Slurm run builds the cells of one RLVR preset (their data, Base model, training, evaluation and checkpoint
-#: selection): every rule the paper sends to the cluster, with its profile, resources and GPUs, at a third of the
-#: CPU of the whole grid (the suite's length on 2 cores is its CPU time). The other presets differ only in config
-#: values inside `hara train`, and the local run trains them.
-SLURM_RLVR = "grpo"
+#: The training run that is preempted (`scontrol requeue`) in the middle of the Slurm rehearsal, and the one cell
+#: that run builds (its data, Base model, training, evaluation and checkpoint selection): every rule the paper sends
+#: to the cluster, with its profile, resources and GPUs, and a resume, at a sixth of the CPU of the whole grid (the
+#: suite's length on 2 cores is its CPU time). The other cells differ only in config values inside `hara train`, and
+#: the local run trains them all.
+PREEMPTED = ("grpo", "hara_tok")
 
 
 def slurm_cells(config: dict) -> list[str]:
-    return [f"{size}/{SLURM_RLVR}/{method}/seed{seed}" for size in config["models"]["sizes"]
-            for method in config["grid"]["methods"] for seed in config["grid"]["seeds"]]
+    rlvr, method = PREEMPTED
+    return [f"{size}/{rlvr}/{method}/seed{seed}" for size in config["models"]["sizes"]
+            for seed in config["grid"]["seeds"]]
 
 
 def slurm_targets(config: dict) -> list[str]:
@@ -183,8 +185,6 @@ def slurm_counts(config: dict) -> dict[str, int]:
 
 
 TENSOR_FILES = {".safetensors", ".pt", ".bin", ".pth"}
-#: The training run that is preempted (`scontrol requeue`) in the middle of the Slurm rehearsal.
-PREEMPTED = ("grpo", "hara_tok")
 
 
 def requeue_when_checkpointed(workdir: Path, env: dict, found: dict, stop: threading.Event) -> None:
