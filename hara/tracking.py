@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EXPERIMENT_KIND", "RUN_FILE", "TRAINING_UI_QUERY", "MlflowRun", "absolute_uri", "metric_name", "open_run",
-           "run_name", "start_run", "ui_path"]
+           "run_name", "start_run", "tracking_client", "ui_path"]
 
 RUN_FILE = "mlflow_run.json"
 
@@ -135,7 +135,9 @@ def _migrate_sqlite_store_once(uri: str) -> None:
 HTTP_RETRY_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 
 
-def _client(uri: str):
+def tracking_client(uri: str):
+    """The MlflowClient every part of hara logs through: HTTP retries bounded (HTTP_RETRY_DEFAULTS), an sqlite
+    store's folder created and its schema migrated once."""
     from mlflow.tracking import MlflowClient
 
     if uri.startswith(("http://", "https://")):
@@ -156,7 +158,7 @@ class MlflowRun:
     experiment_id: str
 
     def __post_init__(self) -> None:
-        self.client = _client(self.tracking_uri)
+        self.client = tracking_client(self.tracking_uri)
         self.pending: list[list] = []  # metric batches not yet accepted by the store, oldest first
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
@@ -279,7 +281,7 @@ def start_run(tracking_uri: str, experiment: str, name: str, out_dir: str | Path
     if existing is not None:
         return existing, True
     tracking_uri = absolute_uri(tracking_uri)
-    client = _client(tracking_uri)
+    client = tracking_client(tracking_uri)
     with _credentials_explained(tracking_uri):
         experiment_id = _experiment_id(client, experiment, tracking_uri)
     created = client.create_run(experiment_id, run_name=name, tags={metric_name(k): str(v) for k, v in tags.items()})

@@ -124,9 +124,9 @@ def test_hara_train_logs_every_step_with_filterable_tags(tmp_path):
 
 def _open_and_log(uri: str, index: int) -> str:
     """One process: open the (possibly brand-new) store, create a run, log a metric; return the run id."""
-    from hara.tracking import _client
+    from hara.tracking import tracking_client
 
-    client = _client(uri)
+    client = tracking_client(uri)
     run = client.create_run(client.create_experiment(f"concurrent-{index}"))
     client.log_metric(run.info.run_id, "train/reward", float(index), step=0)
     return run.info.run_id

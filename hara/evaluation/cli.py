@@ -45,21 +45,18 @@ def summary(result: Mapping, out: str, run: Mapping | None) -> dict:
 def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
     """Evaluate, write the JSON, log into the training run's MLflow run (when the checkpoint has one)."""
     from hara.evaluation.runner import evaluate_checkpoint, write_result
-    from hara.evaluation.tracking import log_scores
 
     check_benchmarks(config, args.benchmark)
     check_checkpoint(args.checkpoint)
     check_selection_arguments(args, config)
     result = evaluate_checkpoint(config, args.checkpoint, args.benchmark, backend=args.backend,
                                  cache_dir=args.cache_dir, data_dir=args.data)
-    run = None
-    if not args.no_mlflow:
-        scores = {name: {"pass@1": entry["score"], **({"pass@1_stderr": entry["stderr"]}
-                                                      if entry["stderr"] is not None else {})}
-                  for name, entry in result["benchmarks"].items()}
-        run = log_scores(args.checkpoint, scores, benchmarks=result["benchmarks"])
-    result["mlflow_run"] = run
-    write_result(result, args.out)
+    result["mlflow_run"] = None
+    write_result(result, args.out)  # first: a tracking store that refuses the scores does not lose the evaluation
+    run = None if args.no_mlflow else log_evaluation(args.checkpoint, result, args.out)
+    if run is not None:
+        result["mlflow_run"] = run
+        write_result(result, args.out)
     printed = summary(result, args.out, run)
     if args.selection_out:  # in this process: lighteval, the data and the backend are loaded already
         from hara.evaluation.selection import write_selection
@@ -67,6 +64,22 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
         printed["selection"] = write_selection(config, Path(args.checkpoint).parent, args.data, args.out,
                                                args.selection_out, args.selected_scores_out, backend=args.backend)
     return printed
+
+
+def log_evaluation(checkpoint: str, result: Mapping, out: str) -> dict | None:
+    """pass@1 and its standard error per benchmark into the checkpoint's MLflow run (None without one); a store
+    that refuses them is a one-line error that also says where the scores are."""
+    from hara.evaluation.tracking import log_scores
+    from hara.tracking import TrackingError
+
+    scores = {name: {"pass@1": entry["score"], **({"pass@1_stderr": entry["stderr"]}
+                                                  if entry["stderr"] is not None else {})}
+              for name, entry in result["benchmarks"].items()}
+    try:
+        return log_scores(checkpoint, scores, benchmarks=result["benchmarks"])
+    except TrackingError as error:
+        raise TrackingError(f"{error}; the scores are in {out} (evaluating again reuses the cached generations)") \
+            from None
 
 
 def check_selection_arguments(args: argparse.Namespace, config: Mapping) -> None:

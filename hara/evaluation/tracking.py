@@ -16,6 +16,7 @@ apart at a glance.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -92,18 +93,28 @@ def log_scores(checkpoint: str | Path, scores: Mapping[str, Mapping[str, float]]
     """Log ``{benchmark: {metric: value}}`` into the checkpoint's training run, and ``benchmarks`` (the result's
     entries, as in scores.json) as its dataset inputs; returns the run reference or None.
 
-    Uses an explicit ``MlflowClient(tracking_uri)``: no global MLflow state and no default sqlite file in the
-    working directory.
+    Uses an explicit client (:func:`hara.tracking.tracking_client`, bounded HTTP retries): no global MLflow state
+    and no default sqlite file in the working directory. A store that refuses the scores (a tracking server stopped
+    since training) is a :class:`~hara.tracking.TrackingError` naming it and the run file.
     """
     path = find_run_file(checkpoint)
     if path is None:
         return None
     run = read_run(path)
-    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+    from mlflow.exceptions import MlflowException
 
-    client = MlflowClient(tracking_uri=run["tracking_uri"])
-    for benchmark, metrics in scores.items():
-        for metric, value in metrics.items():
-            client.log_metric(run["run_id"], mlflow_key(benchmark, metric), float(value), step=step)
-    log_benchmark_inputs(client, run["run_id"], benchmarks or {})
+    from hara.tracking import TrackingError, tracking_client
+
+    now = int(time.time() * 1000)
+    metrics = [Metric(mlflow_key(benchmark, metric), float(value), now, step)
+               for benchmark, values in scores.items() for metric, value in values.items()]
+    try:
+        client = tracking_client(run["tracking_uri"])
+        client.log_batch(run["run_id"], metrics=metrics)
+        log_benchmark_inputs(client, run["run_id"], benchmarks or {})
+    except MlflowException as error:
+        reason = " ".join(str(error).split())[:300]
+        raise TrackingError(f"{path}: the MLflow run {run['run_id']} at {run['tracking_uri']} did not take the "
+                            f"scores ({reason})") from None
     return {**run, "run_file": str(path)}

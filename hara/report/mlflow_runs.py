@@ -181,9 +181,8 @@ def log_run_summaries(config: Mapping, results: str | Path, runs: Mapping[Cell, 
     to MLflow, and nothing is)."""
     if report_run_id is None:
         return []
-    from mlflow import MlflowClient
-
     from hara.evaluation.tracking import RUN_FILE, read_run
+    from hara.tracking import tracking_client
 
     out_dir = Path(out_dir)
     comparisons, report_file = read_comparisons(out_dir), (out_dir / "index.html").resolve()
@@ -195,7 +194,7 @@ def log_run_summaries(config: Mapping, results: str | Path, runs: Mapping[Cell, 
         reference = read_run(path)
         uri = reference["tracking_uri"]
         if uri not in clients:
-            clients[uri] = MlflowClient(tracking_uri=uri)
+            clients[uri] = tracking_client(uri)
         client = clients[uri]
         experiments.add((uri, _summarize(client, reference["run_id"], config, run, comparisons, report_file,
                                          report_run_id)))

@@ -67,3 +67,33 @@ def test_evaluate_logs_pass_at_1_and_stderr_into_the_training_run(tmp_path, fake
     assert result["mlflow_run"]["run_id"] == run["run_id"]
     assert history(run, "eval/mini_minerva/pass_at_1") == [pytest.approx(entry["score"])] and entry["score"] == 0.5
     assert history(run, "eval/mini_minerva/pass_at_1_stderr") == [pytest.approx(entry["stderr"])]
+
+
+def test_an_unreachable_tracking_server_keeps_the_scores_and_names_the_store(tmp_path, fake_checkpoint, monkeypatch,
+                                                                             capsys):
+    """The run's tracking server is gone (stopped after training): the evaluation's scores are written before MLflow
+    is asked, the command fails in one line naming the store and the scores file, and MLflow's client retries a
+    bounded number of times (its default back-off waited ~4 minutes before this) unless the user set their own."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    (fake_checkpoint.parent / "mlflow_run.json").write_text(json.dumps({"tracking_uri": uri, "run_id": "0" * 32}))
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")  # the test's own setting wins: no waiting here
+    config = smoke_config()
+    table = {format_prompt(r["problem"]): ["no"] for r in build_config_datasets(config)["mini_minerva"]}
+    monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: StandInEngine(table))
+    out = tmp_path / "r.json"
+    code = main(["evaluate", "--config", "config/smoke.yaml", "--checkpoint", str(fake_checkpoint),
+                 "--benchmark", "mini_minerva", "--out", str(out), "--cache-dir", str(tmp_path / "cache")])
+    error = capsys.readouterr().err
+    assert code == 2 and uri in error and str(out) in error
+    result = json.loads(out.read_text())
+    assert result["benchmarks"]["mini_minerva"]["score"] == 0.0 and result["mlflow_run"] is None
+    import os
+
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
+    assert os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == "0"
