@@ -29,7 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hara.layout import method_seeds
+from hara.data.embedded import VALIDATION
+from hara.evaluation.settings import benchmark_settings
+from hara.layout import candidate_steps, method_seeds
 from hara.methods import methods
 
 __all__ = ["Architecture", "CellPlan", "GridPlan", "PAPER_ARCHITECTURES", "architecture_of", "format_plan_table",
@@ -506,17 +508,25 @@ def generated_tokens(s: Setup) -> int:
 
 
 def evaluation_tokens(config: Mapping) -> int:
-    """Upper bound of one evaluation job: problems x n x max_new_tokens over the config's benchmarks."""
-    ev, total = config["evaluation"], 0
+    """Upper bound of one evaluation on the config's benchmarks: problems x n x max_new_tokens, each benchmark with
+    its own sampling settings. All problems: ``evaluation.limit`` caps only quick accuracy checks."""
+    total = 0
     for bench in config["data"]["benchmarks"]:
-        own = ev["benchmarks"].get(bench) or {}
-        n = own.get("n") or ev["n"]
-        length = own.get("max_new_tokens") or ev["max_new_tokens"]
-        problems = HUB_BENCHMARK_PROBLEMS.get(bench, config["data"]["benchmark_size"])
-        if ev["limit"]:
-            problems = min(problems, ev["limit"])
-        total += problems * n * length
+        settings = benchmark_settings(config, bench)
+        total += HUB_BENCHMARK_PROBLEMS.get(bench, config["data"]["benchmark_size"]) * settings.n * settings.max_new_tokens
     return total
+
+
+def selection_tokens(config: Mapping) -> int:
+    """Upper bound of checkpoint selection, which a run's evaluate job adds after the final's evaluation: every
+    candidate (final/ included) on the validation split, then the benchmarks again for a selected checkpoint that is
+    not final/ (hara/evaluation/selection.py)."""
+    selection = config["selection"]
+    if not selection["enabled"]:
+        return 0
+    candidates, settings = len(candidate_steps(config)), benchmark_settings(config, VALIDATION)
+    validation = candidates * selection["validation_problems"] * settings.n * settings.max_new_tokens
+    return validation + (evaluation_tokens(config) if candidates > 1 else 0)
 
 
 def by_size(value: Any, size: str) -> float:
@@ -618,10 +628,11 @@ class JobPlans:
 def size_jobs(config: Mapping, arch: Architecture, size: str) -> JobPlans:
     """The download / base-model job (the bf16 snapshot on disk; the copy loads no weights) and one evaluation job
     (the engine's weights read through host memory once; tokens and device-hours at
-    plan.evaluation_tokens_per_s per GPU)."""
+    plan.evaluation_tokens_per_s per GPU): a run's, with its checkpoint selection, and the Base model's (base_*)."""
     plan, ev = config["plan"], config["evaluation"]
     gpu_memory = plan["gpu_memory_gb"] * GB
-    tokens = evaluation_tokens(config)
+    base_tokens = evaluation_tokens(config)
+    tokens = base_tokens + selection_tokens(config)  # a run's job; the Base model's has no selection
     hub = config["models"]["family"] == "hub"
     gpus = ev["vllm"]["tensor_parallel_size"] if hub else 1
     process = plan["process_host_gb" if hub else "cpu_process_host_gb"] * GB
@@ -630,10 +641,11 @@ def size_jobs(config: Mapping, arch: Architecture, size: str) -> JobPlans:
         engine = engine_plan(arch, ev["vllm"]["gpu_memory_utilization"], gpu_memory, gpus,
                              plan["vllm_overhead_gb"] * GB, plan["prompt_tokens"] + ev["max_new_tokens"],
                              ev["vllm"]["max_model_len"])
-    hours = tokens / by_size(plan["evaluation_tokens_per_s"], size) / 3600  # per-GPU rate: device-hours
+    rate = by_size(plan["evaluation_tokens_per_s"], size) * 3600  # per-GPU rate: device-hours
     return JobPlans(size=size, architecture=arch, params=arch.params, snapshot_bytes=arch.params * 2,
                     evaluate={"host": process + arch.params * (2 if hub else 4), "tokens": tokens,
-                              "device_hours": hours, "gpus": gpus},
+                              "device_hours": tokens / rate, "base_tokens": base_tokens,
+                              "base_device_hours": base_tokens / rate, "gpus": gpus},
                     evaluate_engine=engine, base_model_host=process)
 
 
@@ -652,7 +664,7 @@ class GridPlan:
 
 def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None = None) -> GridPlan:
     """Every size x rlvr x method cell of the grid and each size's other jobs; grid totals count every seed and
-    one evaluation per run plus one per size (the Base model)."""
+    one evaluation job per run (with its checkpoint selection) plus one per size (the Base model)."""
     sizes, grid = config["models"]["sizes"], config["grid"]
     archs = {size: (architectures or {}).get(size) or architecture_of(config, size) for size in sizes}
     cells = [plan_cell(config, archs[size], size, rlvr, method)
@@ -663,11 +675,12 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
     totals = {
         "runs": sum(runs.values()),
         "train_device_hours": sum(seeds[c.method] * c.device_hours["total"] for c in cells),
-        "evaluate_device_hours": sum((runs[s] + 1) * jobs[s].evaluate["device_hours"] for s in sizes),
+        "evaluate_device_hours": sum(runs[s] * jobs[s].evaluate["device_hours"] + jobs[s].evaluate["base_device_hours"]
+                                     for s in sizes),
         "checkpoint_disk_bytes": sum(seeds[c.method] * c.disk["kept"] for c in cells),  # every run finished
         "snapshot_disk_bytes": sum(job.snapshot_bytes for job in jobs.values()),
         "generated_tokens": sum(seeds[c.method] * c.tokens for c in cells),
-        "evaluation_tokens": sum((runs[s] + 1) * jobs[s].evaluate["tokens"] for s in sizes),
+        "evaluation_tokens": sum(runs[s] * jobs[s].evaluate["tokens"] + jobs[s].evaluate["base_tokens"] for s in sizes),
     }
     totals["device_hours"] = totals["train_device_hours"] + totals["evaluate_device_hours"]
     return GridPlan(cells=cells, jobs=jobs, seeds=len(grid["seeds"]), totals=totals,
@@ -724,7 +737,8 @@ def _job_lines(grid: GridPlan) -> list[str]:
               if engine else "")
         lines.append(f"{size}: {job.params / 1e9:.2f}B params; snapshot {_gb(job.snapshot_bytes)} GB; evaluate: "
                      f"host {_gb(job.evaluate['host'])} GB, {job.evaluate['tokens'] / 1e6:.1f} Mtok, "
-                     f"{job.evaluate['device_hours']:.1f} dev-h{kv}")
+                     f"{job.evaluate['device_hours']:.1f} dev-h per run (selection included; the Base model's "
+                     f"{job.evaluate['base_tokens'] / 1e6:.1f} Mtok){kv}")
     for c in grid.cells:
         if c.engine and c.rlvr == grid.cells[0].rlvr and c.method == grid.cells[0].method:
             lines.append(f"{c.size}: colocated vLLM {_gb(c.engine.share_bytes)} GB = weights "

@@ -247,3 +247,19 @@ def test_planned_cpu_peak_of_a_grpo_step_agrees_with_the_measured_peak(tmp_path)
     ratio = report["measured"] / report["planned"]
     assert report["planned"] > 1e9  # the modelled terms dominate the trainer's own allocations
     assert 1 / CPU_PEAK_FACTOR <= ratio <= CPU_PEAK_FACTOR, report
+
+
+def test_evaluation_tokens_count_what_each_evaluate_job_samples():
+    """A run's evaluate job scores the final checkpoint on the benchmarks, every selection candidate on the validation
+    split, and the selected one on the benchmarks again when it is not final/; the Base model's job only the first.
+    Per-benchmark sampling overrides count, and evaluation.limit (quick accuracy checks only) does not shrink a job."""
+    config = load_config(DEFAULT, overrides=["evaluation.limit=10", "evaluation.benchmarks.mini_aime24.n=8"])
+    benchmarks = 4 * 200 * 4 * 160 + 200 * 8 * 160  # the default: 5 benchmarks of 200 problems, n 4, 160 tokens
+    validation = 3 * 200 * 4 * 160  # selection: 3 candidates, 200 validation problems
+    grid = plan_grid(config)
+    job = grid.jobs["tiny-s"]
+    assert job.evaluate["base_tokens"] == benchmarks
+    assert job.evaluate["tokens"] == benchmarks + validation + benchmarks
+    assert grid.totals["evaluation_tokens"] == 9 * job.evaluate["tokens"] + benchmarks
+    off = plan_grid(load_config(DEFAULT, overrides=["selection.enabled=false"])).jobs["tiny-s"]
+    assert off.evaluate["tokens"] == off.evaluate["base_tokens"] == 5 * 200 * 4 * 160
