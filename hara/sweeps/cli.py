@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,13 +41,37 @@ def forwarded_arguments(args: argparse.Namespace) -> list[str]:
 def run_processes(args: argparse.Namespace, workers: int) -> dict:
     """Start ``workers`` worker processes (`hara sweep run --workers 1`) and wait for all of them."""
     command = [sys.executable, "-m", "hara.cli", "sweep", "run", "--workers", "1", *forwarded_arguments(args)]
-    processes = [subprocess.Popen(command) for _ in range(workers)]
-    codes = [process.wait() for process in processes]
+    codes = supervise_workers(command, workers)
     if any(codes):
         from hara.errors import UserError
 
         raise UserError(f"sweep {args.study}: worker exit codes {codes}")
     return {"study": args.study, "workers": workers, "exit_codes": codes}
+
+
+def supervise_workers(command: list[str], workers: int) -> list[int]:
+    """Run ``workers`` copies of ``command`` and return their exit codes.
+
+    A SIGTERM to this process (a scheduler's cancel, `timeout`, a supervisor stopping the job) is passed on to the
+    workers, which end as it does; this process then ends by the same signal. Without that they trained on, orphaned,
+    with nobody waiting for them (Ctrl-C needs nothing: the terminal signals the whole process group)."""
+    processes = [subprocess.Popen(command) for _ in range(workers)]
+    received: list[int] = []
+
+    def forward(signum: int, frame) -> None:
+        received.append(signum)
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        codes = [process.wait() for process in processes]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if received:
+        os.kill(os.getpid(), received[0])  # end as terminated, as without workers (the previous handler decides)
+    return codes
 
 
 def sweep_command(args: argparse.Namespace) -> dict:
