@@ -20,9 +20,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from hara.tracking import RUN_FILE  # the file the training stage writes; named once, in hara.tracking
+
 __all__ = ["RUN_FILE", "benchmark_inputs", "find_run_file", "log_benchmark_inputs", "log_scores", "mlflow_key"]
 
-RUN_FILE = "mlflow_run.json"
 RUN_KEYS = ("tracking_uri", "run_id")
 #: Characters of the benchmark's sha256 kept as the MLflow dataset digest: MLflow's stores cap a digest at 36, and the
 #: UI prints it beside the name in every Dataset cell (MLflow's own digests are 8). The source keeps the full hash.
