@@ -510,10 +510,10 @@ def generated_tokens(s: Setup) -> int:
 def evaluation_tokens(config: Mapping) -> int:
     """Upper bound of one evaluation on the config's benchmarks: problems x n x max_new_tokens, each benchmark with
     its own sampling settings. All problems: ``evaluation.limit`` caps only quick accuracy checks."""
-    total = 0
+    total, size = 0, config["data"]["benchmark_size"]
     for bench in config["data"]["benchmarks"]:
-        settings = benchmark_settings(config, bench)
-        total += HUB_BENCHMARK_PROBLEMS.get(bench, config["data"]["benchmark_size"]) * settings.n * settings.max_new_tokens
+        settings, problems = benchmark_settings(config, bench), HUB_BENCHMARK_PROBLEMS.get(bench, size)
+        total += problems * settings.n * settings.max_new_tokens
     return total
 
 
