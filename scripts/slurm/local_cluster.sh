@@ -11,6 +11,8 @@
 # SLURM_CONF, or, where that is unset, through /run/slurm/conf/slurm.conf, the fallback location of Slurm's clients
 # (slurmd's configless cache): the script links it to STATE_DIR/slurm.conf while the cluster runs. The link is
 # needed because snakemake's job step drops SLURM_CONF from the environment of the `srun` it runs inside each job.
+# A link left by a cluster that was never stopped is replaced once that cluster's slurmctld is gone.
+# HARA_SLURM_FALLBACK_CONF moves the link elsewhere, for tests of this script only (srun inside jobs then fails).
 #
 # Accounting is off (no slurmdbd): `sacct` then fails, so snakemake's Slurm plugin must poll with `squeue`
 # (profiles/slurm sets slurm-status-command: squeue), which needs finished jobs to stay listed: MinJobAge=3600.
@@ -30,7 +32,7 @@ CONF="$STATE_DIR/slurm.conf"
 CTLD_PORT=${HARA_SLURMCTLD_PORT:-6817}
 SLURMD_PORT=${HARA_SLURMD_PORT:-6818}
 DAEMONS=(slurmd slurmctld munged)   # stop order: the reverse of the start order
-FALLBACK_CONF=/run/slurm/conf/slurm.conf
+FALLBACK_CONF=${HARA_SLURM_FALLBACK_CONF:-/run/slurm/conf/slurm.conf}
 GPUS=${HARA_SLURM_GPUS:-2}
 CPUS=${HARA_SLURM_CPUS:-}   # empty: the CPUs slurmd detects
 
@@ -119,9 +121,20 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
+# A cluster this script started whose session ended without `stop` (a killed test run, a machine restart that kept
+# /run and /tmp) leaves FALLBACK_CONF linked to its slurm.conf. Replace that link once its slurmctld is gone; refuse
+# while it runs (it holds the ports) and for any config this script did not write.
 link_fallback_conf() {
-    if [ -e "$FALLBACK_CONF" ] && [ "$(readlink -f "$FALLBACK_CONF")" != "$CONF" ]; then
-        die "$FALLBACK_CONF belongs to another Slurm installation; not replacing it"
+    local current current_dir
+    current=$(readlink -f "$FALLBACK_CONF" || true)
+    if [ -e "$FALLBACK_CONF" ] && [ "$current" != "$CONF" ]; then
+        head -1 "$current" | grep -q "^# Written by scripts/slurm/local_cluster.sh" \
+            || die "$FALLBACK_CONF belongs to another Slurm installation; not replacing it"
+        current_dir=$(dirname "$current")
+        is_running slurmctld "$current_dir" \
+            && die "a test cluster still runs in $current_dir; stop it: $0 stop $current_dir"
+        echo "local_cluster.sh: replacing $FALLBACK_CONF," \
+            "left by a test cluster in $current_dir that was not stopped" >&2
     fi
     mkdir -p "$(dirname "$FALLBACK_CONF")"
     ln -sfn "$CONF" "$FALLBACK_CONF"
@@ -133,9 +146,18 @@ unlink_fallback_conf() {
     fi
 }
 
-pid_of() { cat "$STATE_DIR/$1.pid" 2>/dev/null || true; }
+# $1: a daemon; $2: the state folder it was started in (default STATE_DIR).
+pid_of() { cat "${2:-$STATE_DIR}/$1.pid" 2>/dev/null || true; }
 
-is_running() { local pid; pid=$(pid_of "$1"); [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
+# Running means: that command (after a restart a stale PID file may name an unrelated process) and not a zombie
+# (a container's PID 1 may never reap the daemons it inherits).
+is_running() {
+    local pid stat
+    pid=$(pid_of "$1" "${2:-}")
+    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ] || return 1
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    [ "$(echo "${stat##*)}" | awk '{print $1}')" != Z ]
+}
 
 wait_for_node() {
     local attempt state

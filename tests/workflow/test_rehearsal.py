@@ -16,7 +16,10 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,7 +29,16 @@ import yaml
 
 from hara.config import validate_config
 from tests.reliability.servers import PASSWORD, tracking_server
-from tests.workflow.conftest import BIN, REPO, SNAKEFILE, job_counts, merged, read
+from tests.workflow.conftest import (
+    BIN,
+    CLUSTER_SCRIPT,
+    REPO,
+    SNAKEFILE,
+    job_counts,
+    merged,
+    missing_slurm_requirement,
+    read,
+)
 from tests.workflow.rehearsal_assets import DATASETS, REHEARSAL_MODEL, build_hub_cache
 from tests.workflow.slurm import (
     PROFILE,
@@ -102,6 +114,59 @@ def test_the_scale_key_check_catches_a_path_change():
     """The check above is not vacuous: an overlay switching the backend or the tracking store is refused."""
     for key in ("evaluation.backend", "tracking.mlflow_uri", "training.use_vllm", "prompt.template"):
         assert not any(fnmatch.fnmatchcase(key, pattern) for pattern in SCALE_KEYS), key
+
+
+def test_a_cluster_a_killed_session_left_behind_is_replaced_at_the_next_start():
+    """A test session that ends without `local_cluster.sh stop` (killed, or a restart that keeps /run and /tmp)
+    leaves Slurm's fallback slurm.conf linked to its cluster. The next start replaces that link once the old cluster's
+    daemons are gone (before, it refused it as "another Slurm installation" and every Slurm test errored, as CI did),
+    and still refuses while a cluster runs. On its own ports and link (HARA_SLURM_FALLBACK_CONF): the session's
+    cluster is untouched."""
+    reason = missing_slurm_requirement()
+    if reason:
+        pytest.skip(reason)
+    tmp_path = Path(tempfile.mkdtemp(prefix="hara-slurm-"))
+    tmp_path.chmod(0o755)  # munged wants every folder above its socket open to all
+    link = tmp_path / "run" / "slurm.conf"
+    env = {**os.environ, "HARA_SLURM_FALLBACK_CONF": str(link), "HARA_SLURMCTLD_PORT": "6917",
+           "HARA_SLURMD_PORT": "6918"}
+
+    def cluster(action: str, state: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([str(CLUSTER_SCRIPT), action, str(state)], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    ended, current = tmp_path / "ended", tmp_path / "current"
+    assert cluster("start", ended).returncode == 0
+    kill_daemons_without_stop(ended)
+    started = cluster("start", current)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert f"left by a test cluster in {ended}" in started.stderr
+        assert link.resolve() == current / "slurm.conf"
+        refused = cluster("start", tmp_path / "third")
+        assert refused.returncode == 1 and f"still runs in {current}" in refused.stderr
+    finally:
+        cluster("stop", current)
+    assert not link.is_symlink()
+    shutil.rmtree(tmp_path)
+
+
+def kill_daemons_without_stop(state: Path) -> None:
+    """What a killed session does to its cluster: the daemons die, their PID files, state and link stay."""
+    pids = [int((state / f"{name}.pid").read_text()) for name in ("slurmd", "slurmctld", "munged")]
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while any(map(is_alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def is_alive(pid: int) -> bool:
+    """Running, not a zombie: a container's PID 1 may never reap the daemons it inherits."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
 
 
 @pytest.fixture(scope="session")
