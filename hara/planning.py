@@ -566,10 +566,21 @@ class CellPlan:
     device_hours: dict[str, float]
     engine: EnginePlan | None = None
     host_asked: float = 0.0  # resources.train.mem_mb of the size, in bytes
+    runtime_asked_hours: float = 0.0  # resources.train.runtime of the size
 
     @property
     def host_need(self) -> float:
         return self.host["processes"] + self.host["load_or_save"]
+
+    @property
+    def wall_hours(self) -> float:
+        """The training job's wall time: its device-hours spread over its GPUs (the plan's perfect scaling)."""
+        return self.device_hours["total"] / self.setup.world
+
+    @property
+    def in_time(self) -> bool:
+        """Planned to finish within the job's Slurm time limit (GPU runs; the CPU plan has no speed model)."""
+        return not self.setup.gpu or self.wall_hours <= self.runtime_asked_hours
 
     @property
     def fits(self) -> bool:
@@ -584,7 +595,8 @@ class CellPlan:
                                         "peak_phase": self.memory.peak_phase, "peak": self.memory.peak},
                 "fits": self.fits, "gpu_memory": self.gpu_memory, "host": self.host, "host_need": self.host_need,
                 "host_asked": self.host_asked, "disk": self.disk,
-                "generated_tokens": self.tokens, "device_hours": self.device_hours,
+                "generated_tokens": self.tokens, "device_hours": self.device_hours, "wall_hours": self.wall_hours,
+                "runtime_asked_hours": self.runtime_asked_hours, "in_time": self.in_time,
                 "colocated_vllm": asdict(self.engine) if self.engine else None}
 
 
@@ -602,13 +614,14 @@ def plan_cell(config: Mapping, arch: Architecture, size: str, rlvr: str, method:
                     disk=checkpoint_bytes(arch, s, config["training"].get("finished_checkpoints", "keep")),
                     tokens=generated_tokens(s),
                     device_hours=training_device_hours(arch, s, plan, size), engine=engine,
-                    host_asked=asked_mb(config, "train", size) * 1e6)
+                    host_asked=asked(config, "train", "mem_mb", size) * 1e6,
+                    runtime_asked_hours=asked(config, "train", "runtime", size) / 60)
 
 
-def asked_mb(config: Mapping, job: str, size: str) -> int:
-    """resources.<job>.mem_mb for ``size``, as workflows/common.smk asks Slurm (a size missing from a table takes
-    the table's largest value)."""
-    value = config["resources"][job]["mem_mb"]
+def asked(config: Mapping, job: str, key: str, size: str) -> float:
+    """resources.<job>.<key> (mem_mb: MB, runtime: minutes) for ``size``, as workflows/common.smk asks Slurm (a size
+    missing from a table takes the table's largest value)."""
+    value = config["resources"][job][key]
     return value.get(size, max(value.values())) if isinstance(value, Mapping) else value
 
 
@@ -645,7 +658,9 @@ def size_jobs(config: Mapping, arch: Architecture, size: str) -> JobPlans:
     return JobPlans(size=size, architecture=arch, params=arch.params, snapshot_bytes=arch.params * 2,
                     evaluate={"host": process + arch.params * (2 if hub else 4), "tokens": tokens,
                               "device_hours": tokens / rate, "base_tokens": base_tokens,
-                              "base_device_hours": base_tokens / rate, "gpus": gpus},
+                              "base_device_hours": base_tokens / rate, "gpus": gpus,
+                              "wall_hours": tokens / rate / gpus,
+                              "runtime_asked_hours": asked(config, "evaluate", "runtime", size) / 60},
                     evaluate_engine=engine, base_model_host=process)
 
 
@@ -709,24 +724,39 @@ def _host_cell(cell: CellPlan) -> str:
     return f"{_gb(cell.host_need)}/{cell.host_asked / GB:.0f}{flag}"
 
 
+def _time_cell(cell: CellPlan) -> str:
+    if not cell.setup.gpu:
+        return "-"
+    return f"{cell.wall_hours:.1f}/{cell.runtime_asked_hours:.0f}{'' if cell.in_time else ' NO'}"
+
+
 def format_plan_table(grid: GridPlan) -> str:
     """One row per cell: GPU memory per rank (resident terms, each phase, the peak), fits, host memory of the
     training job, a run's checkpoint disk, generated tokens and device-hours; then each size's other jobs and the
     grid's totals. Every term is in the JSON (``--out``)."""
     header = ["size", "rlvr", "method", "gpus", "mb", "w+g+adam", "vllm", "rt+batch", "gen", "score", "train",
-              "optim", "peak", "fits", "host/asked", "disk", "Mtok", "dev-h"]
+              "optim", "peak", "fits", "host/asked", "disk", "Mtok", "dev-h", "h/asked"]
     rows = [[c.size, c.rlvr, c.method, str(c.setup.world), str(c.setup.micro_batch), *_memory_columns(c.memory),
              _gb(c.memory.peak), "yes" if c.fits else "NO", _host_cell(c),
              f"{c.disk['run_peak'] / GB:.0f}/{c.disk['kept'] / GB:.0f}", f"{c.tokens / 1e6:.0f}",
-             f"{c.device_hours['total']:.1f}"] for c in grid.cells]
+             f"{c.device_hours['total']:.1f}", _time_cell(c)] for c in grid.cells]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     legend = (f"GB per rank of a {grid.cells[0].gpu_memory / GB:.0f} GB GPU (gen/score/train/optim: each phase's own "
               "terms; peak = resident + largest phase); host/asked = the training job's host memory against "
               "resources.train.mem_mb (GB); disk = a run's checkpoints at their peak / kept once finished (GB); "
               "Mtok = generated tokens "
-              "(upper bound); dev-h = GPU-hours of a run.")
+              "(upper bound); dev-h = GPU-hours of a run; h/asked = its wall hours on the job's GPUs against "
+              "resources.train.runtime (NO: Slurm stops it first).")
     return "\n".join([legend, *lines, "", *_job_lines(grid), "", _totals_line(grid)])
+
+
+def _evaluate_time(job: JobPlans) -> str:
+    """A GPU evaluation job's wall hours against resources.evaluate.runtime (the CPU plan has no speed model)."""
+    if job.evaluate_engine is None:
+        return ""
+    wall, limit = job.evaluate["wall_hours"], job.evaluate["runtime_asked_hours"]
+    return f", {wall:.1f} h on {job.evaluate['gpus']} GPU of {limit:.0f} h asked{'' if wall <= limit else ' NO'}"
 
 
 def _job_lines(grid: GridPlan) -> list[str]:
@@ -738,7 +768,7 @@ def _job_lines(grid: GridPlan) -> list[str]:
         lines.append(f"{size}: {job.params / 1e9:.2f}B params; snapshot {_gb(job.snapshot_bytes)} GB; evaluate: "
                      f"host {_gb(job.evaluate['host'])} GB, {job.evaluate['tokens'] / 1e6:.1f} Mtok, "
                      f"{job.evaluate['device_hours']:.1f} dev-h per run (selection included; the Base model's "
-                     f"{job.evaluate['base_tokens'] / 1e6:.1f} Mtok){kv}")
+                     f"{job.evaluate['base_tokens'] / 1e6:.1f} Mtok){_evaluate_time(job)}{kv}")
     for c in grid.cells:
         if c.engine and c.rlvr == grid.cells[0].rlvr and c.method == grid.cells[0].method:
             lines.append(f"{c.size}: colocated vLLM {_gb(c.engine.share_bytes)} GB = weights "

@@ -25,6 +25,7 @@ from hara.planning import (
     architecture_of,
     ceil_mb,
     checkpoint_bytes,
+    format_plan_table,
     plan_cell,
     plan_grid,
     scoring_terms,
@@ -140,6 +141,32 @@ def test_paper_resources_cover_the_planned_host_memory():
         assert train[cell.size] >= need, f"resources.train.mem_mb.{cell.size}: {train[cell.size]} < {need}"
     for size, job in grid.jobs.items():
         assert evaluate[size] >= ceil_mb(job.evaluate["host"]), f"resources.evaluate.mem_mb.{size}"
+
+
+def test_paper_resources_cover_the_planned_wall_time():
+    """Slurm stops a job at resources.<job>.runtime: every GPU job's planned wall time (its device-hours over its
+    GPUs) fits in it. Before, the 1.7B training job planned 53 h on its one GPU against 24 h asked."""
+    grid = plan_grid(paper_config())
+    late = [(c.size, c.rlvr, c.method, round(c.wall_hours, 1), c.runtime_asked_hours) for c in grid.cells
+            if not c.in_time]
+    assert not late, f"training jobs planned past resources.train.runtime: {late}"
+    for size, job in grid.jobs.items():
+        assert job.evaluate["wall_hours"] <= job.evaluate["runtime_asked_hours"], f"resources.evaluate.runtime.{size}"
+
+
+def test_a_runtime_below_the_plan_is_reported_as_too_short():
+    """The time check can fail, and the table says so: 10 h for 4B training (28 h planned on 4 GPUs) and 1 h for 8B
+    evaluation (3.1 h planned)."""
+    config = paper_config()
+    config["resources"]["train"]["runtime"]["qwen3-4b"] = 600
+    config["resources"]["evaluate"]["runtime"]["qwen3-8b"] = 60
+    grid = plan_grid(config)
+    assert {c.size for c in grid.cells if not c.in_time} == {"qwen3-4b"}
+    cell = next(c for c in grid.cells if c.size == "qwen3-4b")
+    assert cell.wall_hours == pytest.approx(cell.device_hours["total"] / 4) and cell.runtime_asked_hours == 10
+    table = format_plan_table(grid).splitlines()
+    assert all(row.endswith("/10 NO") == row.startswith("qwen3-4b ") for row in table[2:2 + len(grid.cells)])
+    assert [line.split(":")[0] for line in table if "asked NO" in line] == ["qwen3-8b"]
 
 
 def test_a_change_the_plan_refuses_is_reported_as_not_fitting():
