@@ -273,14 +273,25 @@ def apply_overrides(config: dict, overrides: Iterable[str]) -> dict:
     config = copy.deepcopy(config)
     for text in overrides:
         parts, value = parse_override(text)
-        node = config
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"--set {text}: {part} is not a section")
-            node = child
-        node[parts[-1]] = value
+        node, start = config, 0
+        while True:
+            key, start = _next_key(node, parts, start)
+            if start == len(parts):
+                break
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {text}: {key} is not a section")
+        node[key] = value
     return config
+
+
+def _next_key(node: Mapping, parts: list[str], start: int) -> tuple[str, int]:
+    """The key of ``node`` that ``parts[start:]`` begins with, and where the rest begins: a key with dots in its name
+    (a model size: qwen3-1.7b) when ``node`` has one, longest first, else the next part."""
+    for end in range(len(parts), start + 1, -1):
+        if ".".join(parts[start:end]) in node:
+            return ".".join(parts[start:end]), end
+    return parts[start], start + 1
 
 
 def load_config(path: str | os.PathLike, overrides: Iterable[str] = (), skip_checks: Iterable[str] = ()) -> dict:

@@ -143,6 +143,18 @@ def test_overrides_set_nested_values_and_are_validated(tmp_path):
         apply_overrides({}, ["warmup.steps"])
 
 
+def test_an_override_reaches_a_key_with_dots_in_its_name():
+    """Model sizes name per-size tables (qwen3-1.7b): before, --set split that key at its dot and wrote
+    {"qwen3-1": {"7b": 2}}, which the schema then refused."""
+    raw = {"models": {"train_gpus": {"qwen3-1.7b": 1, "qwen3-4b": 4}}, "resources": {"train": {"runtime": 60}}}
+    out = apply_overrides(raw, ["models.train_gpus.qwen3-1.7b=2", "resources.train.runtime=90", "plan.mfu=0.4"])
+    assert out["models"]["train_gpus"] == {"qwen3-1.7b": 2, "qwen3-4b": 4}
+    assert out["resources"]["train"]["runtime"] == 90 and out["plan"] == {"mfu": 0.4}
+    assert raw["models"]["train_gpus"]["qwen3-1.7b"] == 1  # a copy is overridden
+    with pytest.raises(ConfigError, match="runtime is not a section"):
+        apply_overrides(raw, ["resources.train.runtime.qwen3-1.7b=90"])
+
+
 def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     """YAML 1.1 reads 1e-4 as a string; configs and --set overrides read it as the number users mean."""
     path = tmp_path / "lr.yaml"
