@@ -156,7 +156,8 @@ is_running() {
     pid=$(pid_of "$1" "${2:-}")
     [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ] || return 1
     stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
-    [ "$(echo "${stat##*)}" | awk '{print $1}')" != Z ]
+    stat=${stat##*) }   # the fields after the command name: the state comes first
+    [ "${stat%% *}" != Z ]
 }
 
 wait_for_node() {
