@@ -8,15 +8,21 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["CLAIMS", "CLAIMS_PATH", "PAPER_NUMBERS", "STRUCTURE_NOTE"]
+__all__ = ["CLAIMS", "CLAIMS_PATH", "PAPER_EFFECTS", "PAPER_NUMBERS", "STRUCTURE_NOTE"]
 
 #: The claims file: the paper's statements that the harness can measure, and how (hara.report.repro).
 CLAIMS_PATH = Path(__file__).resolve().parents[2] / "config" / "paper_claims.yaml"
 
 #: Paper's headline numbers (docs/method.md, "The paper's numbers") keyed by what they measure, from the claims file.
 #: None of these is ever used as one of our results.
-PAPER_NUMBERS: dict[str, str] = {key: str(entry["paper"]) for key, entry in
-                                 yaml.safe_load(CLAIMS_PATH.read_text(encoding="utf-8"))["claims"].items()}
+_CLAIMS_FILE = yaml.safe_load(CLAIMS_PATH.read_text(encoding="utf-8"))["claims"]
+PAPER_NUMBERS: dict[str, str] = {key: str(entry["paper"]) for key, entry in _CLAIMS_FILE.items()}
+
+#: The size of the effect each claim states, in the measure's own units (pass@1 differences as fractions, speed-ups as
+#: ratios), where the paper gives a number: the default low-power threshold of the report's comparisons and what
+#: `hara plan` asks the grid to detect.
+PAPER_EFFECTS: dict[str, float] = {key: float(entry["effect"]) for key, entry in _CLAIMS_FILE.items()
+                                   if entry.get("effect") is not None}
 
 #: The claim each analysis section tests (the paper's summary's wording).
 CLAIMS: dict[str, str] = {

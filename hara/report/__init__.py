@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hara.report.collect import Cell, Run, collect_runs, read_base_scores
-from hara.report.compare import compare_cells
+from hara.report.compare import grid_comparisons
 from hara.report.figures import write_figures
 from hara.report.render import render_html, render_markdown
 from hara.report.sections import collect_sections
@@ -31,20 +31,10 @@ def summary_line(config: Mapping, runs: Mapping) -> str:
 
 
 def comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> list[dict]:
-    """Every paired comparison of the tables: each method against the baseline, and hara_tok against hara_seq, per
-    (size, rlvr) where both have per-problem predictions."""
-    from hara.report.tables import BASELINE
-
-    methods, out = config["grid"]["methods"], []
-    pairs = [(m, BASELINE) for m in methods if m != BASELINE and BASELINE in methods]
-    pairs += [("hara_tok", "hara_seq")] if {"hara_tok", "hara_seq"} <= set(methods) else []
-    for size in config["models"]["sizes"]:
-        for rlvr in config["grid"]["rlvr"]:
-            for method, against in pairs:
-                found = compare_cells(config, runs, size, rlvr, method, against)
-                if found is not None:
-                    out.append({"size": size, "rlvr": rlvr, **found.as_dict()})
-    return out
+    """Every paired comparison of the tables (each method against the baseline, hara_tok against hara_seq, per
+    (size, rlvr) where both have per-problem predictions) with its raw interval, its verdict after correction over
+    its family and its minimum detectable effect (hara.report.compare.grid_comparisons)."""
+    return grid_comparisons(config, runs).records()
 
 
 def log_report(config: Mapping, out_dir: Path) -> str:

@@ -7,6 +7,12 @@ the versions of the scoring and generation stack). The report compares two runs 
 it stops with one line naming the differing fields (:class:`ComparisonError`), unless the config's
 ``report.allow_fingerprint_mismatch`` (``hara report --allow-fingerprint-mismatch``) says to go on, and then the
 table marks the comparison with :data:`MISMATCH_MARK`.
+
+The grid's comparisons (:func:`grid_comparisons`: every method against the baseline, hara_tok against hara_seq, in
+every (size, rlvr)) are families by what they compare against: all differences against ``none`` (per benchmark and
+on the average, every size and preset) are one family, corrected together (simultaneous max-T intervals,
+:func:`hara.report.paired.correct_family`); the tables, comparisons.json and the MLflow runs read the same corrected
+verdicts and minimum detectable effects.
 """
 
 from __future__ import annotations
@@ -15,13 +21,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hara.report.collect import Cell, Run, seed_runs
-from hara.report.paired import Bootstrap, Difference, bootstrap_difference, paired_matrix
+from hara.report.paired import Bootstrap, Corrected, Difference, bootstrap_difference, correct_family, paired_matrix
 
-__all__ = ["FINGERPRINT_KEY", "MISMATCH_MARK", "Comparison", "ComparisonError", "compare_cells",
-           "fingerprint_differences", "flatten"]
+__all__ = ["CORRECTED_MARK", "FINGERPRINT_KEY", "LOW_POWER_MARK", "MISMATCH_MARK", "Comparison", "ComparisonError",
+           "GridComparisons", "compare_cells", "compared_pairs", "fingerprint_differences", "flatten",
+           "grid_comparisons", "low_power_threshold"]
 
 FINGERPRINT_KEY = "eval_fingerprint"
 MISMATCH_MARK = "†"
+#: The raw interval excludes 0 but the family's simultaneous interval does not (a verdict the correction removed).
+CORRECTED_MARK = "°"
+#: The minimum detectable effect exceeds the effect the comparison should be able to see (config report.low_power_above).
+LOW_POWER_MARK = "‡"
+BASELINE = "none"
 
 
 class ComparisonError(ValueError):
@@ -113,3 +125,88 @@ def compare_cells(config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: st
         per_benchmark[benchmark] = bootstrap_difference([matrix], settings)
         matrices.append(matrix)
     return Comparison(method, against, per_benchmark, bootstrap_difference(matrices, settings), mismatched)
+
+
+def compared_pairs(config: Mapping) -> list[tuple[str, str]]:
+    """(method, against) of the report's comparisons: each method against the baseline, hara_tok against hara_seq."""
+    methods = config["grid"]["methods"]
+    pairs = [(m, BASELINE) for m in methods if m != BASELINE and BASELINE in methods]
+    return pairs + ([("hara_tok", "hara_seq")] if {"hara_tok", "hara_seq"} <= set(methods) else [])
+
+
+def low_power_threshold(config: Mapping, against: str) -> float | None:
+    """Above which minimum detectable effect a comparison against ``against`` is marked low power: the config's
+    ``report.low_power_above`` when set, else the effect the paper claims over that kind of method (the claims file's
+    ``effect``: over none, over a credit-assignment baseline), else None (no mark)."""
+    if config["report"]["low_power_above"] is not None:
+        return float(config["report"]["low_power_above"])
+    from hara.analysis.claims import PAPER_EFFECTS
+    from hara.methods import methods
+
+    spec = methods().get(against)
+    return PAPER_EFFECTS.get({"none": "gain_vs_grpo", "baseline": "gain_vs_credit"}.get(spec.kind if spec else ""))
+
+
+Key = tuple[str, str, str, str]  # (size, rlvr, method, against)
+
+
+@dataclass(frozen=True)
+class GridComparisons:
+    """The grid's comparisons, and each difference's correction over its family (comparisons with the same
+    ``against``): ``corrected[(size, rlvr, method, against)][benchmark or None for the average]``."""
+
+    found: dict[Key, Comparison]
+    corrected: dict[Key, dict[str | None, Corrected]]
+    thresholds: dict[str, float | None]
+
+    def get(self, size: str, rlvr: str, method: str, against: str) -> Comparison | None:
+        return self.found.get((size, rlvr, method, against))
+
+    def format(self, key: Key, benchmark: str | None = None) -> str:
+        """``+2.1 [+0.4, +3.8] within noise°, MDE 3.1‡``: the raw interval (percentage points), the verdict after
+        correction over the family, marks (:data:`CORRECTED_MARK`, :data:`LOW_POWER_MARK`, :data:`MISMATCH_MARK`)
+        and the minimum detectable effect."""
+        comparison, corrected = self.found[key], self.corrected[key][benchmark]
+        raw = comparison.average if benchmark is None else comparison.per_benchmark[benchmark]
+        mismatched = comparison.mismatched if benchmark is None else benchmark in comparison.mismatched
+        threshold = self.thresholds[key[3]]
+        marks = (CORRECTED_MARK if raw.verdict != corrected.verdict else "") + (MISMATCH_MARK if mismatched else "")
+        power = LOW_POWER_MARK if threshold is not None and corrected.mde > threshold else ""
+        return f"{raw.format()} {corrected.verdict}{marks}, MDE {100 * corrected.mde:.1f}{power}"
+
+    def family_sizes(self) -> dict[str, int]:
+        """Against -> how many differences its family corrects over (per benchmark and averages)."""
+        return {key[3]: next(iter(group.values())).family_size for key, group in self.corrected.items()}
+
+    def records(self) -> list[dict]:
+        """comparisons.json: every comparison's raw numbers, its corrected verdicts, MDEs and low-power flags."""
+        out = []
+        for key, comparison in self.found.items():
+            record = {"size": key[0], "rlvr": key[1], **comparison.as_dict()}
+            for benchmark, entry in [(None, record["average"]), *record["benchmarks"].items()]:
+                corrected = self.corrected[key][benchmark]
+                threshold = self.thresholds[key[3]]
+                entry["corrected"] = {**corrected.as_dict(), "low_power_above": threshold,
+                                      "low_power": threshold is not None and corrected.mde > threshold}
+            out.append(record)
+        return out
+
+
+def grid_comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> GridComparisons:
+    """Every comparison of :func:`compared_pairs` in every (size, rlvr) where both have per-problem predictions,
+    corrected over the families of the same ``against``."""
+    found: dict[Key, Comparison] = {}
+    for size in config["models"]["sizes"]:
+        for rlvr in config["grid"]["rlvr"]:
+            for method, against in compared_pairs(config):
+                comparison = compare_cells(config, runs, size, rlvr, method, against)
+                if comparison is not None:
+                    found[(size, rlvr, method, against)] = comparison
+    confidence, corrected = Bootstrap.from_config(config).confidence, {key: {} for key in found}
+    for against in {key[3] for key in found}:
+        members = [(key, benchmark, diff) for key, comparison in found.items() if key[3] == against
+                   for benchmark, diff in [(None, comparison.average), *comparison.per_benchmark.items()]]
+        for (key, benchmark, _), fixed in zip(members, correct_family([d for _, _, d in members], confidence)):
+            corrected[key][benchmark] = fixed
+    thresholds = {against: low_power_threshold(config, against) for _, against in compared_pairs(config)}
+    return GridComparisons(found, corrected, thresholds)

@@ -3,12 +3,14 @@
 Every training run of the grid (found through the ``mlflow_run.json`` that training wrote into
 ``<results>/train/<size>/<rlvr>/<method>/seed<k>/``) gets, at step 0:
 
-- ``eval/avg_pass_at_1`` (:data:`AVERAGE`): its pass@1 averaged over the config's benchmarks, when it has them all;
-- ``vs_<b>/avg_diff``, ``vs_<b>/avg_ci_low``, ``vs_<b>/avg_ci_high`` (pass@1 units) and the tag ``vs_<b>.verdict``:
-  its cell's paired difference from method ``<b>`` on the benchmark average with the 95% interval, exactly as in
-  the report's comparisons.json (``none`` for every method, ``hara_seq`` for ``hara_tok``). A comparison pairs all
-  seeds of a cell, so every seed's run carries the same numbers; the baseline's own runs get ``vs_none.verdict`` =
-  ``baseline``;
+- ``eval/avg_pass_at_1_pct`` (:data:`AVERAGE`): its pass@1 averaged over the config's benchmarks, in percent rounded
+  as the report shows it, when it has them all;
+- ``vs_<b>/avg_diff_pts``, ``vs_<b>/avg_ci_low_pts``, ``vs_<b>/avg_ci_high_pts`` and ``vs_<b>/avg_mde_pts``
+  (percentage points, rounded as the report shows them) and the tags ``vs_<b>.verdict`` (the verdict after correction
+  over the comparison's family) and ``vs_<b>.low_power``: its cell's paired difference from method ``<b>`` on the
+  benchmark average with the raw interval and the minimum detectable effect, exactly as in the report's
+  comparisons.json (``none`` for every method, ``hara_seq`` for ``hara_tok``). A comparison pairs all seeds of a
+  cell, so every seed's run carries the same numbers; the baseline's own runs get ``vs_none.verdict`` = ``baseline``;
 - its benchmarks as dataset inputs (the runs table's Dataset column, :func:`hara.evaluation.tracking.benchmark_inputs`);
 - a description (``mlflow.note.content``, the run page's "Description"): the cell, links to the report and to the
   tables below, its scores in words. A description someone wrote in the UI is kept.
@@ -34,7 +36,11 @@ from hara.report.tables import BASELINE
 __all__ = ["AVERAGE", "VIEW_BY_METHOD", "VIEW_PER_RUN", "average_pass_at_1", "comparison_summary", "describe",
            "log_run_summaries", "saved_views"]
 
-AVERAGE = "eval/avg_pass_at_1"  # `eval/avg_pass@1`, spelled as MLflow accepts it (hara.tracking.metric_name)
+AVERAGE = "eval/avg_pass_at_1_pct"  # `eval/avg_pass@1` in percent, spelled as MLflow accepts it
+#: The summary's numbers as the report prints them (percent, one decimal): the runs table shows them as they are.
+DIGITS = 1
+#: comparisons.json's fields (pass@1 fractions) -> the summary metric of each (percentage points).
+DIFFERENCE_METRICS = {"difference": "avg_diff_pts", "ci_low": "avg_ci_low_pts", "ci_high": "avg_ci_high_pts"}
 BASELINE_VERDICT = "baseline"
 NOTE_TAG = "mlflow.note.content"
 NOTE_HEADER = "**HarA training run**"  # how a description that hara wrote is told from one a person wrote
@@ -59,15 +65,21 @@ def of_cell(cell: Cell, comparisons: Iterable[Mapping]) -> list[Mapping]:
                                                                                               cell.method)]
 
 
+def points(value: float) -> float:
+    """A pass@1 fraction in percent (points), rounded as the report prints it."""
+    return round(100 * value, DIGITS)
+
+
 def comparison_summary(cell: Cell, comparisons: Iterable[Mapping]) -> tuple[dict[str, float], dict[str, str]]:
     """(metrics, tags) of the cell's paired differences on the benchmark average, one group per comparison of the
     cell; the baseline's own runs are tagged as the baseline."""
     metrics, tags = {}, {f"vs_{BASELINE}.verdict": BASELINE_VERDICT} if cell.method == BASELINE else {}
     for found in of_cell(cell, comparisons):
         average, prefix = found["average"], f"vs_{found['b']}"
-        metrics.update({f"{prefix}/avg_diff": average["difference"], f"{prefix}/avg_ci_low": average["ci_low"],
-                        f"{prefix}/avg_ci_high": average["ci_high"]})
-        tags[f"{prefix}.verdict"] = average["verdict"]
+        metrics.update({f"{prefix}/{name}": points(average[key]) for key, name in DIFFERENCE_METRICS.items()})
+        metrics[f"{prefix}/avg_mde_pts"] = points(average["corrected"]["mde"])
+        tags[f"{prefix}.verdict"] = average["corrected"]["verdict"]
+        tags[f"{prefix}.low_power"] = str(average["corrected"]["low_power"]).lower()
     return metrics, tags
 
 
@@ -78,14 +90,16 @@ def baselines(comparisons: Iterable[Mapping]) -> list[str]:
 
 
 def _signed(value: float) -> str:
-    return f"{value:+.4f}"
+    return f"{100 * value:+.{DIGITS}f}"
 
 
 def _comparison_line(found: Mapping) -> str:
-    avg = found["average"]
+    avg, fixed = found["average"], found["average"]["corrected"]
+    power = " (low power: it cannot rule out the effect the paper claims)" if fixed["low_power"] else ""
     return (f"**vs {found['b']}**: {_signed(avg['difference'])} [{_signed(avg['ci_low'])}, {_signed(avg['ci_high'])}] "
-            f"pass@1 (95% interval), {avg['verdict']}; paired over {avg['seeds']} seed(s) x {avg['problems']} "
-            "problems, the same for every seed of the cell.")
+            f"points (raw 95% interval), **{fixed['verdict']}** after correction over {fixed['family_size']} "
+            f"comparisons, minimum detectable effect {100 * fixed['mde']:.{DIGITS}f} points{power}; paired over "
+            f"{avg['seeds']} seed(s) x {avg['problems']} problems, the same for every seed of the cell.")
 
 
 def describe(cell: Cell, average: float | None, comparisons: Iterable[Mapping], report_file: Path,
@@ -93,7 +107,7 @@ def describe(cell: Cell, average: float | None, comparisons: Iterable[Mapping], 
     """The run's description (Markdown): which cell, where the report is, its scores in words. ``links``: in-app
     links (:func:`hara.tracking.ui_path`) of the report page (``report``) and of the saved views (other labels)."""
     views = " · ".join(f"[{label}]({link})" for label, link in links.items() if label != "report")
-    score = (f"**Average pass@1** over the config's benchmarks: {average:.4f}." if average is not None
+    score = (f"**Average pass@1** over the config's benchmarks: {average:.{DIGITS}f}%." if average is not None
              else "**Average pass@1**: n/a (not scored on every benchmark of the config).")
     if cell.method == BASELINE:
         score += f" This is the baseline ({BASELINE}) that the other methods are compared with."
@@ -121,7 +135,7 @@ def saved_views(comparisons: Iterable[Mapping], now_ms: int) -> dict[str, str]:
     (``{"name", "createdAt", "updatedAt", "state": <JSON text>}``)."""
     columns = [f"metrics.`{AVERAGE}`"]
     for name in baselines(comparisons):
-        columns += [f"metrics.`vs_{name}/{key}`" for key in ("avg_diff", "avg_ci_low", "avg_ci_high")]
+        columns += [f"metrics.`vs_{name}/{key}`" for key in (*DIFFERENCE_METRICS.values(), "avg_mde_pts")]
         columns.append(f"tags.`vs_{name}.verdict`")
     return {VIEW_TAG_PREFIX + key: json.dumps({"name": name, "createdAt": now_ms, "updatedAt": now_ms,
                                                "state": json.dumps(_view_state(columns, grouped))})
@@ -161,6 +175,7 @@ def _summarize(client, run_id: str, config: Mapping, run: Run, comparisons: list
     from hara.evaluation.tracking import log_benchmark_inputs
 
     average, logged = average_pass_at_1(config, run), client.get_run(run_id)
+    average = None if average is None else points(average)
     metrics, tags = comparison_summary(run.cell, comparisons)
     metrics.update({AVERAGE: average} if average is not None else {})
     note = logged.data.tags.get(NOTE_TAG, "")

@@ -1,35 +1,74 @@
-"""Paired differences between two methods with bootstrap confidence intervals. Pure numpy, no I/O.
+"""Paired differences between two methods with bootstrap confidence intervals, and their correction over a family
+of comparisons. Pure numpy and scipy, no I/O.
 
 Two runs of the same (size, rlvr) are compared on the problems they were both evaluated on: run A's pass@1 on a
 problem minus run B's on the same problem, with seed k of A paired with seed k of B (same data order, same
 initialisation). The point estimate is the mean of those differences, i.e. the difference of the report's means.
-Its 95% interval is a percentile bootstrap that resamples what varies between reruns and benchmarks:
+Its interval is a percentile bootstrap that resamples what varies between reruns and benchmarks:
 
 - one seed: the problems, with replacement (the paired bootstrap of ``scipy.stats.bootstrap(..., paired=True,
   method="percentile")``; with the same generator seed the intervals are identical, which the tests check);
-- several seeds: hierarchically, the seeds with replacement, then the problems of each drawn seed with replacement.
+- several seeds: seeds and problems **crossed** (Owen's pigeonhole bootstrap): each replicate draws the seeds with
+  replacement and, per benchmark, **one** problem index vector that every drawn seed uses. Seeds and problems are
+  crossed factors (every seed is scored on the same problems, and a method's advantage on a problem persists across
+  seeds); drawing problems anew inside each seed would divide that persistent per-problem variance by the number of
+  seeds and give intervals that are too narrow (../shared/statistics.md; tests/report/test_paired.py measures it).
+  With 2-5 seeds a whole run's luck (the seed effect) is estimated from 2-5 values, which no percentile bootstrap
+  can widen enough: the seed part of each replicate is rescaled by sqrt(S / (S - 1)) (so that its variance is
+  unbiased, as the sample variance is), and the interval is ``mean -+ t_df * se`` with se the replicates' standard
+  deviation and df the Satterthwaite degrees of freedom of the two variance components (seed means: S - 1;
+  per-problem means: P - 1). With a small seed effect df is large and this is the normal interval of the bootstrap;
+  with a dominant one it tends to the t-interval over seeds (docs/comparisons.md gives the measured coverage).
 
 The draw protocol, so that anyone can recompute an interval from the saved predictions: ``rng =
-numpy.random.default_rng(seed)``; with S > 1 seeds first ``rng.integers(0, S, (R, S))``, then per benchmark in
-the given order ``rng.integers(0, P, (R, P))`` for one seed or ``rng.integers(0, P, (R, S, P))`` for several.
-Each benchmark's own interval starts from a fresh generator with the same seed; the average over benchmarks draws
-all benchmarks from one generator, sharing the seed draw, so each replicate's average is the mean of its
-benchmarks' replicate differences (the average of the report is the plain mean over benchmarks).
+numpy.random.default_rng(seed)``; with S > 1 seeds first ``rng.integers(0, S, (R, S))``, then per benchmark in the
+given order ``rng.integers(0, P, (R, P))``; with x[r, k] the mean of seed k's row over problem draw r, replicate r
+of a benchmark is ``x[r].mean() + sqrt(S / (S - 1)) * (x[r, seeds[r]].mean() - x[r].mean())``.
+Each benchmark's own interval starts from a fresh generator with the same seed; the average over
+benchmarks draws all benchmarks from one generator, sharing the seed draw, so each replicate's average is the mean
+of its benchmarks' replicate differences (the average of the report is the plain mean over benchmarks). Every
+comparison of the same shape therefore uses the same draws: their replicates are a joint bootstrap, which the family
+correction below relies on.
 
-A verdict reads the interval: ``better`` when it lies above 0, ``worse`` below 0, else ``within noise``.
+A raw verdict reads the interval: ``better`` when it lies above 0, ``worse`` below 0, else ``within noise``.
+
+A family (:func:`correct_family`: a claim's comparisons, a table's) is corrected with simultaneous max-T intervals
+from the same replicates: each replicate is studentized by its comparison's bootstrap standard error, c is the
+``confidence`` quantile over replicates of the largest |t| in the family, and comparison j's simultaneous interval is
+``mean_j -+ c_j * se_j``, with c_j = c for one seed and the t quantile of the same tail probability with the
+comparison's df for several: all m intervals cover their truths together with probability ``confidence`` (the
+family-wise error is controlled, whatever the correlation between the comparisons). Its minimum detectable effect
+is ``(c_j + q_0.8) * se_j`` (q_0.8 the 80% quantile of the same t or normal): the true difference that its corrected
+verdict detects with 80% power (Miller 2024, with the family's critical value in place of 1.96). Max-T rather than Holm on bootstrap p-values because the latter need
+p-values far below alpha / m (0.0007 for 72 comparisons), which a few thousand replicates cannot resolve.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["BETTER", "WITHIN_NOISE", "WORSE", "Bootstrap", "Difference", "Interval", "bootstrap_difference",
-           "bootstrap_mean", "bootstrap_ratio", "paired_matrix"]
+__all__ = ["BETTER", "WITHIN_NOISE", "WORSE", "Bootstrap", "Corrected", "Difference", "Interval", "Z_POWER",
+           "block_bootstrap_ratio", "bootstrap_difference", "correct_family", "max_t_critical", "paired_matrix",
+           "satterthwaite_df", "t_interval", "t_quantile", "verdict_of"]
 
 BETTER, WORSE, WITHIN_NOISE = "better", "worse", "within noise"
+#: z of the power every minimum detectable effect is stated at (80%, Miller 2024; ../shared/statistics.md).
+POWER = 0.8
+Z_POWER = NormalDist().inv_cdf(POWER)
+
+
+def verdict_of(low: float, high: float) -> str:
+    """``better`` when the interval lies above 0, ``worse`` below 0, else ``within noise``."""
+    if low > 0:
+        return BETTER
+    if high < 0:
+        return WORSE
+    return WITHIN_NOISE
 
 
 @dataclass(frozen=True)
@@ -48,21 +87,21 @@ class Bootstrap:
 
 @dataclass(frozen=True)
 class Difference:
-    """A - B with its bootstrap interval, over ``seeds`` paired seeds and ``problems`` paired problems."""
+    """A - B with its percentile bootstrap interval and standard error (the replicates' sd), over ``seeds`` paired
+    seeds and ``problems`` paired problems; ``replicates`` are kept for the family correction."""
 
     mean: float
     low: float
     high: float
     seeds: int
     problems: int
+    se: float = 0.0
+    df: float = math.inf
+    replicates: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def verdict(self) -> str:
-        if self.low > 0:
-            return BETTER
-        if self.high < 0:
-            return WORSE
-        return WITHIN_NOISE
+        return verdict_of(self.low, self.high)
 
     def format(self, scale: float = 100.0, digits: int = 1) -> str:
         """``+0.3 [-1.2, +1.8]`` (scaled: percentage points by default)."""
@@ -71,7 +110,8 @@ class Difference:
 
     def as_dict(self) -> dict:
         return {"difference": self.mean, "ci_low": self.low, "ci_high": self.high, "verdict": self.verdict,
-                "seeds": self.seeds, "problems": self.problems}
+                "se": self.se, "df": self.df if math.isfinite(self.df) else None, "seeds": self.seeds,
+                "problems": self.problems}
 
 
 def paired_matrix(a: Mapping[int, Mapping[str, float]], b: Mapping[int, Mapping[str, float]]) -> np.ndarray:
@@ -93,13 +133,29 @@ def paired_matrix(a: Mapping[int, Mapping[str, float]], b: Mapping[int, Mapping[
 
 def _replicates(diffs: np.ndarray, seed_draw: np.ndarray | None, rng: np.random.Generator, resamples: int
                 ) -> np.ndarray:
-    """Bootstrap replicates (R,) of the mean of one benchmark's (S, P) differences."""
-    n_seeds, n_problems = diffs.shape
+    """Bootstrap replicates (R,) of the mean of one benchmark's (S, P) differences: one problem draw per replicate,
+    shared by every drawn seed (crossed); the seed part rescaled by sqrt(S / (S - 1))."""
+    problems = rng.integers(0, diffs.shape[1], (resamples, diffs.shape[1]))
     if seed_draw is None:  # one seed: problems only
-        problems = rng.integers(0, n_problems, (resamples, n_problems))
         return diffs[0][problems].mean(axis=-1)
-    problems = rng.integers(0, n_problems, (resamples, n_seeds, n_problems))
-    return diffs[seed_draw[:, :, None], problems].mean(axis=(1, 2))
+    n_seeds = diffs.shape[0]
+    per_seed = np.stack([row[problems].mean(axis=-1) for row in diffs], axis=1)  # (R, S): each seed's row on draw r
+    every_seed = per_seed.mean(axis=1)
+    drawn = np.take_along_axis(per_seed, seed_draw, axis=1).mean(axis=1)
+    return every_seed + math.sqrt(n_seeds / (n_seeds - 1)) * (drawn - every_seed)
+
+
+def satterthwaite_df(diffs: Sequence[np.ndarray]) -> float:
+    """Degrees of freedom of the variance of the mean over benchmarks of (S, P) matrices, from its two components:
+    the seed means (var over S values / S, S - 1 df; one component for all benchmarks, since a seed's luck is shared)
+    and each benchmark's problem means (var over P values / (S P B^2), P - 1 df). Infinite when nothing varies."""
+    n_seeds, n_benchmarks = diffs[0].shape[0], len(diffs)
+    seed_means = np.mean([d.mean(axis=1) for d in diffs], axis=0)
+    terms = [(seed_means.var(ddof=1) / n_seeds, n_seeds - 1)]
+    terms += [(d.mean(axis=0).var(ddof=1) / (d.shape[1] * n_benchmarks ** 2), d.shape[1] - 1)
+              for d in diffs if d.shape[1] > 1]
+    spread = sum(t * t / df for t, df in terms)
+    return sum(t for t, _ in terms) ** 2 / spread if spread > 0 else math.inf
 
 
 def bootstrap_difference(diffs: Sequence[np.ndarray], settings: Bootstrap) -> Difference:
@@ -111,14 +167,81 @@ def bootstrap_difference(diffs: Sequence[np.ndarray], settings: Bootstrap) -> Di
     rng = np.random.default_rng(settings.seed)
     seed_draw = rng.integers(0, n_seeds, (settings.resamples, n_seeds)) if n_seeds > 1 else None
     replicates = np.mean([_replicates(d, seed_draw, rng, settings.resamples) for d in diffs], axis=0)
-    low, high = _percentiles(replicates, settings.confidence)
-    point = float(np.mean([d.mean() for d in diffs]))
-    return Difference(point, low, high, n_seeds, int(sum(d.shape[1] for d in diffs)))
+    point, se = float(np.mean([d.mean() for d in diffs])), float(replicates.std(ddof=1))
+    problems = int(sum(d.shape[1] for d in diffs))
+    if n_seeds == 1:
+        return Difference(point, *_percentiles(replicates, settings.confidence), 1, problems, se, math.inf, replicates)
+    df = satterthwaite_df(diffs)
+    half = t_quantile((1 + settings.confidence) / 2, df) * se
+    return Difference(point, point - half, point + half, n_seeds, problems, se, df, replicates)
+
+
+def t_quantile(probability: float, df: float) -> float:
+    """Student's t quantile; the normal one for infinite df."""
+    if not math.isfinite(df):
+        return NormalDist().inv_cdf(probability)
+    from scipy import stats
+
+    return float(stats.t.ppf(probability, df))
+
+
+@dataclass(frozen=True)
+class Corrected:
+    """One comparison of a family of ``family_size``: its simultaneous interval ``mean -+ critical * se``, the verdict
+    that interval gives (the verdict after correction) and the minimum detectable effect at the family's level.
+    ``critical``: the family's max-T critical value, as a t quantile of the comparison's df."""
+
+    difference: Difference
+    critical: float
+    family_size: int
+
+    @property
+    def low(self) -> float:
+        return self.difference.mean - self.critical * self.difference.se
+
+    @property
+    def high(self) -> float:
+        return self.difference.mean + self.critical * self.difference.se
+
+    @property
+    def verdict(self) -> str:
+        return verdict_of(self.low, self.high)
+
+    @property
+    def mde(self) -> float:
+        """The true difference this comparison's corrected verdict detects with 80% power."""
+        return (self.critical + t_quantile(POWER, self.difference.df)) * self.difference.se
+
+    def as_dict(self) -> dict:
+        return {"verdict": self.verdict, "ci_low": self.low, "ci_high": self.high, "critical": self.critical,
+                "family_size": self.family_size, "mde": self.mde}
+
+
+def max_t_critical(differences: Sequence[Difference], confidence: float) -> float:
+    """The ``confidence`` quantile of max_j |replicate_j - mean_j| / se_j over the family's joint replicates.
+
+    Comparisons without spread (se 0: identical runs) take no part. With none left, the normal quantile."""
+    spread = [d for d in differences if d.se > 0 and d.replicates is not None]
+    if not spread:
+        return NormalDist().inv_cdf((1 + confidence) / 2)
+    if len({d.replicates.shape for d in spread}) != 1:
+        raise ValueError("a family's comparisons must have the same number of bootstrap replicates")
+    studentized = np.abs(np.stack([(d.replicates - d.mean) / d.se for d in spread]))
+    return float(np.quantile(studentized.max(axis=0), confidence))
+
+
+def correct_family(differences: Sequence[Difference], confidence: float) -> list[Corrected]:
+    """Each difference of the family with its simultaneous (max-T) interval, verdict and minimum detectable effect;
+    the critical value is carried to each comparison's df at the same tail probability."""
+    critical = max_t_critical(differences, confidence)
+    tail = NormalDist().cdf(critical)
+    return [Corrected(d, critical if not math.isfinite(d.df) else t_quantile(tail, d.df), len(differences))
+            for d in differences]
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its bootstrap interval."""
+    """A point estimate with its interval."""
 
     value: float
     low: float
@@ -134,19 +257,44 @@ def _percentiles(replicates: np.ndarray, confidence: float) -> tuple[float, floa
     return float(low), float(high)
 
 
-def bootstrap_ratio(a: Sequence[float], b: Sequence[float], settings: Bootstrap) -> Interval:
-    """mean(a) / mean(b) of two independent samples (e.g. two runs' per-step costs), each resampled with
-    replacement: ``rng.integers(0, len(a), (R, len(a)))``, then the same for b."""
+def t_interval(values: Sequence[float], confidence: float) -> Interval:
+    """The mean of independent units measured once each (one value per seed) with its Student-t interval
+    (``scipy.stats.ttest_1samp(values).confidence_interval``): a percentile bootstrap of 2-5 values is far too narrow
+    (simulated coverage of a nominal 95%: 78% with 3 values, 52% with 2). Needs 2 values or more; values all equal
+    give a zero-width interval."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) < 2:
+        raise ValueError("a t-interval needs 2 values or more")
+    mean = float(values.mean())
+    if np.ptp(values) == 0:
+        return Interval(mean, mean, mean)
+    ci = stats.ttest_1samp(values, 0.0).confidence_interval(confidence_level=confidence)
+    return Interval(mean, float(ci.low), float(ci.high))
+
+
+def block_length(n: int) -> int:
+    """Block length of the step bootstrap: ceil(sqrt(n)), long enough that step costs a few steps apart (which trend
+    and drift together) stay in one block; conservative for short-range dependence."""
+    return max(1, math.ceil(math.sqrt(n)))
+
+
+def _block_means(values: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """Circular block bootstrap replicates (R,) of the mean of a series (Politis & Romano 1992): ceil(n / b) blocks
+    of b consecutive steps, each starting at ``rng.integers(0, n)``, wrapped around the end, cut to n values."""
+    n = len(values)
+    b = block_length(n)
+    starts = rng.integers(0, n, (resamples, math.ceil(n / b)))
+    index = (starts[:, :, None] + np.arange(b)[None, None, :]).reshape(resamples, -1)[:, :n] % n
+    return values[index].mean(axis=1)
+
+
+def block_bootstrap_ratio(a: Sequence[float], b: Sequence[float], settings: Bootstrap) -> Interval:
+    """mean(a) / mean(b) of two runs' per-step series (e.g. per-step costs), each resampled by the circular block
+    bootstrap (``rng = default_rng(seed)``, a's blocks, then b's): per-step costs are autocorrelated (they trend over
+    a run and drift with the machine's load), so resampling steps one by one as if independent is too narrow."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     rng = np.random.default_rng(settings.seed)
-    draw_a = rng.integers(0, len(a), (settings.resamples, len(a)))
-    draw_b = rng.integers(0, len(b), (settings.resamples, len(b)))
-    return Interval(float(a.mean() / b.mean()),
-                    *_percentiles(a[draw_a].mean(axis=1) / b[draw_b].mean(axis=1), settings.confidence))
-
-
-def bootstrap_mean(values: Sequence[float], settings: Bootstrap) -> Interval:
-    """The mean of independent units (e.g. one value per seed) with its percentile interval."""
-    values = np.asarray(values, dtype=np.float64)
-    draw = np.random.default_rng(settings.seed).integers(0, len(values), (settings.resamples, len(values)))
-    return Interval(float(values.mean()), *_percentiles(values[draw].mean(axis=1), settings.confidence))
+    ratios = _block_means(a, rng, settings.resamples) / _block_means(b, rng, settings.resamples)
+    return Interval(float(a.mean() / b.mean()), *_percentiles(ratios, settings.confidence))

@@ -24,11 +24,12 @@ class Estimate(tuple):
     n = property(lambda self: self[2])
 
     def format(self, scale: float = 1.0, digits: int = 1, expected: int | None = None) -> str:
-        """``mean ± se`` (scaled), ``mean (1 seed)`` for one value, ``n/a`` for none; ``[k/n seeds]`` if partial."""
+        """``mean ± se`` (scaled), the mean alone for one value (the table states its seeds once, not per cell),
+        ``n/a`` for none; ``[k/n seeds]`` if partial."""
         if self.mean is None:
             return NA
         text = f"{self.mean * scale:.{digits}f}"
-        text += f" ± {self.se * scale:.{digits}f}" if self.se is not None else " (1 seed)"
+        text += f" ± {self.se * scale:.{digits}f}" if self.se is not None else ""
         if expected is not None and self.n < expected:
             text += f" [{self.n}/{expected} seeds]"
         return text

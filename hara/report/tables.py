@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.layout import method_seeds
 from hara.report.collect import Cell, Run, seed_runs
-from hara.report.compare import MISMATCH_MARK, compare_cells
-from hara.report.paired import Bootstrap, bootstrap_difference, paired_matrix
+from hara.report.compare import CORRECTED_MARK, LOW_POWER_MARK, MISMATCH_MARK, GridComparisons, grid_comparisons
+from hara.report.paired import Bootstrap, bootstrap_difference, correct_family, paired_matrix
 from hara.report.stats import (NA, Estimate, cumulative_time, final_value, mean_se, step_costs, step_reaching,
                                value_at_time)
 
@@ -88,39 +88,51 @@ def seeds_note(config: Mapping, methods: list[str]) -> str:
 def paired_note(config: Mapping) -> str:
     """How the tables' paired differences are computed (the config's report.bootstrap)."""
     settings = Bootstrap.from_config(config)
-    return (f"Paired differences in percentage points with their {settings.confidence:.0%} interval: a percentile "
-            f"bootstrap over the benchmark problems (with several seeds: over seeds, then problems), "
-            f"{settings.resamples} resamples, seed {settings.seed}; verdict better / worse when the interval "
-            f"excludes 0, else within noise. {MISMATCH_MARK} = evaluation fingerprints differ (compared on request).")
+    return (f"Paired differences in percentage points with their raw {settings.confidence:.0%} interval: a percentile "
+            f"bootstrap over the benchmark problems (with several seeds: seeds and problems crossed), "
+            f"{settings.resamples} resamples, seed {settings.seed}. The verdict (better / worse / within noise) is the "
+            f"one after correction over the comparison's family (every difference against the same method in the "
+            f"grid: simultaneous max-T intervals); {CORRECTED_MARK} = the raw interval excludes 0 but the corrected "
+            f"one does not. MDE = the difference the corrected verdict detects with 80% power (points); "
+            f"{LOW_POWER_MARK} = low power: the MDE is above the effect the paper claims for that comparison "
+            f"(report.low_power_above), so 'within noise' there cannot rule that effect out. {MISMATCH_MARK} = "
+            f"evaluation fingerprints differ (compared on request).")
+
+
+def family_note(found: GridComparisons) -> str:
+    """How many differences each family of the table's comparisons corrects over."""
+    sizes = found.family_sizes()
+    return ("Families: " + ", ".join(f"against {against}: {size} differences" for against, size in sizes.items())
+            + ".") if sizes else ""
 
 
 def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Size x method rows, one column per benchmark plus the average (host preset GRPO); each size's Base model
     first, before RL. Every method's cell also gives its paired difference from the baseline and a verdict."""
     benchmarks, rlvr = config["data"]["benchmarks"], host_rlvr(config)
-    rows = []
+    found, rows = grid_comparisons(config, runs), []
     for size in config["models"]["sizes"]:
         base = (base_scores or {}).get(size, {})
         rows.append([size, BASE_ROW, *(_plain_pct(base.get(b)) for b in benchmarks),
                      _plain_pct(benchmark_mean(base, benchmarks))])
         for method in config["grid"]["methods"]:
-            group = runs_of(runs, size, rlvr, method)
-            versus = compare_cells(config, runs, size, rlvr, method, BASELINE) if method != BASELINE else None
+            group, key = runs_of(runs, size, rlvr, method), (size, rlvr, method, BASELINE)
             seeds = seed_count(config, method)
-            rows.append([size, method, *(_with_difference(pct(score_estimate(group, b, benchmarks), seeds), versus, b)
-                                         for b in [*benchmarks, None])])
+            rows.append([size, method,
+                         *(_with_difference(pct(score_estimate(group, b, benchmarks), seeds), found, key, b)
+                           for b in [*benchmarks, None])])
     return Table("main", f"Main results ({rlvr})",
-                 f"pass@1 (%) per benchmark, mean ± standard error over {seeds_note(config, config['grid']['methods'])}; "
-                 f"host preset {rlvr}. "
+                 f"pass@1 (%) per benchmark, mean ± standard error over "
+                 f"{seeds_note(config, config['grid']['methods'])} (one seed: the score alone); host preset {rlvr}. "
                  f"Each method's cell then gives its difference from {BASELINE} (Δ) and a verdict. "
-                 f"{paired_note(config)} '{BASE_ROW}' is the Base model before RL (one evaluation). "
-                 f"Paper (its own models and benchmarks): {PAPER_NUMBERS['gain_vs_grpo']}.",
+                 f"{paired_note(config)} {family_note(found)} '{BASE_ROW}' is the Base model before RL (one "
+                 f"evaluation). Paper (its own models and benchmarks): {PAPER_NUMBERS['gain_vs_grpo']}.",
                  ["size", "method", *benchmarks, "average"], rows)
 
 
-def _with_difference(estimate: str, versus, benchmark: str | None) -> str:
-    """``25.3 ± 1.1; Δ +0.3 [-1.2, +1.8] within noise``, or the estimate alone without paired data."""
-    return estimate if versus is None else f"{estimate}; Δ {versus.format(benchmark)}"
+def _with_difference(estimate: str, found: GridComparisons, key: tuple, benchmark: str | None) -> str:
+    """``25.3 ± 1.1; Δ +0.3 [-1.2, +1.8] within noise, MDE 2.9``, or the estimate alone without paired data."""
+    return estimate if found.get(*key) is None else f"{estimate}; Δ {found.format(key, benchmark)}"
 
 
 def _plain_pct(value: float | None) -> str:
@@ -134,30 +146,27 @@ def rlvr_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
                            for m in methods)]
             for size in config["models"]["sizes"] for rlvr in ("grpo", "dr_grpo", "dapo")]
     return Table("rlvr", "HarA across RLVR algorithms",
-                 "Average pass@1 (%) over the benchmarks, mean ± standard error over seeds; presets not in the "
-                 "config's grid read n/a.", ["size", "rlvr", *methods], rows)
+                 "Average pass@1 (%) over the benchmarks, mean ± standard error over "
+                 f"{seeds_note(config, methods)}; presets not in the config's grid read n/a.",
+                 ["size", "rlvr", *methods], rows)
 
 
 def seq_tok_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Sequence- vs token-level HarA against the baseline, per size and preset."""
-    benchmarks = config["data"]["benchmarks"]
+    benchmarks, found = config["data"]["benchmarks"], grid_comparisons(config, runs)
     methods = [BASELINE, "hara_seq", "hara_tok"]
     rows = []
     for size in config["models"]["sizes"]:
         for rlvr in config["grid"]["rlvr"]:
             est = {m: score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks) for m in methods}
-            rows.append([size, rlvr, *(pct(est[m], seed_count(config, m)) for m in methods), _tok_minus_seq(config, runs, size, rlvr)])
+            key = (size, rlvr, "hara_tok", "hara_seq")
+            rows.append([size, rlvr, *(pct(est[m], seed_count(config, m)) for m in methods),
+                         NA if found.get(*key) is None else found.format(key)])
     return Table("seq_tok", "Sequence-level vs token-level HarA",
                  "Average pass@1 (%) over the benchmarks; tok − seq as a paired difference. "
-                 f"{paired_note(config)} Paper: {PAPER_NUMBERS['tok_vs_seq']}.",
+                 f"{seeds_note(config, methods)}. {paired_note(config)} {family_note(found)} "
+                 f"Paper: {PAPER_NUMBERS['tok_vs_seq']}.",
                  ["size", "rlvr", *methods, "tok − seq"], rows)
-
-
-def _tok_minus_seq(config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: str) -> str:
-    methods = config["grid"]["methods"]
-    versus = compare_cells(config, runs, size, rlvr, "hara_tok", "hara_seq") \
-        if {"hara_tok", "hara_seq"} <= set(methods) else None
-    return NA if versus is None else versus.format()
 
 
 def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | None]:
@@ -242,24 +251,33 @@ def seed_curve_values(runs: Mapping[Cell, Run], size: str, rlvr: str, method: st
 
 def selection_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """Per run: validation pass@1 of each candidate checkpoint (against step), the step selected on validation, and
-    the test average of the selected and of the final checkpoint with their paired difference."""
+    the test average of the selected and of the final checkpoint with their paired difference (corrected over the
+    table's runs)."""
+    selected = [(cell, run) for cell, run in runs.items() if run.selection]
+    differences = [_selected_minus_final(config, run) for _, run in selected]
+    measured = [d for d in differences if d is not None]
+    corrected = iter(correct_family(measured, Bootstrap.from_config(config).confidence)) if measured else iter(())
     rows = []
-    for cell, run in runs.items():
-        if not run.selection:
-            continue
+    for (cell, run), diff in zip(selected, differences):
         curve = " · ".join(f"{c['step']}: {100 * c['validation_pass_at_1']:.1f}" for c in run.selection["candidates"])
         rows.append([cell.size, cell.rlvr, cell.method, str(cell.seed), curve, str(run.selection["selected_step"]),
                      _plain_pct(_average(run.selected_problems, config)), _plain_pct(_average(run.problems, config)),
-                     _selected_minus_final(config, run)])
+                     NA if diff is None else _corrected_text(diff, next(corrected))])
     enabled = config["selection"]["enabled"]
     return Table("selection", "Checkpoint selection on validation",
                  ("Validation pass@1 (%) by step on problems held out of training (selection.validation_problems); "
                   "the step with the highest one is selected (ties: the later), without looking at the test "
                   "benchmarks. Test: average pass@1 (%) over the benchmarks of the selected and of the final "
-                  f"checkpoint; selected − final as a paired difference. {paired_note(config)}") if enabled
+                  f"checkpoint; selected − final as a paired difference. {paired_note(config)} The family here: "
+                  f"the {len(measured)} runs of this table.") if enabled
                  else "Checkpoint selection is off (config selection.enabled); the other tables use final/.",
                  ["size", "rlvr", "method", "seed", "validation by step", "selected", "test (selected)",
                   "test (final)", "selected − final"], rows)
+
+
+def _corrected_text(diff, corrected) -> str:
+    mark = CORRECTED_MARK if diff.verdict != corrected.verdict else ""
+    return f"{diff.format()} {corrected.verdict}{mark}, MDE {100 * corrected.mde:.1f}"
 
 
 def _average(problems: Mapping[str, Mapping[str, float]], config: Mapping) -> float | None:
@@ -269,13 +287,12 @@ def _average(problems: Mapping[str, Mapping[str, float]], config: Mapping) -> fl
     return sum(sum(problems[b].values()) / len(problems[b]) for b in benchmarks) / len(benchmarks)
 
 
-def _selected_minus_final(config: Mapping, run: Run) -> str:
+def _selected_minus_final(config: Mapping, run: Run):
     benchmarks = config["data"]["benchmarks"]
     if not all(run.selected_problems.get(b) and run.problems.get(b) for b in benchmarks):
-        return NA
+        return None
     matrices = [paired_matrix({0: run.selected_problems[b]}, {0: run.problems[b]}) for b in benchmarks]
-    diff = bootstrap_difference(matrices, Bootstrap.from_config(config))
-    return f"{diff.format()} {diff.verdict}"
+    return bootstrap_difference(matrices, Bootstrap.from_config(config))
 
 
 #: The report's tables over the grid, in page order (after the paper's claims checked, hara.report.repro). Every

@@ -67,14 +67,17 @@ def test_each_training_run_gets_its_average_and_its_difference_from_none(logged)
     versus = next(c for c in found if (c["a"], c["b"]) == ("hara_tok", "none"))["average"]
     for cell, run in logged["runs"].items():
         data = client.get_run(ids[cell.method]).data
-        assert data.metrics[AVERAGE] == statistics.fmean(run.scores.values())
+        assert data.metrics[AVERAGE] == round(100 * statistics.fmean(run.scores.values()), 1)  # as the report shows
         if cell.method == "none":
             assert not any(key.startswith("vs_none/") for key in data.metrics)
             assert data.tags["vs_none.verdict"] == "baseline"
-        else:  # exactly the report's numbers, in pass@1 units
-            assert (data.metrics["vs_none/avg_diff"], data.metrics["vs_none/avg_ci_low"],
-                    data.metrics["vs_none/avg_ci_high"]) == (versus["difference"], versus["ci_low"], versus["ci_high"])
-            assert data.tags["vs_none.verdict"] == versus["verdict"]
+        else:  # exactly the report's numbers, in percentage points rounded as the report prints them
+            assert (data.metrics["vs_none/avg_diff_pts"], data.metrics["vs_none/avg_ci_low_pts"],
+                    data.metrics["vs_none/avg_ci_high_pts"], data.metrics["vs_none/avg_mde_pts"]) == tuple(
+                round(100 * value, 1) for value in (versus["difference"], versus["ci_low"], versus["ci_high"],
+                                                    versus["corrected"]["mde"]))
+            assert data.tags["vs_none.verdict"] == versus["corrected"]["verdict"]  # the verdict after correction
+            assert data.tags["vs_none.low_power"] == str(versus["corrected"]["low_power"]).lower()
         assert client.get_run(ids[cell.method]).info.status == "FINISHED"  # the summary does not reopen the run
 
 
@@ -111,9 +114,9 @@ def test_experiment_holds_the_saved_views_of_the_scores(logged):
         envelope = json.loads(tags[f"mlflow.sharedViewState.{key}"])
         state = json.loads(envelope["state"])
         assert envelope["name"] == name and isinstance(envelope["createdAt"], int)
-        assert state["selectedColumns"][:5] == [f"metrics.`{AVERAGE}`", "metrics.`vs_none/avg_diff`",
-                                                "metrics.`vs_none/avg_ci_low`", "metrics.`vs_none/avg_ci_high`",
-                                                "tags.`vs_none.verdict`"]
+        assert state["selectedColumns"][:6] == [f"metrics.`{AVERAGE}`", "metrics.`vs_none/avg_diff_pts`",
+                                                "metrics.`vs_none/avg_ci_low_pts`", "metrics.`vs_none/avg_ci_high_pts`",
+                                                "metrics.`vs_none/avg_mde_pts`", "tags.`vs_none.verdict`"]
         assert state["searchFilter"] == "tags.stage = 'train'" and state["orderByKey"] == f"metrics.`{AVERAGE}`"
         assert ("groupBy" in state) == (key == VIEW_BY_METHOD[0])
 

@@ -57,7 +57,7 @@ def test_tables_say_na_for_missing_cells_and_show_scores():
     rows = main_table(config, runs).rows
     assert [row[1] for row in rows] == ["base (no RL)", "none", "hara_tok"]
     assert rows[0][2:] == ["n/a"] * (len(benchmarks) + 1)  # the Base model was not evaluated
-    assert rows[1][2:] == ["25.0 (1 seed)"] * (len(benchmarks) + 1)
+    assert rows[1][2:] == ["25.0"] * (len(benchmarks) + 1)
     assert rows[2][2:] == ["n/a"] * (len(benchmarks) + 1)
     base = {"tiny-s": {b: 0.125 * (i + 1) for i, b in enumerate(benchmarks)}}
     base_row = main_table(config, runs, base).rows[0]
