@@ -303,17 +303,24 @@ def run_sweep(args: argparse.Namespace, config: dict) -> int:
 
 def plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="write the plan as JSON here")
+    parser.add_argument("--results", help="estimate the power section's variance components from the per-problem "
+                        "outcomes of finished runs under this results folder (default: config plan.power)")
 
 
 @register_command("plan", "resources per grid cell: GPU memory per rank, host memory, checkpoint disk, tokens and "
-                  "device-hours (docs/plan.md)", plan_arguments, skip_checks=("check_local_folders",))
+                  "device-hours, and the power of the grid's comparisons (docs/plan.md)", plan_arguments,
+                  skip_checks=("check_local_folders",))
 def run_plan(args: argparse.Namespace, config: dict) -> int:
     from hara.planning import format_plan_table, plan_grid, write_plan
+    from hara.power_plan import format_power, power_section
 
-    grid = plan_grid(config)
+    if args.results and not Path(args.results).is_dir():
+        raise ConfigError(f"--results {args.results}: not a folder (the results folder of a finished run)")
+    grid, power = plan_grid(config), power_section(config, args.results)
     print(format_plan_table(grid))
+    print(format_power(power))
     if args.out:
-        write_plan(grid, args.out)
+        write_plan(grid, args.out, power)
     return 0
 
 

@@ -787,9 +787,11 @@ def _totals_line(grid: GridPlan) -> str:
             f"= {t['device_hours']:.0f}")
 
 
-def write_plan(grid: GridPlan, path: str | Path) -> None:
+def write_plan(grid: GridPlan, path: str | Path, power: Mapping | None = None) -> None:
+    """The plan as JSON; ``power``: the power section (hara.power_plan), under the key "power"."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(grid.to_json(), indent=2) + "\n", encoding="utf-8")
+    found = grid.to_json() | ({"power": power} if power is not None else {})
+    Path(path).write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
 
 
 def ceil_mb(value: float) -> int:

@@ -45,6 +45,7 @@ p-values far below alpha / m (0.0007 for 72 comparisons), which a few thousand r
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -131,11 +132,24 @@ def paired_matrix(a: Mapping[int, Mapping[str, float]], b: Mapping[int, Mapping[
     return np.asarray(rows, dtype=np.float64)
 
 
-def _replicates(diffs: np.ndarray, seed_draw: np.ndarray | None, rng: np.random.Generator, resamples: int
-                ) -> np.ndarray:
+@functools.lru_cache(maxsize=8)
+def _draws(seed: int, resamples: int, n_seeds: int, problem_counts: tuple[int, ...]
+           ) -> tuple[np.ndarray | None, tuple[np.ndarray, ...]]:
+    """The draw protocol's index arrays: the seed draw (None for one seed), then one problem draw per benchmark.
+    Every comparison of the same shape uses the same draws (their replicates are a joint bootstrap), so they are
+    made once and shared, read-only."""
+    rng = np.random.default_rng(seed)
+    seed_draw = rng.integers(0, n_seeds, (resamples, n_seeds)) if n_seeds > 1 else None
+    problems = tuple(rng.integers(0, count, (resamples, count)) for count in problem_counts)
+    for array in (seed_draw, *problems):
+        if array is not None:
+            array.flags.writeable = False
+    return seed_draw, problems
+
+
+def _replicates(diffs: np.ndarray, seed_draw: np.ndarray | None, problems: np.ndarray) -> np.ndarray:
     """Bootstrap replicates (R,) of the mean of one benchmark's (S, P) differences: one problem draw per replicate,
     shared by every drawn seed (crossed); the seed part rescaled by sqrt(S / (S - 1))."""
-    problems = rng.integers(0, diffs.shape[1], (resamples, diffs.shape[1]))
     if seed_draw is None:  # one seed: problems only
         return diffs[0][problems].mean(axis=-1)
     n_seeds = diffs.shape[0]
@@ -164,9 +178,8 @@ def bootstrap_difference(diffs: Sequence[np.ndarray], settings: Bootstrap) -> Di
     if len(n_seeds) != 1:
         raise ValueError("every benchmark must pair the same seeds")
     (n_seeds,) = n_seeds
-    rng = np.random.default_rng(settings.seed)
-    seed_draw = rng.integers(0, n_seeds, (settings.resamples, n_seeds)) if n_seeds > 1 else None
-    replicates = np.mean([_replicates(d, seed_draw, rng, settings.resamples) for d in diffs], axis=0)
+    seed_draw, problems = _draws(settings.seed, settings.resamples, n_seeds, tuple(d.shape[1] for d in diffs))
+    replicates = np.mean([_replicates(d, seed_draw, draw) for d, draw in zip(diffs, problems)], axis=0)
     point, se = float(np.mean([d.mean() for d in diffs])), float(replicates.std(ddof=1))
     problems = int(sum(d.shape[1] for d in diffs))
     if n_seeds == 1:
