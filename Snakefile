@@ -58,3 +58,8 @@ rule all:
         final_targets(),
         SWEEP_TARGETS,
     default_target: True
+
+
+onsuccess:
+    print(f"Report: {REPORT_DIR}/index.html. Runs, verdicts and minimum detectable effects in the MLflow UI: "
+          f"hara ui --config {CONFIG_FILE} (prints the link that opens the runs table, then serves the store)")

@@ -324,6 +324,21 @@ def run_plan(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def ui_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)")
+    parser.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    parser.add_argument("--print-link", action="store_true", help="print the link only, serve nothing")
+
+
+@register_command("ui", "the MLflow UI on the config's tracking store: prints the link that opens the runs table "
+                  "with scores, verdicts and MDEs, then serves it (docs/mlflow.md)", ui_arguments,
+                  skip_checks=("check_local_folders",))
+def run_ui(args: argparse.Namespace, config: dict) -> int:
+    from hara.mlflow_ui import serve_ui
+
+    return serve_ui(config, args.host, args.port, serve=not args.print_link)
+
+
 def tracking_server_arguments(parser: argparse.ArgumentParser) -> None:
     from hara.tracking_server import add_arguments
 

@@ -137,3 +137,23 @@ def test_the_baseline_columns_come_first():
     state = json.loads(json.loads(saved_views(found, 0)[f"mlflow.sharedViewState.{VIEW_PER_RUN[0]}"])["state"])
     assert [c for c in state["selectedColumns"] if c.startswith("tags")] == ["tags.`vs_none.verdict`",
                                                                             "tags.`vs_hara_seq.verdict`"]
+
+
+def test_hara_ui_prints_the_link_that_opens_the_runs_table_in_the_scores_view(logged, capsys):
+    """`hara ui --print-link` on the config's store: the experiment's runs table, in the saved view, in training
+    mode (MLflow 3.17's UI lands on its GenAI overview otherwise); a store without the experiment: one line."""
+    from hara.cli import main
+    from hara.mlflow_ui import ui_command
+
+    config = logged["config"]
+    uri = f"sqlite:///{logged['tmp']}/mlflow.db"
+    experiment = logged["client"].get_experiment_by_name(config["name"]).experiment_id
+    argv = ["ui", "--config", str(REPO / "config" / "smoke.yaml"), "--set", f"tracking.mlflow_uri={uri}",
+            "--port", "5123", "--print-link"]
+    assert main(argv) == 0
+    link = capsys.readouterr().out.strip().split(": ", 1)[1]
+    assert link == (f"http://127.0.0.1:5123/#/experiments/{experiment}/runs?viewStateShareKey={VIEW_PER_RUN[0]}"
+                    "&workflowType=machine_learning")
+    assert ui_command(uri, "127.0.0.1", 5123)[:4] == ["mlflow", "server", "--backend-store-uri", uri]
+    assert main([*argv[:4], f"tracking.mlflow_uri=sqlite:///{logged['tmp']}/absent.db", "--print-link"]) == 2
+    assert "no such database" in capsys.readouterr().err
