@@ -20,7 +20,20 @@ __all__ = ["page_macros", "render_html", "render_markdown"]
 STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
          "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
          "td:first-child,th:first-child,td:nth-child(2),td:nth-child(3){text-align:left}"
-         ".note{color:#555;font-size:90%}img{max-width:100%}")
+         ".note{color:#555;font-size:90%}img{max-width:100%}"
+         "td.better{background:#dff3df}td.worse{background:#f8dddd}td.low-power{color:#777}")
+
+#: The verdict after correction that a table cell states (hara.report.compare.GridComparisons.format), as the CSS
+#: class that colours it: better green, worse red, a low-power "within noise" greyed.
+VERDICT_CLASSES = (("] better", "better"), ("] worse", "worse"))
+
+
+def verdict_class(cell: str) -> str:
+    """`` class="..."`` for a table cell holding a verdict, else ""."""
+    found = next((name for marker, name in VERDICT_CLASSES if marker in cell), None)
+    if found is None and "] within noise" in cell and "‡" in cell:
+        found = "low-power"
+    return f' class="{found}"' if found else ""
 
 
 def markdown_table(table: Table) -> str:
@@ -49,7 +62,7 @@ def page_macros() -> Any:
     """The macros of templates/report.html (page, table, figure, analysis, sweeps), each callable -> HTML."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("hara.report", "templates"), autoescape=False,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    env.filters.update(esc=html.escape, png=_png)
+    env.filters.update(esc=html.escape, png=_png, verdict_class=verdict_class)
     return env.get_template("report.html").module
 
 

@@ -100,3 +100,14 @@ def test_the_page_template_escapes_every_text_value_and_stays_one_line():
     assert "<script>" not in page and page.count(shown) == 14  # every text slot of the page
     assert "a &amp; b" in page and page.endswith("</body></html>\n") and page.count("\n") == 1
     assert '<h2 id="analysis-gone">Analysis: gone</h2><p>n/a (the analysis wrote no output)</p>' in page
+
+
+def test_each_verdict_is_coloured_in_the_html_table():
+    from hara.report.render import render_html
+    from hara.report.tables import Table
+
+    rows = [["a", "25.0; Δ +9.0 [+4.0, +14.0] better, MDE 3.1"], ["b", "20.0; Δ -9.0 [-14.0, -4.0] worse, MDE 3.1"],
+            ["c", "20.0; Δ +1.0 [-4.0, +6.0] within noise, MDE 9.9‡"], ["d", "20.0; Δ +1.0 [-1.0, +2.0] within noise, MDE 2.0"]]
+    page = render_html("t", "s", [Table("main", "T", "n", ["m", "score"], rows)], {})
+    assert '<td class="better">25.0; Δ +9.0' in page and '<td class="worse">20.0; Δ -9.0' in page
+    assert '<td class="low-power">20.0; Δ +1.0 [-4.0' in page and "<td>20.0; Δ +1.0 [-1.0" in page
