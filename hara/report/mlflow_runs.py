@@ -186,7 +186,21 @@ def _summarize(client, run_id: str, config: Mapping, run: Run, comparisons: list
     client.log_batch(run_id, metrics=[Metric(key, float(value), now, 0) for key, value in metrics.items()],
                      tags=[RunTag(key, value) for key, value in tags.items()])
     log_benchmark_inputs(client, run_id, _benchmark_entries(run))
+    _log_data_and_models(client, run_id, logged, config, run)
     return logged.info.experiment_id
+
+
+def _log_data_and_models(client, run_id: str, logged, config: Mapping, run: Run) -> None:
+    """The run's training data as dataset inputs, its checkpoint candidates as logged models (mlflow_models)."""
+    from hara.report.mlflow_models import data_inputs, log_candidate_models
+
+    results = Path(config["results_dir"])
+    inputs = data_inputs(results, run.cell.size)
+    if inputs:
+        client.log_inputs(run_id, datasets=inputs)
+    validation = next((i.dataset.source for i in inputs if i.dataset.name == "validation"), None)
+    sha = json.loads(validation)["tags"]["sha256"] if validation else None
+    log_candidate_models(client, run_id, logged.info.experiment_id, logged.info.run_name, run, sha)
 
 
 def log_run_summaries(config: Mapping, results: str | Path, runs: Mapping[Cell, Run], out_dir: str | Path,
@@ -199,7 +213,7 @@ def log_run_summaries(config: Mapping, results: str | Path, runs: Mapping[Cell, 
     from hara.evaluation.tracking import RUN_FILE, read_run
     from hara.tracking import tracking_client
 
-    out_dir = Path(out_dir)
+    out_dir, config = Path(out_dir), {**config, "results_dir": str(results)}  # where the data inputs are read
     comparisons, report_file = read_comparisons(out_dir), (out_dir / "index.html").resolve()
     clients, experiments, done = {}, set(), []
     for cell, run in runs.items():

@@ -157,3 +157,44 @@ def test_hara_ui_prints_the_link_that_opens_the_runs_table_in_the_scores_view(lo
     assert ui_command(uri, "127.0.0.1", 5123)[:4] == ["mlflow", "server", "--backend-store-uri", uri]
     assert main([*argv[:4], f"tracking.mlflow_uri=sqlite:///{logged['tmp']}/absent.db", "--print-link"]) == 2
     assert "no such database" in capsys.readouterr().err
+
+
+def test_checkpoint_candidates_are_logged_models_and_the_training_data_dataset_inputs(tmp_path):
+    """The selection's candidates as external logged models (validation score linked to the validation dataset,
+    the selected one's test scores to each benchmark), the training data as dataset inputs; a second report adds
+    no model."""
+    from hara.report.mlflow_runs import log_run_summaries
+
+    config, uri = load_config(REPO / "config" / "smoke.yaml"), f"sqlite:///{tmp_path}/mlflow.db"
+    runs = grid_runs(config)
+    cell = next(c for c in runs if c.method == "hara_tok")
+    runs[cell].selection = {"selected_step": 2, "final_step": 4, "candidates": [
+        {"step": 2, "checkpoint": "c/step-2", "fingerprint": "aa", "validation_pass_at_1": 0.5},
+        {"step": 4, "checkpoint": "c/final", "fingerprint": "bb", "validation_pass_at_1": 0.25}]}
+    runs[cell].selected_problems = runs[cell].problems
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "manifest.json").write_text(json.dumps({"train": "train.jsonl", "validation": "v.jsonl", "files": {
+        "train.jsonl": {"count": 90, "sha256": "11" * 32}, "v.jsonl": {"count": 12, "sha256": "22" * 32}}}))
+    (tmp_path / "rl_prompts" / "tiny-s").mkdir(parents=True)
+    (tmp_path / "rl_prompts" / "tiny-s" / "prompts.jsonl").write_text('{"p": 1}\n{"p": 2}\n')
+    for each in runs:
+        run, _ = start_run(uri, config["name"], run_name(each.size, each.rlvr, each.method, each.seed),
+                           tmp_path / "train" / each.path(), {"stage": "train", "method": each.method}, {})
+        run.finish()
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "comparisons.json").write_text(json.dumps(comparisons(config, runs)))
+    for _ in range(2):
+        log_run_summaries(config, tmp_path, runs, tmp_path / "report", "report-run-id")
+    client = MlflowClient(tracking_uri=uri)
+    run_id = json.loads((tmp_path / "train" / cell.path() / "mlflow_run.json").read_text())["run_id"]
+    experiment = client.get_run(run_id).info.experiment_id
+    models = {m.name: m for m in client.search_logged_models([experiment])}
+    assert sorted(models) == ["tiny-s-grpo-hara_tok-seed0-step2", "tiny-s-grpo-hara_tok-seed0-step4"]  # once each
+    selected = models["tiny-s-grpo-hara_tok-seed0-step2"]
+    assert selected.tags["hara.selected"] == "true" and selected.params["checkpoint"] == "c/step-2"
+    linked = {(m.key, m.dataset_name) for m in selected.metrics}
+    assert ("validation/pass_at_1", "validation") in linked
+    assert {(f"eval/{b}/pass_at_1", b) for b in config["data"]["benchmarks"]} <= linked
+    inputs = {i.dataset.name: i for i in client.get_run(run_id).inputs.dataset_inputs}
+    assert {"train", "validation", "rl_prompts/tiny-s"} <= set(inputs)
+    assert json.loads(inputs["rl_prompts/tiny-s"].dataset.profile) == {"num_rows": 2}
