@@ -37,7 +37,7 @@ from hara.analysis.stages import STAGES
 from hara.ot.barycenter import BarycenterConfig
 from hara.ot.linearized import support_positions
 
-__all__ = ["Rollouts", "interpretability_study", "sample_rollouts", "score_variants"]
+__all__ = ["PROBLEM_SCORES", "Rollouts", "interpretability_study", "sample_rollouts", "score_variants"]
 
 
 class Rollouts:
@@ -132,6 +132,7 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
     header = ["variant", "structure", "alpha", "rollouts", "likelihood score (nats/token)", "chance", "score - chance",
               "block-diagonal mass", "block-diagonal chance", "sparsity", *LABEL_HEADER]
     _write_matrices(matrices, out / "support_stage.csv")
+    _write_problem_scores(scored, out / PROBLEM_SCORES)
     (out / "labels.json").write_text(json.dumps(labels.summary(), indent=2) + "\n", encoding="utf-8")
     figures = [_heatmaps(matrices, out / "support_stage.png"), _score_curve(scored, out / "rollouts.png")]
     share = torch.bincount(data.stages[data.stages >= 0], minlength=len(STAGES)).float()
@@ -144,6 +145,17 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
             + STRUCTURE_NOTE)
     return AnalysisResult("interpretability", "Interpretability: barycenter supports vs reasoning stages",
                           CLAIMS["interpretability"], _finding(scored), header, rows, figures, note)
+
+
+#: Each problem's held-out likelihood score per (variant, structure, rollouts): the units of the paper's
+#: interpretability claims' intervals over problems (hara.report.repro, config/paper_claims.yaml).
+PROBLEM_SCORES = "problem_scores.json"
+
+
+def _write_problem_scores(scored: list[dict], path: Path) -> None:
+    rows = [{"variant": r["variant"], "structure": r["structure"], "rollouts": r["rollouts"],
+             "per_problem": {str(k): v for k, v in sorted(r["scores"].per_problem.items())}} for r in scored]
+    path.write_text(json.dumps({"rows": rows}, indent=1) + "\n", encoding="utf-8")
 
 
 #: Table columns saying which labeller made the stages (the prompt sha256 shortened; in full in the note).

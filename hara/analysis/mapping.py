@@ -21,13 +21,13 @@ labelled tokens and -1 elsewhere (padding, tokens with no text); problem (N,) th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-__all__ = ["MappingScores", "block_diagonality", "fit_stage_model", "heldout_likelihood", "likelihood_score",
-           "mapping_scores", "sparsity", "stage_mass", "staircase_mass"]
+__all__ = ["MappingScores", "block_diagonality", "fit_stage_model", "heldout_likelihood", "heldout_tokens",
+           "likelihood_score", "mapping_scores", "sparsity", "stage_mass", "staircase_mass", "token_loglik"]
 
 
 def stage_mass(plans: Tensor, stages: Tensor, num_stages: int) -> Tensor:
@@ -82,36 +82,47 @@ def fit_stage_model(plans: Tensor, stages: Tensor, num_stages: int, smoothing: f
     return given, marginal
 
 
-def likelihood_score(plans: Tensor, stages: Tensor, given: Tensor) -> float:
-    """Mean over labelled tokens of log sum_j (T[t, j] / a_t) P(s_t | j); plans (N, n, k), given (k, S)."""
-    labelled = stages >= 0
+def token_loglik(plans: Tensor, stages: Tensor, given: Tensor) -> Tensor:
+    """log sum_j (T[t, j] / a_t) P(s_t | j) of every token, (N, n) (unlabelled tokens: any value); plans (N, n, k),
+    given (k, S)."""
     assignment = plans.double() / plans.double().sum(-1, keepdim=True).clamp_min(1e-300)  # T[t, :] / a_t
     predictive = assignment @ given  # (N, n, S)
     chosen = torch.gather(predictive, -1, stages.clamp_min(0)[..., None])[..., 0]
-    return float(torch.log(chosen.clamp_min(1e-300))[labelled].mean())
+    return torch.log(chosen.clamp_min(1e-300))
 
 
-def heldout_likelihood(plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
-                       ) -> tuple[float, float]:
-    """Two-fold held-out (score, chance): problems split by parity of their index, each half scored once with the
-    stage model fitted on the other half; token-weighted average over both folds."""
+def likelihood_score(plans: Tensor, stages: Tensor, given: Tensor) -> float:
+    """Mean over labelled tokens of log sum_j (T[t, j] / a_t) P(s_t | j); plans (N, n, k), given (k, S)."""
+    return float(token_loglik(plans, stages, given)[stages >= 0].mean())
+
+
+def heldout_tokens(plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
+                   ) -> tuple[Tensor, Tensor, Tensor]:
+    """Two-fold held-out log-likelihoods of every labelled token: problems split by parity of their index, each half
+    scored with the stage model fitted on the other half. Returns (score, chance, problem) per token."""
     fold = (problem % 2).bool()
-    scores, chances, weights = [], [], []
+    scores, chances, problems = [], [], []
     for held in (fold, ~fold):
         if not bool(held.any()) or not bool((~held).any()):
             continue
         given, marginal = fit_stage_model(plans[~held], stages[~held], num_stages, smoothing)
         test_stages = stages[held]
-        tokens = int((test_stages >= 0).sum())
-        if tokens == 0:
+        labelled = test_stages >= 0
+        if not bool(labelled.any()):
             continue
-        scores.append(likelihood_score(plans[held], test_stages, given))
-        chances.append(float(torch.log(marginal[test_stages[test_stages >= 0]]).mean()))
-        weights.append(tokens)
-    if not weights:
+        scores.append(token_loglik(plans[held], test_stages, given)[labelled])
+        chances.append(torch.log(marginal[test_stages[labelled]]))
+        problems.append(problem[held][:, None].expand_as(test_stages)[labelled])
+    if not scores:
         raise ValueError("held-out likelihood needs labelled tokens in at least two problems of both parities")
-    total = sum(weights)
-    return (sum(s * w for s, w in zip(scores, weights)) / total, sum(c * w for c, w in zip(chances, weights)) / total)
+    return torch.cat(scores), torch.cat(chances), torch.cat(problems)
+
+
+def heldout_likelihood(plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
+                       ) -> tuple[float, float]:
+    """Two-fold held-out (score, chance) (:func:`heldout_tokens`), averaged over every held-out labelled token."""
+    scores, chances, _ = heldout_tokens(plans, stages, problem, num_stages, smoothing)
+    return float(scores.mean()), float(chances.mean())
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,7 @@ class MappingScores:
     staircase: float
     staircase_chance: float
     sparsity: float
+    per_problem: dict[int, float] = field(default_factory=dict, compare=False)  # held-out score of each problem
 
     @property
     def gain(self) -> float:
@@ -133,6 +145,8 @@ def mapping_scores(plans: Tensor, stages: Tensor, problem: Tensor, num_stages: i
                    ) -> tuple[MappingScores, Tensor]:
     """Every measure of the plans, and the support x stage matrix M (k, S) over all rollouts."""
     matrix = stage_mass(plans, stages, num_stages)
-    score, chance = heldout_likelihood(plans, stages, problem, num_stages, smoothing)
+    scores, chances, problems = heldout_tokens(plans, stages, problem, num_stages, smoothing)
+    per_problem = {int(p): float(scores[problems == p].mean()) for p in torch.unique(problems)}
     stair, stair_chance = block_diagonality(matrix)
-    return MappingScores(score, chance, stair, stair_chance, sparsity(matrix)), matrix
+    return (MappingScores(float(scores.mean()), float(chances.mean()), stair, stair_chance, sparsity(matrix),
+                          per_problem), matrix)

@@ -311,6 +311,86 @@ def exact_accuracy(evidence: Evidence, params: Mapping) -> Outcome:
     return Outcome(status, "linearized - exact: " + "; ".join(parts), {"differences": [d.as_dict() for d in found]})
 
 
+def _problem_scores(evidence: Evidence) -> list[dict] | None:
+    """The interpretability analysis' per-problem held-out scores (hara.analysis.interpret.PROBLEM_SCORES), or None
+    while the analysis is off or has not run."""
+    import json
+
+    from hara.analysis.plan import analysis_outputs, enabled_analyses
+
+    if "interpretability" not in enabled_analyses(evidence.config):
+        return None
+    folder = Path(analysis_outputs(evidence.config, "interpretability")["json"]).parent
+    path = folder / "problem_scores.json"  # hara.analysis.interpret.PROBLEM_SCORES (imported there with torch)
+    return json.loads(path.read_text(encoding="utf-8"))["rows"] if path.is_file() else None
+
+
+def _problem_difference(a: Mapping[str, float], b: Mapping[str, float], evidence: Evidence):
+    """A - B over the problems both were scored on, paired bootstrap over problems (hara.report.paired)."""
+    from hara.report.paired import bootstrap_difference, paired_matrix
+
+    shared = sorted(set(a) & set(b))
+    return bootstrap_difference([paired_matrix({0: {p: a[p] for p in shared}}, {0: {p: b[p] for p in shared}})],
+                                evidence.bootstrap)
+
+
+def _scores_of(rows: list[dict], variant: str, structure: str, rollouts: int) -> dict[str, float] | None:
+    return next((r["per_problem"] for r in rows if (r["variant"], r["structure"], r["rollouts"]) ==
+                 (variant, structure, rollouts)), None)
+
+
+INTERPRETABILITY_ABSENT = "the interpretability analysis is off or has not run: config/analyses.yaml"
+
+
+@measure("interpretability_order")
+def interpretability_order(evidence: Evidence, params: Mapping) -> Outcome:
+    """``variant``'s held-out likelihood score minus each of ``over``'s at the largest number of rollouts, per
+    structure: paired over problems, one family corrected together; reproduced when every one is better."""
+    rows = _problem_scores(evidence)
+    if not rows:
+        return _absent(INTERPRETABILITY_ABSENT)
+    top, found = max(r["rollouts"] for r in rows), []
+    for structure in dict.fromkeys(r["structure"] for r in rows):
+        mine = _scores_of(rows, params["variant"], structure, top)
+        for other in params["over"]:
+            theirs = _scores_of(rows, other, structure, top)
+            if mine and theirs:
+                found.append((f"{params['variant']} - {other} ({structure})", _problem_difference(mine, theirs,
+                                                                                                    evidence)))
+    if not found:
+        return _absent("the analysis scored none of the variants compared")
+    corrected = correct_family([d for _, d in found], evidence.bootstrap.confidence)
+    verdicts = Counter(c.verdict for c in corrected)
+    status = REPRODUCED if verdicts[BETTER] == len(found) else CONTRADICTED if verdicts[WORSE] else NOISE
+    parts = [f"{label} {d.format(1.0, 3)} nats/token {c.verdict}" for (label, d), c in zip(found, corrected)]
+    return Outcome(status, f"at {top} rollouts, over {found[0][1].problems} problems, after correction: "
+                   + "; ".join(parts), {"verdicts": dict(verdicts), "rollouts": top})
+
+
+@measure("interpretability_rollouts")
+def interpretability_rollouts(evidence: Evidence, params: Mapping) -> Outcome:
+    """``variant``'s held-out score at the largest number of rollouts minus at the smallest, per structure, paired
+    over problems and corrected over the structures; reproduced when every one is better (it rises)."""
+    rows = _problem_scores(evidence)
+    if not rows:
+        return _absent(INTERPRETABILITY_ABSENT)
+    counts = sorted({r["rollouts"] for r in rows})
+    if len(counts) < 2:
+        return _absent("the analysis scored one number of rollouts (analyses.interpretability.rollouts)")
+    found = [(structure, _problem_difference(high, low, evidence))
+             for structure in dict.fromkeys(r["structure"] for r in rows)
+             if (high := _scores_of(rows, params["variant"], structure, counts[-1]))
+             and (low := _scores_of(rows, params["variant"], structure, counts[0]))]
+    if not found:
+        return _absent(f"the analysis did not score {params['variant']}")
+    corrected = correct_family([d for _, d in found], evidence.bootstrap.confidence)
+    verdicts = Counter(c.verdict for c in corrected)
+    status = REPRODUCED if verdicts[BETTER] == len(found) else CONTRADICTED if verdicts[WORSE] else NOISE
+    parts = [f"{structure} {d.format(1.0, 3)} nats/token {c.verdict}" for (structure, d), c in zip(found, corrected)]
+    return Outcome(status, f"{params['variant']} at {counts[-1]} minus at {counts[0]} rollouts, after correction: "
+                   + "; ".join(parts), {"verdicts": dict(verdicts), "rollouts": [counts[0], counts[-1]]})
+
+
 def check_claims(config: Mapping, results: str | Path, runs: Mapping[Cell, Run] | None = None,
                  claims: list[Claim] | None = None) -> list[tuple[Claim, Outcome]]:
     """Every claim's outcome on the results under ``results`` (the config's grid; ``runs``: already collected)."""

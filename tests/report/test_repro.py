@@ -98,3 +98,43 @@ def test_repro_check_prints_every_claim_with_its_status(tmp_path, capsys):
         assert f"] {claim.key}\n  paper: {claim.paper}" in printed
     assert printed.rstrip().endswith(f"0 reproduced, 0 within noise, 0 contradicted, {len(load_claims())} not measured")
     assert (tmp_path / "checks.json").is_file()
+
+
+def interpretability_results(tmp_path, fgw_gain: float, rise: float) -> dict:
+    """A config whose interpretability analysis wrote per-problem held-out scores: FGW above W and GW by
+    ``fgw_gain`` nats per token at the largest rollout count, rising by ``rise`` from the smallest (with noise)."""
+    import json
+
+    import numpy as np
+
+    config = grid_config()
+    config["results_dir"] = str(tmp_path)
+    config["analyses"]["enabled"] = True
+    config["analyses"]["interpretability"]["enabled"] = True
+    rng, rows = np.random.default_rng(0), []
+    base = rng.normal(-1.0, 0.3, 60)
+    for structure in ("position", "hidden"):
+        for variant, offset in (("w", 0.0), ("gw", -0.05), ("fgw", fgw_gain)):
+            for rollouts, lift in ((2, 0.0), (8, rise if variant == "fgw" else 0.0)):
+                scores = base + offset + lift + rng.normal(0, 0.05, 60)
+                rows.append({"variant": variant, "structure": structure, "rollouts": rollouts,
+                             "per_problem": {str(i): float(v) for i, v in enumerate(scores)}})
+    folder = tmp_path / "analysis" / "interpretability"
+    folder.mkdir(parents=True)
+    (folder / "problem_scores.json").write_text(json.dumps({"rows": rows}))
+    return config
+
+
+def test_the_interpretability_claims_read_per_problem_scores_with_intervals_over_problems(tmp_path):
+    def statuses_at(config):  # the results folder holds the analysis' files
+        return {claim.key: (outcome.status, outcome.ours)
+                for claim, outcome in check_claims(config, config["results_dir"], {})}
+
+    found = statuses_at(interpretability_results(tmp_path / "a", fgw_gain=0.1, rise=0.1))
+    assert found["fgw_interpretability"][0] == REPRODUCED and "fgw - gw (hidden)" in found["fgw_interpretability"][1]
+    assert found["fgw_rollouts"][0] == REPRODUCED and "at 8 minus at 2 rollouts" in found["fgw_rollouts"][1]
+    flat = statuses_at(interpretability_results(tmp_path / "b", fgw_gain=0.0, rise=-0.1))
+    assert flat["fgw_interpretability"][0] == NOISE or flat["fgw_interpretability"][0] == CONTRADICTED
+    assert flat["fgw_rollouts"][0] == CONTRADICTED  # it falls
+    off = grid_config()
+    assert statuses(off, {})["fgw_rollouts"][0] == NOT_MEASURED

@@ -205,6 +205,10 @@ def test_analyses_added_to_the_finished_smoke_dag_write_every_section_with_numbe
     assert {(row[0], row[1]) for row in interp["rows"]} == {(v, s) for v in ("w", "gw", "fgw")
                                                              for s in ("position", "hidden")}
     assert all(row[4] != "n/a" for row in interp["rows"])
+    per_problem = json.loads((results / "analysis" / "interpretability" / "problem_scores.json").read_text())
+    assert {len(row["per_problem"]) for row in per_problem["rows"]} == {2}  # the units of the claims' intervals
+    paper = {row[0]: row for row in json.loads((results / "report" / "tables.json").read_text())[0]["rows"]}
+    assert paper["fgw_interpretability"][3] != "not measured" and paper["fgw_rollouts"][3] != "not measured"
     variants = json.loads((results / "analysis" / "variants" / "variants.json").read_text())
     assert [(row[0], row[1], row[3]) for row in variants["rows"]] == [("fgw", "position", "hara_tok"),
                                                                       ("fgw_hidden", "hidden", "hara_exact_tok")]
