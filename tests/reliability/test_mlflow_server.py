@@ -228,10 +228,12 @@ def expected_summaries(config: dict, workdir: Path) -> dict[str, dict]:
     for method in config["grid"]["methods"]:
         scores = json.loads((workdir / cell_dir(config, "eval", method) / "scores.json").read_text())["benchmarks"]
         versus = [c["average"] for c in found if (c["a"], c["b"]) == (method, "none")]
+        points = {"vs_none/avg_diff_pts": "difference", "vs_none/avg_ci_low_pts": "ci_low",
+                  "vs_none/avg_ci_high_pts": "ci_high"}  # percentage points, rounded as the report prints them
         expected[f"tiny-s-grpo-{method}-seed0"] = {
-            AVERAGE: statistics.fmean(scores[b]["score"] for b in config["data"]["benchmarks"]),
-            **({"vs_none/avg_diff": versus[0]["difference"], "vs_none/avg_ci_low": versus[0]["ci_low"],
-                "vs_none/avg_ci_high": versus[0]["ci_high"]} if versus else {}),
+            AVERAGE: round(100 * statistics.fmean(scores[b]["score"] for b in config["data"]["benchmarks"]), 1),
+            **({**{key: round(100 * versus[0][field], 1) for key, field in points.items()},
+                "vs_none/avg_mde_pts": round(100 * versus[0]["corrected"]["mde"], 1)} if versus else {}),
             "datasets": [f"{name} ({entry['eval_fingerprint']['benchmark_sha256'][:DIGEST_CHARS]})"
                          for name, entry in scores.items()]}
     return expected
@@ -244,7 +246,7 @@ def test_mlflow_ui_opens_on_the_runs_table_with_each_runs_scores(server_dag):
     runs, experiment, client = train_runs(uri, config)
     assert experiment.tags[EXPERIMENT_KIND[0]] == EXPERIMENT_KIND[1]
     expected = expected_summaries(config, workdir)
-    assert sorted(expected) == sorted(runs) and any("vs_none/avg_diff" in e for e in expected.values())
+    assert sorted(expected) == sorted(runs) and any("vs_none/avg_diff_pts" in e for e in expected.values())
     for name, values in expected.items():
         logged = client.get_run(runs[name].info.run_id)
         assert {k: logged.data.metrics.get(k) for k in values if k != "datasets"} == \
@@ -256,16 +258,23 @@ def test_mlflow_ui_opens_on_the_runs_table_with_each_runs_scores(server_dag):
     landing = visible_text(chromium(f"{uri}/{ui_path(experiment.experiment_id, '')}", "--dump-dom").stdout)
     assert "Run Name" in landing and "Tool calls" not in landing, landing[:1500]  # not the GenAI overview
 
-    per_run = ui_path(experiment.experiment_id, "runs", f"viewStateShareKey={VIEW_PER_RUN[0]}")
-    table = RunsTable(chromium(f"{uri}/{per_run}", "--dump-dom", window="2400,1400").stdout)
+    # the link `hara ui` prints (the user's way in): the runs table in the scores' view, verdicts and MDEs drawn
+    shown = subprocess.run([str(BIN / "hara"), "ui", "--config", str(SMOKE), "--set", f"tracking.mlflow_uri={uri}",
+                            "--print-link"], capture_output=True, text=True, check=True, cwd=workdir)
+    link = shown.stdout.strip().rsplit(" ", 1)[1]
+    assert link == f"{uri}/{ui_path(experiment.experiment_id, 'runs', f'viewStateShareKey={VIEW_PER_RUN[0]}')}"
+    table = RunsTable(chromium(link, "--dump-dom", window="2400,1400").stdout)
     for name, values in expected.items():
         cells = table.of_run(runs[name].info.run_id)
-        for metric in (AVERAGE, "vs_none/avg_diff"):
+        if "vs_none/avg_mde_pts" in values:  # the verdict after correction beside the MDE
+            assert cells.get("tags.`vs_none.verdict`") in ("better", "worse", "within noise"), cells
+        for metric in (AVERAGE, "vs_none/avg_diff_pts", "vs_none/avg_mde_pts"):
             cell = cells.get(f"metrics.`{metric}`")
             assert cell is not None, (name, metric, cells)
             assert cell == "-" if metric not in values else drawn_as(cell, values[metric]), (name, metric, cell)
         assert any(dataset in cells.get("attributes.`Dataset`", "") for dataset in values["datasets"]), cells
-    print(f"MLflow runs table: {len(expected)} runs drawn with {AVERAGE} and vs_none/avg_diff equal to the report's")
+    print(f"MLflow runs table: {len(expected)} runs drawn with {AVERAGE}, vs_none/avg_diff_pts, the MDE and the "
+          "verdict equal to the report's")
 
     by_method = ui_path(experiment.experiment_id, "runs", f"viewStateShareKey={VIEW_BY_METHOD[0]}")
     charts = ui_path(experiment.experiment_id, "runs", f"viewStateShareKey={VIEW_PER_RUN[0]}&compareRunsMode=CHART")
