@@ -124,7 +124,9 @@ def compare_cells(config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: st
             raise ComparisonError(f"{label} on {benchmark}: {error}") from None
         per_benchmark[benchmark] = bootstrap_difference([matrix], settings)
         matrices.append(matrix)
-    return Comparison(method, against, per_benchmark, bootstrap_difference(matrices, settings), mismatched)
+    # one benchmark: its average is itself (the same draws give the same replicates), computed once
+    average = per_benchmark[benchmarks[0]] if len(matrices) == 1 else bootstrap_difference(matrices, settings)
+    return Comparison(method, against, per_benchmark, average, mismatched)
 
 
 def compared_pairs(config: Mapping) -> list[tuple[str, str]]:
