@@ -92,8 +92,9 @@ def mde(c: Components, design: Design, benchmarks: Sequence[str], family: int = 
 
 
 def seeds_needed(c: Components, design: Design, benchmarks: Sequence[str], family: int, effect: float) -> int | None:
-    """The fewest seeds (at the design's samples) whose MDE is at most ``effect``; None within SEARCH_LIMIT."""
-    for seeds in range(1, SEARCH_LIMIT + 1):
+    """The fewest seeds above the design's (at its samples) whose MDE is at most ``effect``; None within
+    SEARCH_LIMIT. At least 2: a one-seed interval does not see a run's luck, so its small MDE is no answer."""
+    for seeds in range(max(design.seeds + 1, 2), SEARCH_LIMIT + 1):
         if mde(c, Design(seeds, design.problems, design.samples), benchmarks, family) <= effect:
             return seeds
     return None
