@@ -5,7 +5,7 @@ dataset, so the UI's Models tab shows the selection.
 
 - dataset inputs: the training set and the validation split (``data/manifest.json``: content hash and row count)
   and the size's RL prompts (``rl_prompts/<size>/prompts.jsonl``, hashed), contexts ``training`` / ``validation``;
-- logged models: ``<run name>-step<k>`` per candidate (params: step, checkpoint folder, content fingerprint; tag
+- logged models: ``<run name>-step<k>`` per candidate (:func:`model_name`) (params: step, checkpoint folder, content fingerprint; tag
   ``hara.selected``), its validation pass@1 linked to the validation dataset, and for the selected and the final
   checkpoint their benchmark pass@1 linked to each benchmark. The run's tag ``hara.logged_models`` remembers them,
   so a second report adds none.
@@ -14,13 +14,14 @@ dataset, so the UI's Models tab shows the selection.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from hara.report.collect import Run
 
-__all__ = ["data_inputs", "log_candidate_models"]
+__all__ = ["data_inputs", "log_candidate_models", "model_name"]
 
 MODELS_TAG = "hara.logged_models"
 VALIDATION_METRIC = "validation/pass_at_1"
@@ -45,7 +46,7 @@ def data_inputs(results: Path, size: str) -> list:
     if manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         for key, context in (("train", "training"), ("validation", "validation")):
-            entry = manifest["files"].get(manifest.get(key) or "")
+            entry = manifest.get("files", {}).get(manifest.get(key) or "")
             if entry:
                 inputs.append(_dataset_input(key, entry["sha256"], entry.get("count"), context))
     prompts = results / "rl_prompts" / size / "prompts.jsonl"  # the RL prompts of the size (workflows/models.smk)
@@ -65,6 +66,12 @@ def _benchmark_metrics(problems: Mapping[str, Mapping[str, float]], fingerprints
             if outcomes and (fingerprints.get(name) or {}).get("benchmark_sha256")]
 
 
+def model_name(run_name: str, step: int) -> str:
+    """``<run name>-step<k>`` spelled as MLflow accepts a logged model's name: none of ``/ : . % " '`` (a hub size
+    such as qwen3-1.7b has a dot; MLflow refuses the name)."""
+    return re.sub(r"[/:.%\"']", "_", f"{run_name}-step{step}")
+
+
 def log_candidate_models(client, run_id: str, experiment_id: str, name: str, run: Run, validation_sha: str | None
                          ) -> dict[str, str]:
     """One external logged model per checkpoint candidate of the run's selection; returns {step: model id}."""
@@ -78,7 +85,7 @@ def log_candidate_models(client, run_id: str, experiment_id: str, name: str, run
     for candidate in run.selection["candidates"]:
         step = int(candidate["step"])
         model = client.create_logged_model(
-            experiment_id, name=f"{name}-step{step}", source_run_id=run_id, model_type="checkpoint",
+            experiment_id, name=model_name(name, step), source_run_id=run_id, model_type="checkpoint",
             params={"step": str(step), "checkpoint": str(candidate["checkpoint"]),
                     "fingerprint": str(candidate.get("fingerprint"))},
             tags={"hara.selected": str(step == selected).lower(), "hara.final": str(step == final).lower()})

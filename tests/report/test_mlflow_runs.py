@@ -195,6 +195,10 @@ def test_checkpoint_candidates_are_logged_models_and_the_training_data_dataset_i
     linked = {(m.key, m.dataset_name) for m in selected.metrics}
     assert ("validation/pass_at_1", "validation") in linked
     assert {(f"eval/{b}/pass_at_1", b) for b in config["data"]["benchmarks"]} <= linked
+    from hara.report.mlflow_models import model_name  # a hub size has a dot, which MLflow refuses in a model name
+
+    dotted = model_name("qwen3-1.7b-grpo-none-seed0", 2)
+    assert dotted == "qwen3-1_7b-grpo-none-seed0-step2" and client.create_logged_model(experiment, dotted).name == dotted
     inputs = {i.dataset.name: i for i in client.get_run(run_id).inputs.dataset_inputs}
     assert {"train", "validation", "rl_prompts/tiny-s"} <= set(inputs)
     assert json.loads(inputs["rl_prompts/tiny-s"].dataset.profile) == {"num_rows": 2}

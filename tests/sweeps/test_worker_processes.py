@@ -9,10 +9,12 @@ import subprocess
 import sys
 import time
 
+# Each worker writes its pid and newline in one write(2): print() may write them apart, and two workers sharing the
+# pipe then interleave ("12345678\n", "\n": seen in a loaded CI run of 2026-12-06).
 PARENT = """
 import sys
 from hara.sweeps.cli import supervise_workers
-supervise_workers([sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(120)"], 2)
+supervise_workers([sys.executable, "-c", "import os, time; os.write(1, b'%d\\\\n' % os.getpid()); time.sleep(120)"], 2)
 """
 
 

@@ -110,7 +110,9 @@ def test_report_differences_from_the_baseline_recompute_from_the_saved_predictio
     main = next(t for t in json.loads((report / "tables.json").read_text(encoding="utf-8")) if t["key"] == "main")
     tok_row = next(row for row in main["rows"] if row[1] == "hara_tok")
     lo, hi = 100 * ci.low, 100 * ci.high
-    assert tok_row[2].endswith(f"Δ {100 * ours['difference']:+.1f} [{lo:+.1f}, {hi:+.1f}] {ours['verdict']}")
+    corrected = ours["corrected"]  # the verdict after correction over the family against none, and its MDE
+    assert f"Δ {100 * ours['difference']:+.1f} [{lo:+.1f}, {hi:+.1f}] {corrected['verdict']}" in tok_row[2]
+    assert tok_row[2].rstrip("‡").endswith(f"MDE {100 * corrected['mde']:.1f}")
 
 
 def test_repro_check_gives_every_claim_a_status_on_the_dags_results(smoke_run, capsys):
@@ -126,7 +128,7 @@ def test_repro_check_gives_every_claim_a_status_on_the_dags_results(smoke_run, c
     status = dict((key, found) for found, key in re.findall(r"^\[(.+?)\] (\S+)$", printed, re.M))
     assert list(status) == [claim.key for claim in claims]
     assert set(status.values()) <= {"reproduced", "within noise", "contradicted", "not measured"}
-    assert status["gain_vs_grpo"] != "not measured" and "hara_tok vs none (tiny-s, grpo): " in printed
+    assert status["gain_vs_grpo"] != "not measured" and "largest: hara_tok vs none (tiny-s, grpo) " in printed
     tables = {t["key"]: t for t in json.loads((results / "report" / "tables.json").read_text(encoding="utf-8"))}
     assert [row[0] for row in tables["paper"]["rows"]] == [claim.key for claim in claims]
 
