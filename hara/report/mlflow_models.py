@@ -24,7 +24,7 @@ from hara.report.collect import Run
 __all__ = ["data_inputs", "log_candidate_models", "model_name"]
 
 MODELS_TAG = "hara.logged_models"
-VALIDATION_METRIC = "validation/pass_at_1"
+VALIDATION_METRIC = "eval/validation/pass_at_1"  # in the eval/ namespace of every evaluation score
 DIGEST_CHARS = 16  # as the benchmarks' dataset digests (hara.evaluation.tracking.DIGEST_CHARS)
 
 
@@ -81,7 +81,7 @@ def log_candidate_models(client, run_id: str, experiment_id: str, name: str, run
     if logged or not run.selection:
         return json.loads(logged) if logged else {}
     selected, final = run.selection["selected_step"], run.selection["final_step"]
-    now, models = int(time.time() * 1000), {}
+    now, models, metrics = int(time.time() * 1000), {}, []
     for candidate in run.selection["candidates"]:
         step = int(candidate["step"])
         model = client.create_logged_model(
@@ -90,16 +90,17 @@ def log_candidate_models(client, run_id: str, experiment_id: str, name: str, run
                     "fingerprint": str(candidate.get("fingerprint"))},
             tags={"hara.selected": str(step == selected).lower(), "hara.final": str(step == final).lower()})
         client.finalize_logged_model(model.model_id, "READY")
-        metrics = [Metric(VALIDATION_METRIC, float(candidate["validation_pass_at_1"]), now, step,
-                          model_id=model.model_id, **({"dataset_name": "validation",
-                                                        "dataset_digest": validation_sha[:DIGEST_CHARS]}
-                                                       if validation_sha else {}))]
+        metrics.append(Metric(VALIDATION_METRIC, float(candidate["validation_pass_at_1"]), now, step,
+                              model_id=model.model_id, **({"dataset_name": "validation",
+                                                            "dataset_digest": validation_sha[:DIGEST_CHARS]}
+                                                           if validation_sha else {})))
         if step == selected and run.selected_problems:
             metrics += _benchmark_metrics(run.selected_problems, run.fingerprints, model.model_id, now, step)
         elif step == final and run.problems:
             metrics += _benchmark_metrics(run.problems, run.fingerprints, model.model_id, now, step)
-        client.log_batch(run_id, metrics=metrics)
-        client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step)])
         models[str(step)] = model.model_id
+    # one request each for every candidate's scores and outputs (a tracking server answers each in ~0.3 s)
+    client.log_batch(run_id, metrics=metrics)
+    client.log_outputs(run_id, [LoggedModelOutput(model_id, int(step)) for step, model_id in models.items()])
     client.set_tag(run_id, MODELS_TAG, json.dumps(models))
     return models

@@ -193,7 +193,7 @@ def test_checkpoint_candidates_are_logged_models_and_the_training_data_dataset_i
     selected = models["tiny-s-grpo-hara_tok-seed0-step2"]
     assert selected.tags["hara.selected"] == "true" and selected.params["checkpoint"] == "c/step-2"
     linked = {(m.key, m.dataset_name) for m in selected.metrics}
-    assert ("validation/pass_at_1", "validation") in linked
+    assert ("eval/validation/pass_at_1", "validation") in linked
     assert {(f"eval/{b}/pass_at_1", b) for b in config["data"]["benchmarks"]} <= linked
     from hara.report.mlflow_models import model_name  # a hub size has a dot, which MLflow refuses in a model name
 
