@@ -21,6 +21,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hara.report.paired import t_quantile
+
 __all__ = ["ALPHA", "Components", "Design", "POWER", "components_from_config", "estimate_components", "mde",
            "seeds_needed", "samples_needed"]
 
@@ -75,12 +77,6 @@ def _terms(c: Components, design: Design, benchmarks: Sequence[str]) -> list[tup
     return [(seed_part / s, s - 1), *problem_terms]
 
 
-def _quantile(probability: float, df: float) -> float:
-    from hara.report.paired import t_quantile
-
-    return t_quantile(probability, df)
-
-
 def mde(c: Components, design: Design, benchmarks: Sequence[str], family: int = 1) -> float:
     """The paired difference (a fraction) detected with 80% power at two-sided alpha 0.05 corrected over
     ``family`` comparisons, on the mean over ``benchmarks`` (one benchmark: its own)."""
@@ -88,7 +84,7 @@ def mde(c: Components, design: Design, benchmarks: Sequence[str], family: int = 
     variance = sum(v for v, _ in terms)
     spread = sum(v * v / df for v, df in terms if math.isfinite(df))
     df = variance ** 2 / spread if spread > 0 else math.inf
-    return (_quantile(1 - ALPHA / (2 * family), df) + _quantile(POWER, df)) * math.sqrt(variance)
+    return (t_quantile(1 - ALPHA / (2 * family), df) + t_quantile(POWER, df)) * math.sqrt(variance)
 
 
 def seeds_needed(c: Components, design: Design, benchmarks: Sequence[str], family: int, effect: float) -> int | None:

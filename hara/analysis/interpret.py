@@ -23,7 +23,7 @@ from torch import Tensor
 from hara.analysis.claims import CLAIMS, STRUCTURE_NOTE
 from hara.analysis.labellers import Labeller, Labels, build_labeller
 from hara.analysis.mapping import mapping_scores
-from hara.analysis.output import AnalysisResult, fmt, pyplot, save_figure
+from hara.analysis.output import PROBLEM_SCORES, AnalysisResult, fmt, pyplot, save_figure
 from hara.analysis.plan import probe_checkpoint
 from hara.analysis.plans import (
     STRUCTURE_LABELS,
@@ -37,7 +37,7 @@ from hara.analysis.stages import STAGES
 from hara.ot.barycenter import BarycenterConfig
 from hara.ot.linearized import support_positions
 
-__all__ = ["PROBLEM_SCORES", "Rollouts", "interpretability_study", "sample_rollouts", "score_variants"]
+__all__ = ["Rollouts", "interpretability_study", "sample_rollouts", "score_variants"]
 
 
 class Rollouts:
@@ -145,11 +145,6 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
             + STRUCTURE_NOTE)
     return AnalysisResult("interpretability", "Interpretability: barycenter supports vs reasoning stages",
                           CLAIMS["interpretability"], _finding(scored), header, rows, figures, note)
-
-
-#: Each problem's held-out likelihood score per (variant, structure, rollouts): the units of the paper's
-#: interpretability claims' intervals over problems (hara.report.repro, config/paper_claims.yaml).
-PROBLEM_SCORES = "problem_scores.json"
 
 
 def _write_problem_scores(scored: list[dict], path: Path) -> None:

@@ -10,7 +10,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["AnalysisResult", "fmt", "read_result", "write_result"]
+__all__ = ["PROBLEM_SCORES", "AnalysisResult", "fmt", "read_result", "write_result"]
+
+#: The interpretability analysis' per-problem held-out likelihood scores per (variant, structure, rollouts): the units
+#: of the paper's interpretability claims' intervals over problems (hara.report.repro, config/paper_claims.yaml).
+PROBLEM_SCORES = "problem_scores.json"
 
 
 def fmt(value: float | None, digits: int = 3) -> str:

@@ -33,6 +33,7 @@ MISMATCH_MARK = "†"
 CORRECTED_MARK = "°"
 #: The minimum detectable effect exceeds the effect the comparison should be able to see (config report.low_power_above).
 LOW_POWER_MARK = "‡"
+#: The method every other is compared with (the report's tables, figures and MLflow summaries).
 BASELINE = "none"
 
 

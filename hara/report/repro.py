@@ -312,16 +312,17 @@ def exact_accuracy(evidence: Evidence, params: Mapping) -> Outcome:
 
 
 def _problem_scores(evidence: Evidence) -> list[dict] | None:
-    """The interpretability analysis' per-problem held-out scores (hara.analysis.interpret.PROBLEM_SCORES), or None
+    """The interpretability analysis' per-problem held-out scores (hara.analysis.output.PROBLEM_SCORES), or None
     while the analysis is off or has not run."""
     import json
 
+    from hara.analysis.output import PROBLEM_SCORES
     from hara.analysis.plan import analysis_outputs, enabled_analyses
 
     if "interpretability" not in enabled_analyses(evidence.config):
         return None
     folder = Path(analysis_outputs(evidence.config, "interpretability")["json"]).parent
-    path = folder / "problem_scores.json"  # hara.analysis.interpret.PROBLEM_SCORES (imported there with torch)
+    path = folder / PROBLEM_SCORES
     return json.loads(path.read_text(encoding="utf-8"))["rows"] if path.is_file() else None
 
 
@@ -337,6 +338,15 @@ def _problem_difference(a: Mapping[str, float], b: Mapping[str, float], evidence
 def _scores_of(rows: list[dict], variant: str, structure: str, rollouts: int) -> dict[str, float] | None:
     return next((r["per_problem"] for r in rows if (r["variant"], r["structure"], r["rollouts"]) ==
                  (variant, structure, rollouts)), None)
+
+
+def _every_one_better(differences: list, evidence: Evidence) -> tuple[list, Counter, str]:
+    """A family that claims every difference is positive: corrected together; reproduced when every one is better
+    after correction, contradicted when one is worse."""
+    corrected = correct_family(differences, evidence.bootstrap.confidence)
+    verdicts = Counter(c.verdict for c in corrected)
+    status = REPRODUCED if verdicts[BETTER] == len(corrected) else CONTRADICTED if verdicts[WORSE] else NOISE
+    return corrected, verdicts, status
 
 
 INTERPRETABILITY_ABSENT = "the interpretability analysis is off or has not run: config/analyses.yaml"
@@ -359,9 +369,7 @@ def interpretability_order(evidence: Evidence, params: Mapping) -> Outcome:
                                                                                                     evidence)))
     if not found:
         return _absent("the analysis scored none of the variants compared")
-    corrected = correct_family([d for _, d in found], evidence.bootstrap.confidence)
-    verdicts = Counter(c.verdict for c in corrected)
-    status = REPRODUCED if verdicts[BETTER] == len(found) else CONTRADICTED if verdicts[WORSE] else NOISE
+    corrected, verdicts, status = _every_one_better([d for _, d in found], evidence)
     parts = [f"{label} {d.format(1.0, 3)} nats/token {c.verdict}" for (label, d), c in zip(found, corrected)]
     return Outcome(status, f"at {top} rollouts, over {found[0][1].problems} problems, after correction: "
                    + "; ".join(parts), {"verdicts": dict(verdicts), "rollouts": top})
@@ -383,9 +391,7 @@ def interpretability_rollouts(evidence: Evidence, params: Mapping) -> Outcome:
              and (low := _scores_of(rows, params["variant"], structure, counts[0]))]
     if not found:
         return _absent(f"the analysis did not score {params['variant']}")
-    corrected = correct_family([d for _, d in found], evidence.bootstrap.confidence)
-    verdicts = Counter(c.verdict for c in corrected)
-    status = REPRODUCED if verdicts[BETTER] == len(found) else CONTRADICTED if verdicts[WORSE] else NOISE
+    corrected, verdicts, status = _every_one_better([d for _, d in found], evidence)
     parts = [f"{structure} {d.format(1.0, 3)} nats/token {c.verdict}" for (structure, d), c in zip(found, corrected)]
     return Outcome(status, f"{params['variant']} at {counts[-1]} minus at {counts[0]} rollouts, after correction: "
                    + "; ".join(parts), {"verdicts": dict(verdicts), "rollouts": [counts[0], counts[-1]]})
