@@ -206,14 +206,19 @@ def check_benchmarks(config: Mapping) -> str | None:
 
 
 def check_methods(config: Mapping) -> str | None:
-    """Every grid method must be in the method registry (built-ins and installed plug-ins, hara/methods.py), and
-    every method given extra seeds must be one of them."""
-    from hara.methods import methods
+    """Every grid method must be in the method registry (built-ins and installed plug-ins, hara/methods.py), its
+    needs supplied by the data source (the step oracle: synthetic only), and every method given extra seeds must be
+    one of them."""
+    from hara.methods import NEED_SOURCES, methods
 
-    known = methods()
+    known, source = methods(), config["data"]["source"]
     for index, name in enumerate(config["grid"]["methods"]):
         if name not in known:
             return f"grid.methods[{index}]: unknown method {name!r} (valid: {', '.join(known)})"
+        for need in sorted(known[name].needs & set(NEED_SOURCES)):
+            if source not in NEED_SOURCES[need]:
+                return (f"grid.methods[{index}]: {name} needs {need} that only data.source "
+                        f"{' or '.join(NEED_SOURCES[need])} supplies, not {source!r}")
     for name in config["grid"]["extra_seeds"]:
         if name not in config["grid"]["methods"]:
             return (f"grid.extra_seeds.{name}: not a method of grid.methods "

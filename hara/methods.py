@@ -20,14 +20,21 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-__all__ = ["ENTRY_POINT_GROUP", "KINDS", "MethodSpec", "credit_baselines", "get_method", "hara_methods", "methods",
+__all__ = ["CAPTURED", "ENTRY_POINT_GROUP", "KINDS", "NEEDS", "NEED_SOURCES", "MethodSpec", "credit_baselines", "get_method", "hara_methods", "methods",
            "register_method"]
 
 ENTRY_POINT_GROUP = "hara.methods"
 #: none: the plain RLVR baseline the report compares against; hara: a HarA variant; baseline: another
-#: credit-assignment method of the paper's comparison.
-KINDS = ("none", "hara", "baseline")
-NEEDS = ("hidden", "entropy")
+#: credit-assignment method of the paper's comparison; oracle: a positive control that reads what only the synthetic
+#: world knows (kept out of the paper's claims, of "baselines" and of the other comparisons' correction families).
+KINDS = ("none", "hara", "baseline", "oracle")
+#: hidden: one layer's hidden states; entropy: token entropies; steps: where each rollout's first wrong step starts
+#: (the synthetic world's step oracle, hara/data/steps.py: needs data.source synthetic).
+NEEDS = ("hidden", "entropy", "steps")
+#: The needs the trainer's hooks record from the model (the others come from the problems).
+CAPTURED = frozenset({"hidden", "entropy"})
+#: What each need asks of the problems: the data sources that can supply it (absent: any source).
+NEED_SOURCES = {"steps": ("synthetic",)}
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,11 @@ class MethodSpec:
         if self.namespace is not None and not self.namespace.endswith("/"):
             raise ValueError(f"method {self.name!r}: namespace {self.namespace!r} must end with '/'")
 
+    @property
+    def captures(self) -> frozenset[str]:
+        """What the trainer's hooks record from the model for it (hidden states, entropies)."""
+        return self.needs & CAPTURED
+
     def load_weighting(self) -> Any:
         """A plug-in's transform function (imported on first use)."""
         module, _, attr = (self.weighting or "").partition(":")
@@ -69,6 +81,7 @@ _BUILT_IN = [
     MethodSpec("grpo_s", "baseline", "entropy_shaping", _ENTROPY, "grpo_s/"),
     MethodSpec("position", "baseline", "position"),
     MethodSpec("shear", "baseline", "shear", _HIDDEN, "shear/"),
+    MethodSpec("oracle_steps", "oracle", "oracle_steps", frozenset({"steps"}), "oracle/"),
 ]
 _REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in _BUILT_IN}
 _PLUGINS_LOADED = False

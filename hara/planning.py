@@ -51,7 +51,7 @@ HUB_BENCHMARK_PROBLEMS = {"math500": 500, "aime24": 30, "amc23": 40, "minerva": 
 # Which methods read hidden states / entropies, and whose novelty code converts the captured rows to fp32
 # (hara.novelty._work_rows: one fp32 copy of every reweighted row of the process's generation batch, before any
 # projection): the method registry's declarations (hara/methods.py, torch-free).
-CONTEXT_NEEDS = {name: tuple(sorted(spec.needs)) for name, spec in methods().items()}
+CONTEXT_NEEDS = {name: tuple(sorted(spec.captures)) for name, spec in methods().items()}
 NOVELTY_FP32_METHODS = {name for name, spec in methods().items() if spec.novelty_fp32}
 
 

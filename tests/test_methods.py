@@ -47,6 +47,7 @@ def contract(name: str) -> None:
     context = WeightingContext(
         hidden_states=torch.randn(4, 6, 8, generator=gen) if "hidden" in spec.needs else None,
         token_entropies=torch.rand(4, 6, generator=gen) if "entropy" in spec.needs else None,
+        error_starts=torch.tensor([-1, 2, -1, -1]) if "steps" in spec.needs else None,
         params=method_params(config, name))
     token_adv, info = apply_weighting(name, torch.tensor([1.0, -1.0, 1.0, -1.0]), mask,
                                       torch.zeros(4, dtype=torch.long), torch.tensor([1.0, 0.0, 1.0, 0.0]), context)

@@ -115,7 +115,8 @@ def truncate_metrics(path: Path, last_step: int) -> None:
 
 
 def train_dataset(config: Mapping, data_dir: str | Path | None, prompts_dir: str | Path | None = None):
-    """The RL prompts as a ``datasets.Dataset`` with TRL's ``prompt`` and the gold ``answer``: the problems kept by
+    """The RL prompts as a ``datasets.Dataset`` with TRL's ``prompt``, the gold ``answer``, the reference
+    ``solution`` and the problem's ``source``: the problems kept by
     ``hara select-prompts`` when ``prompts_dir`` is given, else the config's whole training set."""
     from datasets import Dataset
 
@@ -125,7 +126,10 @@ def train_dataset(config: Mapping, data_dir: str | Path | None, prompts_dir: str
 
     records = read_prompts(prompts_dir) if prompts_dir else config_datasets(config, data_dir)["train"]
     prompt = prompt_format(config)
-    return Dataset.from_list([{"prompt": prompt.prompt(r["problem"]), "answer": str(r["answer"])} for r in records])
+    # the reference solution and the source ride along for methods that read the problem (the step oracle)
+    return Dataset.from_list([{"prompt": prompt.prompt(r["problem"]), "answer": str(r["answer"]),
+                               "solution": str(r.get("solution") or ""), "source": str(r.get("source") or "")}
+                              for r in records])
 
 
 def world_size() -> int:

@@ -113,7 +113,8 @@ class HaraGRPOTrainer(GRPOTrainer):
             raise ValueError(f"capture must be 'generation' or 'forward', not {capture!r}")
         super().__init__(*args, **kwargs)
         self.method, self.method_params = method, dict(method_params or {})
-        self.needs = methods()[method].needs  # what the hooks capture for the method (hara/methods.py), read once
+        self.needs = methods()[method].captures  # what the hooks capture for the method (hara/methods.py), read once
+        self.reads_steps = "steps" in methods()[method].needs  # the step oracle's answer, from the problems
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
         self.capture, self.stop, self.entropy_chunk = capture, tuple(stop), entropy_chunk
         self._rewards_per_func: Tensor | None = None
@@ -136,7 +137,7 @@ class HaraGRPOTrainer(GRPOTrainer):
             self._record_logprob_pass = False
         if self.model.training:  # evaluation batches keep TRL's advantages
             start = time.perf_counter()
-            self._reweight_advantages(output, [x["prompt"] for x in inputs])
+            self._reweight_advantages(output, inputs)
             self._metrics["train"]["hara/step_overhead_s"].append(time.perf_counter() - start)
         return output
 
@@ -241,11 +242,30 @@ class HaraGRPOTrainer(GRPOTrainer):
         rows = slice(self.accelerator.process_index * batch, (self.accelerator.process_index + 1) * batch)
         return self._rewards_per_func[rows, self.outcome_reward].nan_to_num(0.0)
 
-    def _reweight_advantages(self, output: dict[str, Any], prompts: list[Any]) -> None:
+    def _error_starts(self, output: dict[str, Any], inputs: list[dict[str, Any]], outcome: Tensor) -> Tensor:
+        """The step oracle's answer (B,) for the "steps" need: the completion token where each incorrect rollout's
+        first wrong step starts (hara/data/steps.py), -1 for correct rollouts and where none is found."""
+        from hara.data.steps import first_wrong_token
+
+        foreign = sorted({str(row.get("source")) for row in inputs} - {"synthetic"})
+        if foreign:
+            raise ValueError(f"method {self.method!r} needs the synthetic world's reference steps; training problems "
+                             f"from source {foreign[0]!r} have none (set data.source: synthetic)")
+        lengths = output["completion_mask"].sum(-1).tolist()
+        starts = [-1] * len(inputs)
+        for row, (record, ids) in enumerate(zip(inputs, output["completion_ids"].tolist())):
+            if outcome[row] <= 0.5:  # the outcome reward is 0/1 (hara.reward.math_reward)
+                pieces = self.processing_class.batch_decode([[token] for token in ids[:int(lengths[row])]],
+                                                            skip_special_tokens=True)
+                starts[row] = first_wrong_token(pieces, record["answer"], record["solution"] or None)
+        return torch.tensor(starts, device=outcome.device)
+
+    def _reweight_advantages(self, output: dict[str, Any], inputs: list[dict[str, Any]]) -> None:
         """The HarA hook: replace ``output["advantages"]`` (B,) with the method's token advantages (B, T)."""
         advantages, mask = output["advantages"], output["completion_mask"]
         batch = advantages.shape[0]
-        group_ids = group_ids_of(prompts, self.num_generations, offset=self.accelerator.process_index * batch)
+        group_ids = group_ids_of([x["prompt"] for x in inputs], self.num_generations,
+                                 offset=self.accelerator.process_index * batch)
         group_ids = group_ids.to(advantages.device)
         outcome = self._local_rewards(batch)
         if self.dynamic_sampling:  # DAPO filters on accuracy (all right / all wrong), not on shaped rewards
@@ -254,7 +274,8 @@ class HaraGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         hidden, entropies = self._capture(output, needs)
         capture_s = time.perf_counter() - start
-        context = WeightingContext(hidden_states=hidden, token_entropies=entropies,
+        starts = self._error_starts(output, inputs, outcome) if self.reads_steps else None
+        context = WeightingContext(hidden_states=hidden, token_entropies=entropies, error_starts=starts,
                                    loss_type=HOST_WEIGHTING[self.loss_type], params=self.method_params)
         token_adv, info = apply_weighting(self.method, advantages, mask, group_ids, outcome, context)
         output["advantages"] = token_adv.to(advantages.dtype)

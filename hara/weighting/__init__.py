@@ -17,7 +17,8 @@ where shaping gives one outcome group both signs (DAPO's overlong penalty makes 
 A negative). No single weight exceeds ``max_weight``.
 
 The package: registry.py (the registry and the one signature), host.py (the host losses' token weighting omega),
-hara.py (HarA's formulas, normalisation and transforms), baselines.py (`none` and the credit-assignment baselines);
+hara.py (HarA's formulas, normalisation and transforms), baselines.py (`none` and the credit-assignment baselines),
+oracle.py (`oracle_steps`, the positive control: step-level credit from the synthetic world's step oracle);
 group operations shared with hara.novelty and the trainer live in hara/groups.py. Importing the package registers
 every built-in transform; plug-in methods register on first use (hara/methods.py).
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 from hara.weighting.baselines import EntropyShapingParams, ForkingParams, PositionParams, ShearParams
 from hara.weighting.hara import FORMULAS, ReweightParams, group_weights, novelty_weights
 from hara.weighting.host import HOST_TOKEN_WEIGHTS, host_token_weights
+from hara.weighting.oracle import OracleParams
 from hara.weighting.registry import (
     _REGISTRY,  # noqa: F401  (tests unregister the plug-in methods they add)
     WeightingContext,
@@ -42,6 +44,7 @@ __all__ = [
     "HOST_TOKEN_WEIGHTS",
     "EntropyShapingParams",
     "ForkingParams",
+    "OracleParams",
     "PositionParams",
     "ReweightParams",
     "ShearParams",

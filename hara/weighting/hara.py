@@ -17,7 +17,7 @@ from hara.ot.barycenter import BarycenterConfig
 from hara.weighting.host import host_token_weights
 from hara.weighting.registry import WeightingContext, WeightingFn, register
 
-__all__ = ["FORMULAS", "ReweightParams", "group_weights", "novelty_weights"]
+__all__ = ["FORMULAS", "ReweightParams", "cap_weights", "group_weights", "novelty_weights"]
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ FORMULAS: dict[str, Callable[[Tensor, GroupOps, ReweightParams], tuple[Tensor, T
 }
 
 
-def _cap(w: Tensor, ops: GroupOps, cap: float, rounds: int = 50) -> tuple[Tensor, Tensor]:
+def cap_weights(w: Tensor, ops: GroupOps, cap: float, rounds: int = 50) -> tuple[Tensor, Tensor]:
     """Water-filling: weights above ``cap`` are set to it and the group's other weights scaled up so that the
     omega-weighted mean stays 1, until none exceeds it (each round caps at least one more token). Returns w and
     the capped flags (B, T)."""
@@ -137,7 +137,7 @@ def group_weights(
         x = torch.where(invert[:, None], 1.0 / torch.maximum(x, floor).clamp_min(1e-30), x)
     flat = (ops.max(x) - ops.min(x)) <= params.zero_spread_rtol * ops.mean(x).abs()
     w, clipped = FORMULAS[params.formula](x, ops, params)
-    w, capped = _cap(w, ops, params.max_weight)
+    w, capped = cap_weights(w, ops, params.max_weight)
     keep = ops.valid & ~flat
     return torch.where(keep, w, torch.ones_like(w)), (clipped | capped) & keep
 
@@ -194,7 +194,7 @@ def novelty_weights(
         rollout = torch.where(index >= 0, torch.arange(index.numel(), device=index.device), -1)
         w_tok, c_tok = group_weights(novelty.token, omega, rollout, index.numel(), params, invert)
         subsets, size = _sign_subsets(index, g.num_groups, negative)
-        w, capped = _cap(w_seq * w_tok, GroupOps(subsets, omega, size), params.max_weight)
+        w, capped = cap_weights(w_seq * w_tok, GroupOps(subsets, omega, size), params.max_weight)
         w, clipped = torch.where(index[:, None] >= 0, w, torch.ones_like(w)), c_seq | c_tok | capped
     else:
         raise ValueError(f"level must be token, sequence or hierarchical, got {level!r}")

@@ -26,12 +26,15 @@ class WeightingContext:
 
     hidden_states (B, T, d): one layer's hidden states aligned with the completion tokens (HarA, shear).
     token_entropies (B, T): sampling-policy entropy per token at temperature 1 (forking_tokens, gtpo, grpo_s).
+    error_starts (B,): completion token where each rollout's first wrong step starts, -1 where none was located
+    (the synthetic world's step oracle, hara/data/steps.py; oracle_steps).
     loss_type: the host loss, one of :data:`HOST_TOKEN_WEIGHTS` ("grpo", "dr_grpo", "dapo").
     params: the method's knobs (flat dict; see each method's parameter dataclass for names and defaults).
     """
 
     hidden_states: Tensor | None = None
     token_entropies: Tensor | None = None
+    error_starts: Tensor | None = None
     loss_type: str = "grpo"
     params: dict[str, Any] = field(default_factory=dict)
 

@@ -51,7 +51,8 @@ def test_every_preset_and_method_trains(tiny_base, tmp_path, rlvr, method):
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
-    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a),
+                               "solution": f"{a} + {a} = {2 * a}.", "source": "synthetic"} for a in (3, 5)])
     trainer = build_trainer(smoke_config(), rlvr, method, 0, model, tokenizer, data, tmp_path,
                             reward_funcs=[parity_reward])
     trainer.train()
@@ -290,6 +291,42 @@ def test_where_generation_cannot_be_hooked_trls_logprob_pass_carries_the_capture
     assert (from_pass, from_forward, extra_passes) == (1.0, 0.0, 0) and forward_passes > 0
     assert torch.equal(ridden["mask"], forward["mask"])  # same seed, same rollouts
     torch.testing.assert_close(ridden["token"], forward["token"], rtol=1e-4, atol=1e-5)
+
+
+def oracle_trainer(tiny_base, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    data = Dataset.from_list([{"prompt": "Question: 2+2?\nAnswer:", "answer": "4", "solution": "2 + 2 = 4.",
+                               "source": "synthetic"}])
+    return build_trainer(smoke_config(), "grpo", "oracle_steps", 0, model, tokenizer, data, tmp_path,
+                         reward_funcs=[parity_reward])
+
+
+def test_the_step_oracle_reaches_the_method_as_the_token_where_the_wrong_step_starts(tiny_base, tmp_path):
+    trainer = oracle_trainer(tiny_base, tmp_path)
+    assert trainer.needs == frozenset() and trainer.reads_steps  # nothing is captured from the model for it
+    texts = [" 3 * 4 = 12. 12 + 5 = 18. The answer is \\boxed{18}.", " 3 * 4 = 12. 12 + 5 = 17. The answer is "
+             "\\boxed{17}.", " The answer is \\boxed{9}.", " zzz"]
+    rows = [trainer.processing_class(t, add_special_tokens=False)["input_ids"] for t in texts]
+    ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, :len(row)], mask[i, :len(row)] = torch.tensor(row), 1
+    inputs = [{"prompt": "p", "answer": "17", "solution": "3 * 4 = 12. 12 + 5 = 17.", "source": "synthetic"}] * 4
+    starts = trainer._error_starts({"completion_ids": ids, "completion_mask": mask}, inputs,
+                                   torch.tensor([0.0, 1.0, 0.0, 0.0]))
+    # the char tokenizer: one token per character, so the token index is the character offset of the wrong step
+    assert starts.tolist() == [texts[0].index("12 + 5"), -1, texts[2].index("The answer"), -1]
+
+
+def test_the_step_oracle_refuses_problems_from_the_hub_in_one_line(tiny_base, tmp_path):
+    trainer = oracle_trainer(tiny_base, tmp_path)
+    inputs = [{"prompt": "p", "answer": "4", "solution": "", "source": "HuggingFaceH4/MATH-500"}]
+    ids = torch.tensor([[5, 6]])
+    with pytest.raises(ValueError, match="^method 'oracle_steps' needs the synthetic world's reference steps; "
+                                         "training problems from source 'HuggingFaceH4/MATH-500' have none"):
+        trainer._error_starts({"completion_ids": ids, "completion_mask": torch.ones_like(ids)}, inputs,
+                              torch.tensor([0.0]))
 
 
 def test_method_without_context_captures_and_logs_nothing(tiny_base, tmp_path):

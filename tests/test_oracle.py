@@ -1,0 +1,128 @@
+"""The positive control: the synthetic world's step checker (hara/data/steps.py) on hand-written rollouts and on every
+skill's reference solutions, and the oracle_steps transform (hara/weighting/oracle.py): where it puts an incorrect
+rollout's advantage, and that each outcome group's advantage mass stays the host algorithm's."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from hara.config import ConfigError, validate_config
+from hara.data.format import format_completion
+from hara.data.steps import evaluate, first_wrong_step, first_wrong_token
+from hara.data.synthetic import generate_problems
+from hara.weighting import WeightingContext, apply_weighting, host_token_weights
+
+REFERENCE = "3 * 4 = 12. 12 + 5 = 17."
+
+
+@pytest.mark.parametrize("completion,wrong", [
+    (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{17}.", None),  # right
+    (" 3 * 4 = 13. 13 + 5 = 18. The answer is \\boxed{18}.", 0),  # false arithmetic at step 0
+    (" 3 * 4 = 12. 12 + 5 = 18. The answer is \\boxed{18}.", 1),  # false arithmetic at step 1
+    (" 3 * 4 = 12. 12 + 6 = 18. The answer is \\boxed{18}.", 1),  # right arithmetic off the reference's track
+    (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{71}.", 2),  # only the boxed answer is wrong
+    (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{17", 2),  # box never closed
+    (" The answer is \\boxed{9}.", 0),  # no steps: the answer is the first wrong step
+    (" 3 * 4 = 12. So far so good", None),  # cut off before an answer: nothing wrong to point at
+    ("", None),  # empty
+    (" @@ == ?? )(", None),  # malformed
+    (" 7 / 0 = 3. The answer is \\boxed{17}.", 0),  # no value: wrong
+])
+def test_the_first_wrong_step_of_hand_written_rollouts(completion, wrong):
+    check = first_wrong_step(completion, "17", REFERENCE)
+    assert check.first_wrong == wrong, check
+    if wrong is not None:
+        assert completion[check.start:].startswith(check.steps[wrong].text)
+
+
+def test_without_a_reference_only_false_arithmetic_and_the_answer_are_wrong():
+    assert first_wrong_step(" 3 * 4 = 12. 12 + 6 = 18. The answer is \\boxed{18}.", "17").first_wrong == 2
+    assert first_wrong_step(" 3 * 4 = 12. 12 + 6 = 19.", "17").first_wrong == 1
+
+
+@pytest.mark.parametrize("part,value", [("(3 + 4) * 2", 14), ("7/4", 1.75), ("(12 - 5)(12 + 5)", 119),
+                                        ("2^10", 1024), ("-3 * (-2)", 6), ("x + 1", None), ("25% of 200", None),
+                                        ("9^9^9", None), ("", None)])
+def test_arithmetic_parts_are_evaluated_exactly_and_anything_else_is_not(part, value):
+    assert evaluate(part) == value
+
+
+def test_every_skills_reference_solution_checks_right_and_a_changed_result_is_found_where_it_is():
+    records, perturbed = generate_problems(2000, 5), 0
+    for record in records:
+        completion = format_completion(record["solution"], record["answer"])
+        assert first_wrong_step(completion, record["answer"], record["solution"]).first_wrong is None, record
+        steps = first_wrong_step(completion, record["answer"], record["solution"]).steps
+        checked = [k for k, step in enumerate(steps) if step.ok and not step.answer and "=" in step.text]
+        if not checked:
+            continue
+        k = checked[0]
+        text = steps[k].text
+        last = list(re.finditer(r"\d+", text))[-1]
+        wrong_text = text[:last.start()] + str(int(last.group()) + 1) + text[last.end():]
+        changed = completion.replace(text, wrong_text, 1)
+        found = first_wrong_step(changed, record["answer"], record["solution"]).first_wrong
+        # the changed result is wrong arithmetic unless it was only restated there ("x = 5"), which then reads
+        # off the reference's track: either way the oracle points at step k
+        assert found == k, (record, changed)
+        perturbed += 1
+    assert perturbed > 1000
+
+
+def test_the_token_of_the_first_wrong_step():
+    pieces = [" 3", " *", " 4", " =", " 12.", " 12", " +", " 6", " =", " 18."]
+    assert first_wrong_token(pieces, "17", REFERENCE) == 5
+    assert first_wrong_token([" 3 * 4 = 12."], "17", REFERENCE) == -1
+
+
+def _batch():
+    """Two prompts of four rollouts: rollouts 1-3 and 5-7 incorrect, starting to go wrong at tokens 2, 5, -1 (not
+    located) and 0, 3, 6; padding on two rows."""
+    mask = torch.ones(8, 8, dtype=torch.bool)
+    mask[2, 6:] = False
+    mask[6, 7:] = False
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    advantages = (rewards - 0.25) / 0.5
+    starts = torch.tensor([-1, 2, 5, -1, -1, 0, 3, 6])
+    return advantages, mask, torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]), rewards, starts
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("prefix_share", [0.0, 0.3])
+def test_oracle_steps_moves_the_penalty_behind_the_wrong_step_and_keeps_each_groups_mass(loss_type, prefix_share):
+    advantages, mask, groups, rewards, starts = _batch()
+    context = WeightingContext(error_starts=starts, loss_type=loss_type, params={"prefix_share": prefix_share})
+    token, info = apply_weighting("oracle_steps", advantages, mask, groups, rewards, context)
+    plain = advantages[:, None] * mask
+    assert torch.equal(token[rewards > 0.5], plain[rewards > 0.5])  # correct rollouts keep the host's advantage
+    for row, start in enumerate(starts.tolist()):
+        if start > 0 and rewards[row] == 0:
+            before, after = token[row, :start], token[row, start:][mask[row, start:]]
+            ratio = before / plain[row, :start]
+            assert torch.allclose(ratio, ratio[0]) and torch.all(after < plain[row, start:][mask[row, start:]])
+            if prefix_share == 0.0:
+                assert torch.all(before == 0)
+    omega = host_token_weights(mask, loss_type)
+    for prompt in (0, 1):
+        wrong = (groups == prompt) & (rewards == 0)
+        assert torch.allclose((omega * token)[wrong].sum(), (omega * plain)[wrong].sum(), rtol=1e-5)
+    assert info["oracle/located_fraction"] == pytest.approx(5 / 6)
+    assert torch.all(token * advantages[:, None] >= 0)  # no sign flips
+
+
+def test_oracle_steps_caps_the_weight_of_a_late_mistake():
+    advantages, mask, groups, rewards, starts = _batch()
+    starts = torch.tensor([-1, 7, 7, 7, -1, 7, 7, 7])  # every mistake on the last token: the cap binds
+    context = WeightingContext(error_starts=starts, params={"max_weight": 2.0})
+    token, info = apply_weighting("oracle_steps", advantages, mask, groups, rewards, context)
+    ratio = token / (advantages[:, None] * mask).where(mask, torch.ones(()))
+    assert ratio[mask].max() <= 2.0 + 1e-5 and info["oracle/capped_tokens"] > 0
+
+
+def test_oracle_steps_is_refused_for_problems_from_the_hub():
+    with pytest.raises(ConfigError, match="grid.methods\\[1\\]: oracle_steps needs steps that only data.source "
+                                          "synthetic supplies, not 'hub'"):
+        validate_config({"data": {"source": "hub", "local_dir": "."}, "grid": {"methods": ["none", "oracle_steps"]}})
