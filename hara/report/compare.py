@@ -24,8 +24,8 @@ from hara.report.collect import Cell, Run, seed_runs
 from hara.report.paired import Bootstrap, Corrected, Difference, bootstrap_difference, correct_family, paired_matrix
 
 __all__ = ["CORRECTED_MARK", "FINGERPRINT_KEY", "LOW_POWER_MARK", "MISMATCH_MARK", "Comparison", "ComparisonError",
-           "GridComparisons", "compare_cells", "compared_pairs", "fingerprint_differences", "flatten",
-           "grid_comparisons", "low_power_threshold"]
+           "GridComparisons", "compare_cells", "compared_pairs", "family_of", "fingerprint_differences", "flatten",
+           "grid_comparisons", "is_control", "low_power_threshold"]
 
 FINGERPRINT_KEY = "eval_fingerprint"
 MISMATCH_MARK = "†"
@@ -137,6 +137,21 @@ def compared_pairs(config: Mapping) -> list[tuple[str, str]]:
     return pairs + ([("hara_tok", "hara_seq")] if {"hara_tok", "hara_seq"} <= set(methods) else [])
 
 
+def is_control(method: str) -> bool:
+    """A positive control (kind ``oracle`` of the method registry): it shows whether the grid can see a
+    credit-assignment effect at all, and competes with nothing."""
+    from hara.methods import methods
+
+    spec = methods().get(method)
+    return spec is not None and spec.kind == "oracle"
+
+
+def family_of(method: str, against: str) -> str:
+    """The family a comparison is corrected in: every difference against the same method, a positive control's
+    apart (joining the others' family would widen their intervals for a comparison nobody is testing)."""
+    return f"{against}, positive control" if is_control(method) else against
+
+
 def low_power_threshold(config: Mapping, against: str) -> float | None:
     """Above which minimum detectable effect a comparison against ``against`` is marked low power: the config's
     ``report.low_power_above`` when set, else the effect the paper claims over that kind of method (the claims file's
@@ -178,8 +193,9 @@ class GridComparisons:
         return f"{raw.format()} {corrected.verdict}{marks}, MDE {100 * corrected.mde:.1f}{power}"
 
     def family_sizes(self) -> dict[str, int]:
-        """Against -> how many differences its family corrects over (per benchmark and averages)."""
-        return {key[3]: next(iter(group.values())).family_size for key, group in self.corrected.items()}
+        """Family (:func:`family_of`) -> how many differences it corrects over (per benchmark and averages)."""
+        return {family_of(key[2], key[3]): next(iter(group.values())).family_size
+                for key, group in self.corrected.items()}
 
     def records(self) -> list[dict]:
         """comparisons.json: every comparison's raw numbers, its corrected verdicts, MDEs and low-power flags."""
@@ -197,7 +213,7 @@ class GridComparisons:
 
 def grid_comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> GridComparisons:
     """Every comparison of :func:`compared_pairs` in every (size, rlvr) where both have per-problem predictions,
-    corrected over the families of the same ``against``."""
+    corrected over their families (:func:`family_of`)."""
     found: dict[Key, Comparison] = {}
     for size in config["models"]["sizes"]:
         for rlvr in config["grid"]["rlvr"]:
@@ -206,8 +222,8 @@ def grid_comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> GridCompariso
                 if comparison is not None:
                     found[(size, rlvr, method, against)] = comparison
     confidence, corrected = Bootstrap.from_config(config).confidence, {key: {} for key in found}
-    for against in {key[3] for key in found}:
-        members = [(key, benchmark, diff) for key, comparison in found.items() if key[3] == against
+    for family in {family_of(key[2], key[3]) for key in found}:
+        members = [(key, benchmark, diff) for key, comparison in found.items() if family_of(key[2], key[3]) == family
                    for benchmark, diff in [(None, comparison.average), *comparison.per_benchmark.items()]]
         for (key, benchmark, _), fixed in zip(members, correct_family([d for _, _, d in members], confidence)):
             corrected[key][benchmark] = fixed

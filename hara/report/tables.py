@@ -15,7 +15,7 @@ from hara.analysis.claims import PAPER_NUMBERS
 from hara.layout import method_seeds
 from hara.report.collect import Cell, Run, seed_runs
 from hara.report.compare import (BASELINE, CORRECTED_MARK, LOW_POWER_MARK, MISMATCH_MARK, GridComparisons,
-                                 grid_comparisons)
+                                 grid_comparisons, is_control)
 from hara.report.paired import Bootstrap, bootstrap_difference, correct_family, paired_matrix
 from hara.report.stats import (NA, Estimate, cumulative_time, final_value, mean_se, step_costs, step_reaching,
                                value_at_time)
@@ -118,7 +118,7 @@ def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
         for method in config["grid"]["methods"]:
             group, key = runs_of(runs, size, rlvr, method), (size, rlvr, method, BASELINE)
             seeds = seed_count(config, method)
-            rows.append([size, method,
+            rows.append([size, method_label(method),
                          *(_with_difference(pct(score_estimate(group, b, benchmarks), seeds), found, key, b)
                            for b in [*benchmarks, None])])
     return Table("main", f"Main results ({rlvr})",
@@ -128,6 +128,11 @@ def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
                  f"{paired_note(config)} {family_note(found)} '{BASE_ROW}' is the Base model before RL (one "
                  f"evaluation). Paper (its own models and benchmarks): {PAPER_NUMBERS['gain_vs_grpo']}.",
                  ["size", "method", *benchmarks, "average"], rows)
+
+
+def method_label(method: str) -> str:
+    """A method's row label: a positive control says so, it is a reference row, not a contender."""
+    return f"{method} (positive control)" if is_control(method) else method
 
 
 def _with_difference(estimate: str, found: GridComparisons, key: tuple, benchmark: str | None) -> str:
@@ -167,6 +172,45 @@ def seq_tok_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseSc
                  f"{seeds_note(config, methods)}. {paired_note(config)} {family_note(found)} "
                  f"Paper: {PAPER_NUMBERS['tok_vs_seq']}.",
                  ["size", "rlvr", *methods, "tok − seq"], rows)
+
+
+def control_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table | None:
+    """The positive control beside every other method, each against the baseline, per size and preset: whether the
+    grid can see a credit-assignment effect at all, and so what its other "within noise" verdicts are worth. None
+    (no table) when the grid trains no control."""
+    methods = [m for m in config["grid"]["methods"] if m != BASELINE]
+    controls = [m for m in methods if is_control(m)]
+    if not controls or BASELINE not in config["grid"]["methods"]:
+        return None
+    found, rows = grid_comparisons(config, runs), []
+    for size in config["models"]["sizes"]:
+        for rlvr in config["grid"]["rlvr"]:
+            keys = [(size, rlvr, m, BASELINE) for m in [*controls, *(m for m in methods if m not in controls)]]
+            rows.append([size, rlvr, *(NA if found.get(*key) is None else found.format(key) for key in keys)])
+    order = [*controls, *(m for m in methods if m not in controls)]
+    return Table("control", "Positive control: can this grid see a credit-assignment effect?",
+                 f"Benchmark-average pass@1 differences from {BASELINE} (points), {seeds_note(config, order)}. "
+                 f"{control_finding(config, found, controls)} {paired_note(config)} {family_note(found)}",
+                 ["size", "rlvr", *(f"{method_label(m)} − {BASELINE}" for m in order)], rows)
+
+
+def control_finding(config: Mapping, found: GridComparisons, controls: list[str]) -> str:
+    """One reading of the control's cells: where it separates from the baseline after correction, and what that
+    says of the other methods' nulls."""
+    keys = [key for key in found.found if key[2] in controls and key[3] == BASELINE]
+    if not keys:
+        return "The control has no paired results yet."
+    better = [key for key in keys if found.corrected[key][None].verdict == "better"]
+    mdes = [100 * found.corrected[key][None].mde for key in keys]
+    gains = [100 * found.found[key].average.mean for key in keys]
+    if not better:
+        return (f"The control separates from {BASELINE} in none of its {len(keys)} cells (gains "
+                f"{min(gains):+.1f} to {max(gains):+.1f} points, MDE {min(mdes):.1f}-{max(mdes):.1f}): even step-level "
+                f"credit from an oracle is not visible at this budget, so the other methods' 'within noise' "
+                f"verdicts cannot tell a method without effect from one the grid cannot see (docs/analyses.md).")
+    return (f"The control is better than {BASELINE} in {len(better)} of its {len(keys)} cells after correction "
+            f"(gains {min(gains):+.1f} to {max(gains):+.1f} points): the grid can see a credit-assignment effect of "
+            f"that size, and a method 'within noise' there has no effect as large as its own MDE.")
 
 
 def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | None]:
@@ -298,9 +342,10 @@ def _selected_minus_final(config: Mapping, run: Run):
 #: The report's tables over the grid, in page order (after the paper's claims checked, hara.report.repro). Every
 #: builder takes (config, runs, base_scores); the main table shows the Base models' scores, the others compare
 #: trained runs only.
-TABLES: list[Callable[[Mapping, Mapping[Cell, Run], BaseScores | None], Table]] = [
-    main_table, rlvr_table, seq_tok_table, efficiency_table, selection_table]
+TABLES: list[Callable[[Mapping, Mapping[Cell, Run], BaseScores | None], Table | None]] = [
+    main_table, control_table, rlvr_table, seq_tok_table, efficiency_table, selection_table]
 
 
 def build_tables(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> list[Table]:
-    return [make(config, runs, base_scores) for make in TABLES]
+    """The tables of :data:`TABLES` that apply to the grid (a builder returns None for a table it has no rows for)."""
+    return [table for make in TABLES if (table := make(config, runs, base_scores)) is not None]
