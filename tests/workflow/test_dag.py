@@ -153,6 +153,17 @@ def test_seeds_overlay_and_sweeps_add_only_their_jobs(tmp_path):
     assert "results/sweeps/smoke/summary.json" in report and "results/sweeps/alpha/summary.json" in report
 
 
+def test_control_overlay_trains_the_oracle_beside_none_and_hara_tok_in_its_own_folder(tmp_path):
+    """config/control.yaml after the default: none, hara_tok and oracle_steps over three seeds in every preset, under
+    results/control (the default's results and tracking store are left alone)."""
+    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"),
+                                 str(REPO / "config" / "control.yaml")))
+    assert job_counts(output)["train"] == 3 * 3 * 3
+    trained = set(re.findall(r"output: results/control/train/tiny-s/(\w+)/(\w+)/seed(\d+)/final\n", output))
+    assert {(method, seed) for _, method, seed in trained} == {
+        (method, seed) for method in ("none", "hara_tok", "oracle_steps") for seed in "012"}
+
+
 def test_bare_slurm_profile_name_resolves_from_the_repository_root(monkeypatch):
     from snakemake.cli import get_profile_dir
 
