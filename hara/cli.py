@@ -24,20 +24,21 @@ class Command:
     run: Callable[[argparse.Namespace, dict], int]
     skip_checks: tuple[str, ...] = ()  # config checks that do not apply (fetch-data creates data.local_dir)
     own_config: bool = False  # the command reads its config itself (sweep: the study file names it)
+    places_work: bool = False  # it loads models onto a device: hara.device.require_device runs first
 
 
 COMMANDS: dict[str, Command] = {}
 
 
 def register_command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None],
-                     skip_checks: tuple[str, ...] = (), own_config: bool = False):
+                     skip_checks: tuple[str, ...] = (), own_config: bool = False, places_work: bool = False):
     """Decorator adding a subcommand; a second registration under the same name is a bug."""
 
     def decorate(run: Callable[[argparse.Namespace, dict], int]):
         if name in COMMANDS:
             raise ValueError(f"command {name!r} registered twice")
         COMMANDS[name] = Command(help=help, add_arguments=add_arguments, run=run, skip_checks=skip_checks,
-                                 own_config=own_config)
+                                 own_config=own_config, places_work=places_work)
         return run
 
     return decorate
@@ -91,7 +92,8 @@ def run_data(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
-@register_command("base-model", "build the base model of one size (tiny: build + SFT warm-up)", size_and_output_arguments)
+@register_command("base-model", "build the base model of one size (tiny: build + SFT warm-up)",
+                  size_and_output_arguments, places_work=True)
 def run_base_model(args: argparse.Namespace, config: dict) -> int:
     from hara.models.base import make_base_model
 
@@ -100,7 +102,8 @@ def run_base_model(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
-@register_command("accuracy", "greedy and sampled accuracy of a model on the config's benchmarks", accuracy_arguments)
+@register_command("accuracy", "greedy and sampled accuracy of a model on the config's benchmarks", accuracy_arguments,
+                  places_work=True)
 def run_accuracy(args: argparse.Namespace, config: dict) -> int:
     from hara.models.base import accuracy_report, format_accuracy_table
 
@@ -128,7 +131,7 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @register_command("train", "RL-train one size x rlvr x method x seed (resumes from the last checkpoint)",
-                  train_arguments)
+                  train_arguments, places_work=True)
 def run_train(args: argparse.Namespace, config: dict) -> int:
     from hara.rlvr.launch import inside_launched_process, relaunch
     from hara.rlvr.train import train
@@ -153,7 +156,7 @@ def select_prompts_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @register_command("select-prompts", "keep the training problems the base model solves sometimes (pass-rate "
-                  "selection of the RL prompts)", select_prompts_arguments)
+                  "selection of the RL prompts)", select_prompts_arguments, places_work=True)
 def run_select_prompts(args: argparse.Namespace, config: dict) -> int:
     from hara.models.base import config_datasets
     from hara.rlvr.prompts import select_prompts
@@ -180,7 +183,7 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @register_command("evaluate", "pass@1 (avg@n) of a checkpoint on benchmarks with lighteval; JSON + MLflow",
-                  evaluate_arguments)
+                  evaluate_arguments, places_work=True)
 def run_evaluate(args: argparse.Namespace, config: dict) -> int:
     from hara.evaluation.cli import evaluate_command
 
@@ -255,7 +258,8 @@ def analysis_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @register_command("analysis", "one of the paper's analyses (workflows/analyses.smk): its CSV, JSON and figures from "
-                  "the results (docs/analyses.md)", analysis_arguments, skip_checks=("check_local_folders",))
+                  "the results (docs/analyses.md)", analysis_arguments, skip_checks=("check_local_folders",),
+                  places_work=True)
 def run_analysis_command(args: argparse.Namespace, config: dict) -> int:
     from hara.analysis.run import run_analysis
 
@@ -293,7 +297,7 @@ def sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @register_command("sweep", "Optuna sweeps: `run` workers on a study file (sweeps/*.yaml), or `report` its figures",
-                  sweep_arguments, own_config=True)
+                  sweep_arguments, own_config=True, places_work=True)
 def run_sweep(args: argparse.Namespace, config: dict) -> int:
     from hara.sweeps.cli import sweep_command
 
@@ -371,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a relaunch under accelerate repeats
     try:
         command = COMMANDS[args.command]
+        if command.places_work:
+            from hara.device import prepare_job_environment, require_device
+
+            require_device()
+            prepare_job_environment()
         config = {} if command.own_config else load_config(args.config, overrides=args.set,
                                                            skip_checks=command.skip_checks)
         return COMMANDS[args.command].run(args, config)

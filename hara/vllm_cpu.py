@@ -35,8 +35,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["CPU_ENV", "KV_CACHE_BYTES", "colocated_generation", "engine_kwargs", "engine_weights", "is_cpu_build",
-           "load_trained_weights", "prepare_environment", "torch_threads_kept", "vllm_usable"]
+__all__ = ["CPU_ENV", "KV_CACHE_BYTES", "colocated_generation", "engine_kwargs", "engine_weights",
+           "generates_with_vllm", "is_cpu_build", "load_trained_weights", "prepare_environment", "torch_threads_kept",
+           "vllm_usable"]
 
 #: KV cache of a CPU engine: 256 MiB holds 500k tokens of the tiny Qwen3s (512 bytes per token). vLLM's own
 #: ``VLLM_CPU_KVCACHE_SPACE`` (GiB) overrides it, for a larger model on a CPU.
@@ -73,6 +74,22 @@ def vllm_usable() -> bool:
     if is_cpu_build():
         return True
     return torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+
+
+def generates_with_vllm(requested: bool) -> bool:
+    """``training.use_vllm`` resolved: vLLM wherever it can run (:func:`vllm_usable`), TRL's transformers ``generate``
+    on a CPU without vLLM's CPU build (the embedded default). With CUDA but no importable vllm it is an error, not
+    a silent switch to ``generate``, which is many times slower for the models that ask for vLLM."""
+    if not requested:
+        return False
+    if vllm_usable():
+        return True
+    if torch.cuda.is_available():
+        from hara.errors import UserError
+
+        raise UserError("training.use_vllm: true, but vllm is not importable on this GPU node: install the gpu extra "
+                        "(pip install -e '.[gpu]') or set training.use_vllm: false")
+    return False
 
 
 def prepare_environment() -> None:

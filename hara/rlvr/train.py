@@ -153,17 +153,17 @@ def reserve_master_port() -> None:
 def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
     """GRPOConfig from the config's ``training`` section and the preset (CPU: no bf16, no checkpointing).
 
-    ``training.use_vllm`` generates with vLLM wherever vLLM can run (:func:`hara.vllm_cpu.vllm_usable`): on a GPU
-    with the gpu extra, and on a CPU with vLLM's CPU build (the cluster's code path, in CI); elsewhere TRL's
-    transformers ``generate``."""
+    ``training.use_vllm`` generates with vLLM wherever vLLM can run (:func:`hara.vllm_cpu.generates_with_vllm`): on
+    a GPU with the gpu extra, and on a CPU with vLLM's CPU build (the cluster's code path, in CI); on a CPU without
+    it TRL's transformers ``generate``; on a GPU without vllm, an error."""
     import torch
     from trl import GRPOConfig
 
-    from hara.vllm_cpu import vllm_usable
+    from hara.vllm_cpu import generates_with_vllm
 
     t = config["training"]
     gpu = torch.cuda.is_available()
-    use_vllm = t["use_vllm"] and vllm_usable()
+    use_vllm = generates_with_vllm(t["use_vllm"])
     rollouts, accum, world = t["prompts_per_step"] * t["group_size"], t["grad_accum_steps"], world_size()
     if t["prompts_per_step"] % world:
         raise ConfigError(f"training.prompts_per_step: {t['prompts_per_step']} prompts cannot be split into whole "
@@ -249,6 +249,9 @@ def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any
         funcs.append(soft_overlong_reward(config["training"]["max_completion_length"], preset.overlong_cache))
     args = grpo_args(config, preset, out, seed)
     if args.use_vllm and args.vllm_mode == "colocate":
+        from hara.device import prepare_job_environment
+
+        prepare_job_environment()  # the colocated engine starts inside the trainer
         reserve_master_port()
     with colocated_generation(args):  # vLLM's CPU build only: its engine arguments and weight sync
         trainer = HaraGRPOTrainer(
