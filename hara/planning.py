@@ -671,10 +671,12 @@ class GridPlan:
     seeds: int
     totals: dict[str, float] = field(default_factory=dict)
     extra_seeds: dict[str, int] = field(default_factory=dict)  # method -> seeds it has beyond grid.seeds
+    gpu_model: str | None = None  # the GPU every time assumes (plan.gpu_model); None for a CPU grid
 
     def to_json(self) -> dict:
         jobs = {size: {**asdict(job), "architecture": asdict(job.architecture)} for size, job in self.jobs.items()}
-        return {"seeds": self.seeds, "cells": [c.to_json() for c in self.cells], "jobs": jobs, "totals": self.totals}
+        return {"seeds": self.seeds, "gpu_model": self.gpu_model, "cells": [c.to_json() for c in self.cells],
+                "jobs": jobs, "totals": self.totals}
 
 
 def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None = None) -> GridPlan:
@@ -698,8 +700,11 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
         "evaluation_tokens": sum(runs[s] * jobs[s].evaluate["tokens"] + jobs[s].evaluate["base_tokens"] for s in sizes),
     }
     totals["device_hours"] = totals["train_device_hours"] + totals["evaluate_device_hours"]
+    gpu = cells[0].setup.gpu if cells else False
     return GridPlan(cells=cells, jobs=jobs, seeds=len(grid["seeds"]), totals=totals,
-                    extra_seeds={m: n - len(grid["seeds"]) for m, n in seeds.items() if n > len(grid["seeds"])})
+                    extra_seeds={m: n - len(grid["seeds"]) for m, n in seeds.items() if n > len(grid["seeds"])},
+                    gpu_model=(f"{config['plan']['gpu_model']} ({config['plan']['peak_tflops']:g} bf16 TFLOP/s at "
+                               f"{config['plan']['mfu']:g} MFU)") if gpu else None)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -742,13 +747,21 @@ def format_plan_table(grid: GridPlan) -> str:
              f"{c.device_hours['total']:.1f}", _time_cell(c)] for c in grid.cells]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
-    legend = (f"GB per rank of a {grid.cells[0].gpu_memory / GB:.0f} GB GPU (gen/score/train/optim: each phase's own "
+    legend = (f"{_gpu_assumption(grid)}GB per rank of a {grid.cells[0].gpu_memory / GB:.0f} GB GPU "
+              "(gen/score/train/optim: each phase's own "
               "terms; peak = resident + largest phase); host/asked = the training job's host memory against "
               "resources.train.mem_mb (GB); disk = a run's checkpoints at their peak / kept once finished (GB); "
               "Mtok = generated tokens "
               "(upper bound); dev-h = GPU-hours of a run; h/asked = its wall hours on the job's GPUs against "
               "resources.train.runtime (NO: Slurm stops it first).")
     return "\n".join([legend, *lines, "", *_job_lines(grid), "", _totals_line(grid)])
+
+
+def _gpu_assumption(grid: GridPlan) -> str:
+    """The GPU the times assume, for GPU grids (a sentence ending in a space), else nothing."""
+    if grid.gpu_model is None:
+        return ""
+    return f"Times assume {grid.gpu_model} GPUs (plan.gpu_model): pin the Slurm constraint to that model. "
 
 
 def _evaluate_time(job: JobPlans) -> str:

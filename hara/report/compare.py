@@ -17,6 +17,7 @@ verdicts and minimum detectable effects.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ __all__ = ["CORRECTED_MARK", "FINGERPRINT_KEY", "LOW_POWER_MARK", "MISMATCH_MARK
            "GridComparisons", "compare_cells", "compared_pairs", "family_of", "fingerprint_differences", "flatten",
            "grid_comparisons", "is_control", "low_power_threshold"]
 
+LOGGER = logging.getLogger(__name__)
 FINGERPRINT_KEY = "eval_fingerprint"
 MISMATCH_MARK = "†"
 #: The raw interval excludes 0 but the family's simultaneous interval does not (a verdict the correction removed).
@@ -52,13 +54,23 @@ def flatten(tree: Mapping, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def fingerprint_differences(a: Mapping | None, b: Mapping | None) -> list[str]:
-    """``field (a vs b)`` for every fingerprint field that differs; a missing fingerprint is a difference."""
+#: Fingerprint fields recorded for the reader but not part of comparability: the GPU model. A site's GPU pool may
+#: mix cards (A100 and H100 under one constraint); with the same weights, prompts, sampling settings and seeds the
+#: scores are the same experiment, up to kernel-level numerics, and refusing them stopped the report, the last job
+#: of the whole grid. Such comparisons carry a note (:attr:`Comparison.notes`) instead.
+DESCRIPTIVE_FIELDS = ("device",)
+
+
+def fingerprint_differences(a: Mapping | None, b: Mapping | None, descriptive: bool = False) -> list[str]:
+    """``field (a vs b)`` for every fingerprint field that differs (a missing fingerprint is a difference): the
+    fields that decide comparability, or with ``descriptive`` those of :data:`DESCRIPTIVE_FIELDS`."""
     if a is None or b is None:
-        return [f"{FINGERPRINT_KEY} (missing: evaluated before fingerprints were recorded; evaluate again)"]
+        return [] if descriptive else [f"{FINGERPRINT_KEY} (missing: evaluated before fingerprints were recorded; "
+                                       "evaluate again)"]
     flat_a, flat_b = flatten(a), flatten(b)
     return [f"{key} ({flat_a.get(key, 'absent')} vs {flat_b.get(key, 'absent')})"
-            for key in sorted(flat_a.keys() | flat_b.keys()) if flat_a.get(key) != flat_b.get(key)]
+            for key in sorted(flat_a.keys() | flat_b.keys())
+            if flat_a.get(key) != flat_b.get(key) and (key in DESCRIPTIVE_FIELDS) == descriptive]
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,7 @@ class Comparison:
     per_benchmark: dict[str, Difference]
     average: Difference
     mismatched: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> differing descriptive fields
 
     def format(self, benchmark: str | None = None) -> str:
         """``+0.3 [-1.2, +1.8] within noise`` for one benchmark (None: the average), marked when mismatched."""
@@ -81,7 +94,7 @@ class Comparison:
     def as_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "average": self.average.as_dict(),
                 "benchmarks": {name: d.as_dict() for name, d in self.per_benchmark.items()},
-                "fingerprint_mismatch": self.mismatched}
+                "fingerprint_mismatch": self.mismatched, "fingerprint_notes": self.notes}
 
 
 def _seeds(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[int, Run]:
@@ -89,12 +102,18 @@ def _seeds(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[
     return {seed: run for seed, run in seed_runs(runs, size, rlvr, method).items() if run.problems}
 
 
-def _checked_fingerprints(label: str, pairs: list[tuple[Run, Run]], benchmark: str, allow: bool) -> list[str]:
-    """The differing fields of the pairs' fingerprints on one benchmark; raises unless ``allow``."""
+def _differences(pairs: list[tuple[Run, Run]], benchmark: str, descriptive: bool = False) -> list[str]:
+    """The distinct :func:`fingerprint_differences` of the pairs on one benchmark."""
     differing: list[str] = []
     for a, b in pairs:
-        differing += [d for d in fingerprint_differences(a.fingerprints.get(benchmark), b.fingerprints.get(benchmark))
-                      if d not in differing]
+        differing += [d for d in fingerprint_differences(a.fingerprints.get(benchmark), b.fingerprints.get(benchmark),
+                                                         descriptive) if d not in differing]
+    return differing
+
+
+def _checked_fingerprints(label: str, pairs: list[tuple[Run, Run]], benchmark: str, allow: bool) -> list[str]:
+    """The differing fields of the pairs' fingerprints on one benchmark; raises unless ``allow``."""
+    differing = _differences(pairs, benchmark)
     if differing and not allow:
         raise ComparisonError(f"{label} on {benchmark}: evaluations not comparable, they differ in "
                               f"{'; '.join(differing)} (hara report --allow-fingerprint-mismatch compares them "
@@ -113,11 +132,17 @@ def compare_cells(config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: st
     if not seeds:
         return None
     label, allow = f"{method} vs {against} ({size}, {rlvr})", config["report"]["allow_fingerprint_mismatch"]
-    settings, per_benchmark, mismatched, matrices = Bootstrap.from_config(config), {}, {}, []
+    settings, per_benchmark, mismatched, notes, matrices = Bootstrap.from_config(config), {}, {}, {}, []
     for benchmark in benchmarks:
-        differing = _checked_fingerprints(label, [(mine[s], theirs[s]) for s in seeds], benchmark, allow)
+        pairs = [(mine[s], theirs[s]) for s in seeds]
+        differing = _checked_fingerprints(label, pairs, benchmark, allow)
         if differing:
             mismatched[benchmark] = differing
+        described = _differences(pairs, benchmark, descriptive=True)
+        if described:
+            notes[benchmark] = described
+            LOGGER.warning("%s on %s: evaluated on different hardware, %s (compared: the device is not part of "
+                           "comparability)", label, benchmark, "; ".join(described))
         try:
             matrix = paired_matrix({s: mine[s].problems[benchmark] for s in seeds},
                                    {s: theirs[s].problems[benchmark] for s in seeds})
@@ -127,7 +152,7 @@ def compare_cells(config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: st
         matrices.append(matrix)
     # one benchmark: its average is itself (the same draws give the same replicates), computed once
     average = per_benchmark[benchmarks[0]] if len(matrices) == 1 else bootstrap_difference(matrices, settings)
-    return Comparison(method, against, per_benchmark, average, mismatched)
+    return Comparison(method, against, per_benchmark, average, mismatched, notes)
 
 
 def compared_pairs(config: Mapping) -> list[tuple[str, str]]:

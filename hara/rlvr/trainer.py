@@ -61,9 +61,9 @@ def _restore_indexed_cpu_location(storage: Any, location: str) -> Any:
 # the CPU multi-process resume work; GPU runs never reach it.
 torch.serialization.register_package(99, lambda obj: None, _restore_indexed_cpu_location)
 
-#: What each method reads from the context: "hidden" (one layer's hidden states), "entropy" (token entropies), from
-#: the method registry (hara/methods.py, built-ins and installed plug-ins).
-CONTEXT_NEEDS: dict[str, frozenset[str]] = {name: spec.needs for name, spec in methods().items()}
+#: What the hooks capture for each method: "hidden" (one layer's hidden states), "entropy" (token entropies), from
+#: the method registry (hara/methods.py, built-ins and installed plug-ins; "steps" comes from the problems).
+CONTEXT_NEEDS: dict[str, frozenset[str]] = {name: spec.captures for name, spec in methods().items()}
 
 #: TRL loss_type -> the host token weighting hara.weighting normalises against (bnpo is a token mean like DAPO).
 HOST_WEIGHTING: dict[str, str] = {"grpo": "grpo", "dr_grpo": "dr_grpo", "dapo": "dapo", "bnpo": "dapo"}

@@ -15,7 +15,8 @@
 # HARA_SLURM_FALLBACK_CONF moves the link elsewhere, for tests of this script only (srun inside jobs then fails).
 #
 # Accounting is off (no slurmdbd): `sacct` then fails, so snakemake's Slurm plugin must poll with `squeue`
-# (profiles/slurm sets slurm-status-command: squeue), which needs finished jobs to stay listed: MinJobAge=3600.
+# (the tests add --slurm-status-command squeue to profiles/slurm, which polls sacct), which needs finished jobs to
+# stay listed: MinJobAge=3600.
 #
 # GPUs: the node declares HARA_SLURM_GPUS (default 2) GPUs as a generic resource (GRES), so that jobs asking for
 # `--gpus=N` are scheduled like on a GPU cluster. The devices are fake (STATE_DIR/dev/fakegpu<i>, links to /dev/null:

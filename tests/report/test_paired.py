@@ -168,6 +168,19 @@ def test_evaluations_that_differ_in_one_fingerprint_field_are_not_compared():
     assert row[1] == "hara_tok" and all(f"{MISMATCH_MARK}, MDE " in cell for cell in row[2:])
 
 
+def test_a_mixed_gpu_pool_compares_with_a_note_instead_of_stopping_the_report(caplog):
+    """The Slurm example's `a100|h100` constraint lands a method and its baseline on different cards: the device
+    is recorded in the fingerprint but is not part of comparability (it stopped the report, the grid's last job)."""
+    config = load_config(REPO / "config" / "smoke.yaml")
+    runs = two_runs({**config}, {**FINGERPRINT, "device": "NVIDIA H100 80GB HBM3"})
+    comparison = compare_cells(config, runs, "tiny-s", "grpo", "hara_tok", "none")
+    benchmark = config["data"]["benchmarks"][0]
+    assert comparison.mismatched == {}
+    assert comparison.notes[benchmark] == ["device (NVIDIA H100 80GB HBM3 vs cpu)"]
+    assert comparison.as_dict()["fingerprint_notes"] == comparison.notes
+    assert "evaluated on different hardware" in caplog.text
+
+
 def test_identical_fingerprints_compare_and_the_table_gives_the_difference():
     config = load_config(REPO / "config" / "smoke.yaml")
     row = main_table(config, two_runs(config, dict(FINGERPRINT))).rows[-1]

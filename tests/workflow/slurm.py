@@ -17,19 +17,23 @@ from tests.workflow.conftest import BIN, REPO
 
 PROFILE = REPO / "profiles" / "slurm"
 RETRY_SNAKEFILE = REPO / "tests" / "workflow" / "slurm_retry" / "Snakefile"
+#: What the local test cluster needs beyond the profile (no slurmdbd: squeue) and what the tests read (every log).
+LOCAL_CLUSTER_ARGS = ("--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
+                      "--slurm-keep-successful-logs")
 
 
 def start_snakemake_on_slurm(workdir: Path, cluster_env: dict, snakefile: Path, *args: str) -> subprocess.Popen:
     """Start ``snakemake -s SNAKEFILE --profile profiles/slurm ARGS`` in ``workdir``, its output going to
     ``workdir/snakemake.out``; the jobs inherit PATH (the venv's `hara`).
 
-    Two test-only settings on top of the profile: the first status check after 1 s (the smoke jobs take seconds) and
-    the Slurm logs of successful jobs kept, so that the test can read every job's log.
+    Three test-only settings on top of the profile: status polls with squeue (the local cluster runs no slurmdbd),
+    the first status check after 1 s (the smoke jobs take seconds) and the Slurm logs of successful jobs kept, so
+    that the test can read every job's log.
     """
     env = {**os.environ, **cluster_env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "OMP_NUM_THREADS": "1"}
     cmd = [str(BIN / "snakemake"), "-s", str(snakefile), "--profile", str(PROFILE),
-           "--slurm-init-seconds-before-status-checks", "1", "--slurm-keep-successful-logs", *args]
+           *LOCAL_CLUSTER_ARGS, *args]
     with open(workdir / "snakemake.out", "w", encoding="utf-8") as out:
         return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+import yaml
 
 from hara.config import load_config
 from hara.rlvr.presets import PRESETS
@@ -90,6 +93,38 @@ def test_slurm_profile_dry_run_requests_gpus_for_train_and_evaluate(tmp_path):
     for rule in ("prepare_data", "base_model", "report"):
         blocks = job_blocks(output, rule)
         assert blocks and all(gpus_of(b) == 0 for b in blocks), rule
+
+
+def site_profile(tmp_path: Path) -> Path:
+    """profiles/slurm with its site example filled in (the commented default-resources / set-resources block)."""
+    text = (REPO / "profiles" / "slurm" / "config.yaml").read_text(encoding="utf-8")
+    example = re.search(r"^# default-resources:.*", text, re.MULTILINE | re.DOTALL).group(0)
+    filled = text.replace(example, "\n".join(line[2:] for line in example.splitlines()))
+    profile = tmp_path / "site_profile"
+    profile.mkdir()
+    (profile / "config.yaml").write_text(filled, encoding="utf-8")
+    return profile
+
+
+def test_the_profiles_site_example_keeps_cpu_jobs_off_the_gpu_partition_and_pins_one_gpu_model(tmp_path):
+    """Before: the example's partition and `a100|h100` constraint sat in default-resources, so CPU-only jobs asked
+    a GPU partition with a GPU constraint (refused at some sites, and each refusal was a failed job) and a method
+    and its baseline could land on different cards. Also: keep-going, and jobs at a documented site limit."""
+    profile = site_profile(tmp_path)
+    settings = yaml.safe_load((profile / "config.yaml").read_text(encoding="utf-8"))
+    assert settings["keep-going"] is True and settings["jobs"] <= 50 and settings["slurm-status-command"] == "sacct"
+    output = output_of(snakemake(tmp_path, "-n", "-p", "--profile", str(profile), "--configfile", str(PAPER)))
+    rules = set(re.findall(r"^rule (\w+):", output, re.MULTILINE)) - {"all"}
+    gpu_rules = {rule for rule in rules if any(gpus_of(b) for b in job_blocks(output, rule))}
+    assert gpu_rules and gpu_rules <= set(settings["set-resources"]), gpu_rules - set(settings["set-resources"])
+    for rule in rules:
+        for block in job_blocks(output, rule):
+            res = resources_of(block)
+            if rule in gpu_rules:
+                assert (res["slurm_partition"], res["constraint"]) == ("gpu", "h100"), rule
+            else:
+                assert res["slurm_partition"] == "cpu" and "constraint" not in res, rule
+            assert res["slurm_account"] == "my-project", rule
 
 
 def resources_of(block: str) -> dict[str, str]:

@@ -41,6 +41,7 @@ from tests.workflow.conftest import (
 )
 from tests.workflow.rehearsal_assets import DATASETS, REHEARSAL_MODEL, build_hub_cache
 from tests.workflow.slurm import (
+    LOCAL_CLUSTER_ARGS,
     PROFILE,
     RETRY_SNAKEFILE,
     comparable_scores,
@@ -290,8 +291,7 @@ def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
     started, preempted, stop = {}, {}, threading.Event()
     if cluster is not None:
         started["slurm"] = start_rehearsal(runs["slurm"], {**rehearsal_env, **cluster}, "--profile", str(PROFILE),
-                                           "--slurm-init-seconds-before-status-checks", "1",
-                                           "--slurm-keep-successful-logs", *slurm_targets(rehearsal_config()))
+                                           *LOCAL_CLUSTER_ARGS, *slurm_targets(rehearsal_config()))
         watcher = threading.Thread(target=requeue_when_checkpointed,
                                    args=(runs["slurm"], {**os.environ, **cluster}, preempted, stop), daemon=True)
         watcher.start()
