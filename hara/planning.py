@@ -490,12 +490,14 @@ def training_host_bytes(arch: Architecture, s: Setup, process_host: float,
 
 
 def checkpoint_bytes(arch: Architecture, s: Setup, finished: str = "keep") -> dict[str, float]:
-    """One checkpoint (model in the master dtype, both AdamW moments, small states), the final model, a run's peak
+    """One checkpoint (model in the master dtype, FSDP's fp32 model copy where sharded, both AdamW moments, small
+    states), the final model, a run's peak
     (save_total_limit checkpoints plus the one being written, or the final model) and what stays once the run is
     finished (training.finished_checkpoints: keep everything, the checkpoints' weights only, or final/ only)."""
     weights = arch.params * s.master_bytes
     small = 1e6  # scheduler, RNG, trainer state, manifest
-    one = weights + 2 * arch.params * s.master_bytes + small
+    fsdp_model = arch.params * 4 if s.sharded else 0.0  # FSDP's own fp32 copy, pytorch_model_fsdp.bin (resume only)
+    one = weights + fsdp_model + 2 * arch.params * s.master_bytes + small
     peak = s.save_total_limit * one + max(one, weights)
     kept_per_checkpoint = {"keep": one, "weights": weights + small, "delete": 0.0}[finished]
     return {"checkpoint": one, "final": weights, "run_peak": peak,

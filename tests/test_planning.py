@@ -205,14 +205,21 @@ def test_cpu_ram_efficient_loading_reads_and_upcasts_the_model_once():
 
 
 def test_checkpoint_disk_follows_what_a_finished_run_keeps():
-    """8B under FSDP saves fp32: a checkpoint is 12 P bytes (model + both AdamW moments), the final model 4 P."""
+    """8B under FSDP saves fp32: a checkpoint is 16 P bytes (model.safetensors, FSDP's own pytorch_model_fsdp.bin,
+    both AdamW moments), the final model 4 P; `weights` keeps model.safetensors only. Before, the plan left out
+    FSDP's copy: a run's peak of 4 x 12 P = 393 GB, where it is 4 x 16 P = 524 GB."""
     arch, setup = PAPER_ARCHITECTURES["Qwen/Qwen3-8B-Base"], setup_of(paper_config(), "qwen3-8b", "grpo", "none")
     P = arch.params
     kept = {mode: checkpoint_bytes(arch, setup, mode)["kept"] for mode in ("keep", "weights", "delete")}
-    assert kept["keep"] == pytest.approx(3 * 12 * P + 4 * P, rel=1e-3)  # the issue's ~330 GB per 8B run
+    assert kept["keep"] == pytest.approx(3 * 16 * P + 4 * P, rel=1e-3)
     assert kept["weights"] == pytest.approx(3 * 4 * P + 4 * P, rel=1e-3)
     assert kept["delete"] == 4 * P
-    assert checkpoint_bytes(arch, setup, "delete")["run_peak"] == pytest.approx(4 * 12 * P, rel=1e-3)
+    assert checkpoint_bytes(arch, setup, "delete")["run_peak"] == pytest.approx(4 * 16 * P, rel=1e-3)
+    assert checkpoint_bytes(arch, setup, "delete")["run_peak"] / 1e9 == pytest.approx(524, abs=2)
+    single = setup_of(paper_config(), "qwen3-1.7b", "grpo", "none")  # one GPU, no FSDP: no second copy
+    assert not single.sharded
+    assert checkpoint_bytes(PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"], single)["checkpoint"] == pytest.approx(
+        12 * PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"].params, rel=1e-3)
 
 
 def test_plan_command_prints_a_row_per_cell_and_writes_json(tmp_path, capsys):

@@ -198,8 +198,10 @@ def last_valid_checkpoint(folder: str | Path) -> str | None:
 
 
 #: What only a resume reads (optimizer, scheduler and RNG states; FSDP writes its sharded optimizer state as a
-#: folder ``optimizer_<i>``): dropped by ``training.finished_checkpoints: weights`` once final/ exists.
-_RESUME_ONLY = re.compile(r"^(optimizer.*|scheduler\.pt|rng_state.*\.pth)$")
+#: folder ``optimizer_<i>``, and with FULL_STATE_DICT a second, fp32 copy of the model, ``pytorch_model_fsdp.bin``,
+#: which transformers' FSDP resume loads beside the ``model.safetensors`` evaluation reads): dropped by
+#: ``training.finished_checkpoints: weights`` once final/ exists, never linked into a selection candidate.
+_RESUME_ONLY = re.compile(r"^(optimizer.*|scheduler\.pt|rng_state.*\.pth|pytorch_model_fsdp.*)$")
 
 
 def _keep_weights_only(checkpoint: Path) -> None:

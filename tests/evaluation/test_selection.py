@@ -48,7 +48,8 @@ def test_validation_split_is_held_out_of_training_and_seeded():
 def test_candidates_are_hard_linked_without_resume_only_files(tmp_path):
     checkpoint = tmp_path / "checkpoints" / "checkpoint-2"
     checkpoint.mkdir(parents=True)
-    for name in ("config.json", "model.safetensors", "optimizer.pt", "rng_state.pth", "scheduler.pt"):
+    for name in ("config.json", "model.safetensors", "optimizer.pt", "rng_state.pth", "scheduler.pt",
+                 "pytorch_model_fsdp.bin"):  # FSDP's fp32 copy of the model: what its resume reads
         (checkpoint / name).write_text(name)
     link_candidates(tmp_path / "checkpoints", tmp_path / "candidates", [2])
     assert not (tmp_path / "candidates").exists()  # no manifest yet: the save is unfinished
