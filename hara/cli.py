@@ -134,14 +134,22 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
                   train_arguments, places_work=True)
 def run_train(args: argparse.Namespace, config: dict) -> int:
     from hara.rlvr.launch import inside_launched_process, relaunch
-    from hara.rlvr.train import train
+    from hara.rlvr.ownership import claimed
 
     processes = config["training"]["processes"] if args.processes is None else args.processes
     if processes < 1:
         raise UserError(f"--processes: must be at least 1, got {processes}")
-    if processes > 1 and not inside_launched_process():
-        return relaunch(processes, config["training"]["accelerate_config"],
-                        [*args.argv, "--set", f"training.processes={processes}"])
+    if inside_launched_process():  # the launching process holds the run folder
+        return _train(args, config)
+    with claimed(args.out):  # one job per run folder (hara/rlvr/ownership.py)
+        if processes > 1:
+            return relaunch(processes, config["training"]["accelerate_config"],
+                            [*args.argv, "--set", f"training.processes={processes}"])
+        return _train(args, config)
+
+
+def _train(args: argparse.Namespace, config: dict) -> int:
+    from hara.rlvr.train import train
 
     summary = train(config, args.size, args.rlvr, args.method, args.seed, args.out, base_model=args.base_model,
                     data_dir=args.data, prompts_dir=args.prompts)
