@@ -569,6 +569,14 @@ class CellPlan:
     engine: EnginePlan | None = None
     host_asked: float = 0.0  # resources.train.mem_mb of the size, in bytes
     runtime_asked_hours: float = 0.0  # resources.train.runtime of the size
+    memory_error: float = 1.0  # plan.memory_error: measured peak over planned peak
+
+    @property
+    def peak_with_error(self) -> float:
+        """The peak with the plan's measured error on every term but vLLM's share, which vLLM allocates exactly
+        (gpu_memory_utilization x the GPU)."""
+        share = self.memory.resident.get("vllm", 0.0)
+        return share + (self.memory.peak - share) * self.memory_error
 
     @property
     def host_need(self) -> float:
@@ -586,15 +594,17 @@ class CellPlan:
 
     @property
     def fits(self) -> bool:
-        """Peak within the device memory (GPU runs) and a colocated vLLM engine that can start."""
+        """Peak, times the plan's measured error, within the device memory (GPU runs) and a colocated vLLM engine
+        that can start."""
         if not self.setup.gpu:
             return True  # CPU runs: checked against the job's host memory instead
-        return self.memory.peak <= self.gpu_memory and (self.engine is None or self.engine.starts)
+        return self.peak_with_error <= self.gpu_memory and (self.engine is None or self.engine.starts)
 
     def to_json(self) -> dict:
         return {"size": self.size, "rlvr": self.rlvr, "method": self.method, "setup": asdict(self.setup),
                 "gpu_memory_per_rank": {"resident": self.memory.resident, "phases": self.memory.phases,
-                                        "peak_phase": self.memory.peak_phase, "peak": self.memory.peak},
+                                        "peak_phase": self.memory.peak_phase, "peak": self.memory.peak,
+                                        "peak_with_error": self.peak_with_error, "memory_error": self.memory_error},
                 "fits": self.fits, "gpu_memory": self.gpu_memory, "host": self.host, "host_need": self.host_need,
                 "host_asked": self.host_asked, "disk": self.disk,
                 "generated_tokens": self.tokens, "device_hours": self.device_hours, "wall_hours": self.wall_hours,
@@ -617,7 +627,8 @@ def plan_cell(config: Mapping, arch: Architecture, size: str, rlvr: str, method:
                     tokens=generated_tokens(s),
                     device_hours=training_device_hours(arch, s, plan, size), engine=engine,
                     host_asked=asked(config, "train", "mem_mb", size) * 1e6,
-                    runtime_asked_hours=asked(config, "train", "runtime", size) / 60)
+                    runtime_asked_hours=asked(config, "train", "runtime", size) / 60,
+                    memory_error=plan["memory_error"])
 
 
 def asked(config: Mapping, job: str, key: str, size: str) -> float:
@@ -742,16 +753,17 @@ def format_plan_table(grid: GridPlan) -> str:
     training job, a run's checkpoint disk, generated tokens and device-hours; then each size's other jobs and the
     grid's totals. Every term is in the JSON (``--out``)."""
     header = ["size", "rlvr", "method", "gpus", "mb", "w+g+adam", "vllm", "rt+batch", "gen", "score", "train",
-              "optim", "peak", "fits", "host/asked", "disk", "Mtok", "dev-h", "h/asked"]
+              "optim", "peak", "+err", "fits", "host/asked", "disk", "Mtok", "dev-h", "h/asked"]
     rows = [[c.size, c.rlvr, c.method, str(c.setup.world), str(c.setup.micro_batch), *_memory_columns(c.memory),
-             _gb(c.memory.peak), "yes" if c.fits else "NO", _host_cell(c),
+             _gb(c.memory.peak), _gb(c.peak_with_error), "yes" if c.fits else "NO", _host_cell(c),
              f"{c.disk['run_peak'] / GB:.0f}/{c.disk['kept'] / GB:.0f}", f"{c.tokens / 1e6:.0f}",
              f"{c.device_hours['total']:.1f}", _time_cell(c)] for c in grid.cells]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     legend = (f"{_gpu_assumption(grid)}GB per rank of a {grid.cells[0].gpu_memory / GB:.0f} GB GPU "
               "(gen/score/train/optim: each phase's own "
-              "terms; peak = resident + largest phase); host/asked = the training job's host memory against "
+              "terms; peak = resident + largest phase; +err = the peak with plan.memory_error on all but vLLM's share, "
+              "what fits is judged on); host/asked = the training job's host memory against "
               "resources.train.mem_mb (GB); disk = a run's checkpoints at their peak / kept once finished (GB); "
               "Mtok = generated tokens "
               "(upper bound); dev-h = GPU-hours of a run; h/asked = its wall hours on the job's GPUs against "

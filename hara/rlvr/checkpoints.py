@@ -46,6 +46,7 @@ _NOT_LOADED_ON_RESUME = frozenset({"training_args.bin"})
 RESUME_IGNORED = ("grid", "evaluation", "analyses", "sweeps", "tracking", "threads", "resources", "models.sizes",
                   "models.hub_ids", "models.local_dir", "models.train_gpus", "data.benchmarks", "data.benchmark_size",
                   "data.local_dir", "training.progress", "training.vllm.gpu_memory_utilization",
+                  "training.vllm.max_model_len",
                   "training.finished_checkpoints", "selection.candidates")
 
 

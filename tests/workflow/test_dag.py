@@ -89,7 +89,7 @@ def test_slurm_profile_dry_run_requests_gpus_for_train_and_evaluate(tmp_path):
         size = re.search(r"wildcards: size=([^,\s]+)", block).group(1)
         gpus = config["models"]["train_gpus"].get(size, 1)
         assert gpus_of(block) == gpus and f"--processes {gpus} " in block, size
-    assert {gpus_of(b) for b in job_blocks(output, "train")} == {1, 4, 8}
+    assert {gpus_of(b) for b in job_blocks(output, "train")} == {2, 4, 8}
     for rule in ("prepare_data", "base_model", "report"):
         blocks = job_blocks(output, rule)
         assert blocks and all(gpus_of(b) == 0 for b in blocks), rule
