@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import ssl
 import signal
 import socket
 import statistics
@@ -54,10 +55,15 @@ def start_server(folder: Path, password: Path, cache_seconds: int) -> tuple[subp
            "--artifacts-destination", str(folder / "artifacts"), "--auth-cache-seconds", str(cache_seconds)]
     log = open(folder / "server.log", "w", encoding="utf-8")  # noqa: SIM115 (closed with the process)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    uri, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 180
+    uri, deadline = f"https://127.0.0.1:{port}", time.monotonic() + 180
+    cert = folder / "auth" / "tls" / "cert.pem"  # the server's self-signed certificate, trusted by the client
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2):
+            if not cert.is_file():
+                raise OSError("certificate not written yet")
+            os.environ["MLFLOW_TRACKING_SERVER_CERT_PATH"] = str(cert)
+            context = ssl.create_default_context(cafile=str(cert))
+            with urllib.request.urlopen(f"{uri}/health", timeout=2, context=context):
                 return proc, uri
         except OSError:
             if proc.poll() is not None:

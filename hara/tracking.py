@@ -14,7 +14,9 @@ The tracking URI may be ``env:NAME`` (config/paper.yaml: ``env:MLFLOW_TRACKING_U
 variable, read when a store is opened, so the cluster's server address lives in the environment of the DAG run
 (Slurm passes it to the jobs) and not in a config file. Credentials never go into a URI (refused): an authenticated
 server reads them from MLflow's own ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD`` (or a token), which
-nothing here writes anywhere.
+nothing here writes anywhere; the password may instead come from the private file ``HARA_TRACKING_PASSWORD_FILE``
+names, read by the job itself (:func:`password_from_file`). An HTTPS server's certificate is trusted through MLflow's
+own ``MLFLOW_TRACKING_SERVER_CERT_PATH``.
 
 A tracking server that goes away for a while (a restart, a network blip) costs no metric point and no training step:
 :meth:`MlflowRun.log_metrics` keeps the batches it could not send and sends them, in order, with the next one;
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EXPERIMENT_KIND", "RUN_FILE", "TRAINING_UI_QUERY", "MlflowRun", "absolute_uri", "metric_name", "open_run",
-           "run_name", "start_run", "tracking_client", "ui_path"]
+           "password_from_file", "run_name", "start_run", "tracking_client", "ui_path"]
 
 RUN_FILE = "mlflow_run.json"
 
@@ -87,7 +89,18 @@ def resolve_uri(uri: str) -> str:
     if "@" in urlsplit(uri).netloc and not uri.startswith(("sqlite:", "file:")):
         raise TrackingError("tracking.mlflow_uri: credentials in the URI would be written into every run folder; "
                             "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD instead")
+    password_from_file()
     return uri
+
+
+def password_from_file() -> None:
+    """The password of ``HARA_TRACKING_PASSWORD_FILE`` (mode 0600) into this process's MLFLOW_TRACKING_PASSWORD,
+    unless that is set: a job reads it itself, so the password is not in the environment Slurm exports and stores."""
+    from hara.tracking_server import PASSWORD_FILE_ENV, read_password
+
+    path = os.environ.get(PASSWORD_FILE_ENV)
+    if path and not os.environ.get("MLFLOW_TRACKING_PASSWORD"):
+        os.environ["MLFLOW_TRACKING_PASSWORD"] = read_password(Path(path), PASSWORD_FILE_ENV)
 
 
 def absolute_uri(uri: str) -> str:

@@ -39,10 +39,23 @@ def password_file(folder: Path) -> Path:
     return path
 
 
+def server_certificate(folder: Path) -> Path:
+    """The self-signed certificate `hara tracking-server` generated for a server of :func:`tracking_server`."""
+    return folder / "auth" / "tls" / "cert.pem"
+
+
+def tls_client_env(folder: Path) -> dict:
+    """What a client of :func:`tracking_server`'s HTTPS server needs: MLflow's own trust setting for its certificate
+    and the password file a job reads itself (hara.tracking.password_from_file)."""
+    return {"MLFLOW_TRACKING_SERVER_CERT_PATH": str(server_certificate(folder)), "MLFLOW_TRACKING_USERNAME": "hara",
+            "HARA_TRACKING_PASSWORD_FILE": str(folder / "mlflow.password")}
+
+
 @contextmanager
 def tracking_server(folder: Path, port: int | None = None, auth: bool = True, timeout: float = 180.0):
-    """`hara tracking-server` (basic auth, PASSWORD) or a plain `mlflow server` on 127.0.0.1, started in its own
-    process group and stopped with it (the server forks uvicorn workers); yields (uri, process)."""
+    """`hara tracking-server` (HTTPS with a self-signed certificate, basic auth, PASSWORD) or a plain `mlflow server`
+    on 127.0.0.1, started in its own process group and stopped with it (the server forks uvicorn workers); yields
+    (uri, process)."""
     folder.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     store = f"sqlite:///{folder / 'server.db'}"
@@ -53,14 +66,14 @@ def tracking_server(folder: Path, port: int | None = None, auth: bool = True, ti
     else:
         cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
                "--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts")]
-    uri = f"http://127.0.0.1:{port}"
+    uri = f"{'https' if auth else 'http'}://127.0.0.1:{port}"
     log = folder / f"server-{port}-{time.monotonic_ns()}.log"
     with open(log, "w", encoding="utf-8") as out:
         proc = subprocess.Popen(cmd, cwd=folder, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
                                      "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # no jobs: no Huey consumers
     try:
-        wait_until_healthy(uri, proc, timeout, log)
+        wait_until_healthy(uri, proc, timeout, log, server_certificate(folder) if auth else None)
         yield uri, proc
     finally:
         stop(proc)
@@ -85,13 +98,23 @@ def mlflow_server(folder: Path, timeout: float = 180.0):
         yield uri
 
 
-def wait_until_healthy(uri: str, proc: subprocess.Popen, timeout: float, log: Path) -> None:
+def ssl_context(cert: Path | None):
+    """A client context trusting ``cert`` only (None: the default context, for plain HTTP)."""
+    import ssl
+
+    return None if cert is None else ssl.create_default_context(cafile=str(cert))
+
+
+def wait_until_healthy(uri: str, proc: subprocess.Popen, timeout: float, log: Path, cert: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"mlflow server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+            context = ssl_context(cert) if cert is None or cert.is_file() else None
+            if cert is not None and context is None:
+                raise OSError("certificate not written yet")
+            with urllib.request.urlopen(f"{uri}/health", timeout=2, context=context) as response:
                 if response.status == 200:
                     return
         except OSError:

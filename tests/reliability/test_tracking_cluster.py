@@ -1,5 +1,6 @@
-"""The cluster's tracking store: an authenticated MLflow server (`hara tracking-server`) refuses anonymous clients (the
-rehearsal's DAG logs through one: tests/workflow/test_rehearsal.py); a server that is stopped for 30 s in the middle
+"""The cluster's tracking store: an authenticated HTTPS MLflow server (`hara tracking-server`) refuses anonymous and
+plain-HTTP clients and serves a job that trusts its certificate and reads its password file (the rehearsal's DAG logs
+through one: tests/workflow/test_rehearsal.py); a server that is stopped for 30 s in the middle
 of a run costs no metric point; the URI comes from the environment; sqlite on a file system without file locks is
 one line naming the fix."""
 
@@ -19,19 +20,20 @@ from pathlib import Path
 import pytest
 
 from hara.tracking import TrackingError, absolute_uri, resolve_uri
-from tests.reliability.servers import BIN, PASSWORD, free_port, password_file, stop, tracking_server
+from tests.reliability.servers import (BIN, PASSWORD, free_port, password_file, server_certificate, ssl_context, stop,
+                                      tls_client_env, tracking_server)
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "config" / "smoke.yaml"
 SEARCH = "/api/2.0/mlflow/experiments/search?max_results=1"
 
 
-def status_of(uri: str, user: str | None = None, password: str | None = None) -> int:
+def status_of(uri: str, user: str | None = None, password: str | None = None, cert: Path | None = None) -> int:
     request = urllib.request.Request(uri + SEARCH)
     if user:
         request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=ssl_context(cert)) as response:
             return response.status
     except urllib.error.HTTPError as error:
         return error.code
@@ -43,10 +45,15 @@ def train_command(out: Path, *overrides: str) -> list[str]:
             "--set", "tracking.mlflow_uri=env:MLFLOW_TRACKING_URI", *[a for o in overrides for a in ("--set", o)]]
 
 
-def client_env(uri: str, user: str | None = None) -> dict:
+def client_env(uri: str, user: str | None = None, folder: Path | None = None) -> dict:
+    """A job's environment for the server at ``uri``; ``folder``: a TLS server's folder (its certificate, and the
+    password file, read by the job itself)."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1", "HARA_MLFLOW_FLUSH_SECONDS": "240"}
+    if folder is not None:
+        env["MLFLOW_TRACKING_SERVER_CERT_PATH"] = str(server_certificate(folder))
     if user:
-        env.update(MLFLOW_TRACKING_USERNAME=user, MLFLOW_TRACKING_PASSWORD=PASSWORD)
+        env.update(tls_client_env(folder) if folder is not None else {"MLFLOW_TRACKING_USERNAME": user,
+                                                                     "MLFLOW_TRACKING_PASSWORD": PASSWORD})
     return env
 
 
@@ -88,15 +95,30 @@ def test_authenticated_server_refuses_anonymous_clients_and_jobs(tmp_path, tiny_
     it trains. (The rehearsal's DAG logs every job through such a server and greps every file it wrote for the
     password: tests/workflow/test_rehearsal.py.)"""
     with tracking_server(tmp_path) as (uri, _):
-        assert status_of(uri) == 401
-        assert status_of(uri, "hara", "wrong-password-000") == 401
-        assert status_of(uri, "hara", PASSWORD) == 200
-        assert status_of(uri, "hara", "wrong-password-000") == 401  # a cached credential admits only itself
+        cert = server_certificate(tmp_path)
+        assert uri.startswith("https://")
+        assert status_of(uri, cert=cert) == 401
+        assert status_of(uri, "hara", "wrong-password-000", cert) == 401
+        assert status_of(uri, "hara", PASSWORD, cert) == 200
+        assert status_of(uri, "hara", "wrong-password-000", cert) == 401  # a cached credential admits only itself
+        with pytest.raises(OSError):  # plain HTTP: refused at the TLS handshake, the password never travels in clear
+            status_of(uri.replace("https://", "http://"), "hara", PASSWORD)
+        with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED"):  # a client that does not trust it
+            status_of(uri, "hara", PASSWORD, cert=Path(__import__("certifi").where()))
         out = tmp_path / "run"
         cmd = [a.replace("{base}", str(tiny_base)) for a in train_command(out)]
-        anonymous = subprocess.run(cmd, env=client_env(uri), capture_output=True, text=True, timeout=600, check=False)
+        anonymous = subprocess.run(cmd, env={**client_env(uri), "MLFLOW_TRACKING_SERVER_CERT_PATH": str(cert)},
+                                   capture_output=True, text=True, timeout=600, check=False)
         assert anonymous.returncode == 2 and not (out / "final").exists() and not (out / "metrics.jsonl").exists()
         assert "MLFLOW_TRACKING_USERNAME" in anonymous.stderr.splitlines()[-1], anonymous.stderr[-2000:]
+        # a job's client: the certificate trusted through MLflow's own variable, the password read from its file
+        code = ("import mlflow; from hara.tracking import resolve_uri; "
+                "print(mlflow.MlflowClient(resolve_uri('env:MLFLOW_TRACKING_URI')).create_experiment('tls-job'))")
+        env = {**client_env(uri, "hara", tmp_path)}
+        env.pop("MLFLOW_TRACKING_PASSWORD", None)
+        created = subprocess.run([str(BIN / "python"), "-c", code], env=env, capture_output=True, text=True,
+                                 timeout=300, check=False)
+        assert created.returncode == 0 and created.stdout.split()[-1].isdigit(), created.stderr[-2000:]
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "mlflow.password"
                 and PASSWORD.encode() in p.read_bytes()]  # the server wrote it nowhere either
 
@@ -186,3 +208,32 @@ def test_the_server_checks_a_credential_once_per_worker_and_window(tmp_path):
     assert window == hara.tracking_server.AUTH_CACHE_SECONDS
     with pytest.raises(UserError, match="--auth-cache-seconds: -1 is negative"):
         hara.tracking_server.auth_config(tmp_path / "auth", "hara", -1)
+
+
+def test_a_job_reads_the_password_from_its_private_file_and_the_tls_pair_is_checked(tmp_path, monkeypatch):
+    """Before: jobs took MLFLOW_TRACKING_PASSWORD from their environment, which `--export=ALL` hands to every job and
+    slurmdbd may store (AccountingStoreFlags=job_env); now the environment names a mode-600 file."""
+    import argparse
+
+    from hara.errors import UserError
+    from hara.tracking import password_from_file
+    from hara.tracking_server import self_signed_certificate, tls_files
+
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+    monkeypatch.setenv("HARA_TRACKING_PASSWORD_FILE", str(password_file(tmp_path)))
+    password_from_file()
+    assert os.environ["MLFLOW_TRACKING_PASSWORD"] == PASSWORD
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD")
+    (tmp_path / "mlflow.password").chmod(0o644)
+    with pytest.raises(UserError, match=r"^HARA_TRACKING_PASSWORD_FILE: .* is readable by others \(chmod 600"):
+        password_from_file()
+
+    cert, key = self_signed_certificate(tmp_path / "tls", "10.1.2.3")
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    assert self_signed_certificate(tmp_path / "tls", "10.1.2.3") == (cert, key)  # made once, reused
+    args = argparse.Namespace(tls_cert=cert, tls_key=None, auth_dir=tmp_path, host="10.1.2.3")
+    with pytest.raises(UserError, match="give both"):
+        tls_files(args)
+    key.chmod(0o644)
+    with pytest.raises(UserError, match="--tls-key: .* is readable by others"):
+        tls_files(argparse.Namespace(tls_cert=cert, tls_key=key, auth_dir=tmp_path, host="10.1.2.3"))

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from hara.config import validate_config
-from tests.reliability.servers import PASSWORD, tracking_server
+from tests.reliability.servers import PASSWORD, tls_client_env, tracking_server
 from tests.workflow.conftest import (
     BIN,
     CLUSTER_SCRIPT,
@@ -182,17 +182,17 @@ def tracking(tmp_path_factory) -> dict:
     server's own backend store, where the tests count what arrived}."""
     folder = tmp_path_factory.mktemp("tracking")
     with tracking_server(folder) as (uri, _):
-        yield {"uri": uri, "store": folder / "server.db"}
+        yield {"uri": uri, "store": folder / "server.db", "client_env": tls_client_env(folder)}
 
 
 @pytest.fixture(scope="session")
 def rehearsal_env(hf_home, tracking) -> dict:
     """The jobs' environment: the venv's `hara`, one thread, the rehearsal's HF cache and no hub access at all, the
-    tracking server's URL and credentials."""
+    tracking server's HTTPS URL, the trust setting for its certificate and the password file each job reads (the
+    password itself is in no job's environment)."""
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
             "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "MLFLOW_TRACKING_URI": tracking["uri"], "MLFLOW_TRACKING_USERNAME": "hara",
-            "MLFLOW_TRACKING_PASSWORD": PASSWORD}
+            "MLFLOW_TRACKING_URI": tracking["uri"], **tracking["client_env"]}
 
 
 def start_rehearsal(workdir: Path, env: dict, *args: str) -> tuple[Path, subprocess.Popen, float]:
