@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -49,21 +50,44 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
     check_benchmarks(config, args.benchmark)
     check_checkpoint(args.checkpoint)
     check_selection_arguments(args, config)
-    result = evaluate_checkpoint(config, args.checkpoint, args.benchmark, backend=args.backend,
-                                 cache_dir=args.cache_dir, data_dir=args.data)
-    result["mlflow_run"] = None
-    write_result(result, args.out)  # first: a tracking store that refuses the scores does not lose the evaluation
-    run = None if args.no_mlflow else log_evaluation(args.checkpoint, result, args.out)
-    if run is not None:
-        result["mlflow_run"] = run
-        write_result(result, args.out)
-    printed = summary(result, args.out, run)
-    if args.selection_out:  # in this process: lighteval, the data and the backend are loaded already
-        from hara.evaluation.selection import write_selection
+    with _final_engine(config, args) as engine:  # with selection: one engine for final/'s test and validation
+        result = evaluate_checkpoint(config, args.checkpoint, args.benchmark, backend=args.backend,
+                                     cache_dir=args.cache_dir, data_dir=args.data, engine=engine)
+        result["mlflow_run"] = None
+        write_result(result, args.out)  # first: a tracking store that refuses the scores does not lose the evaluation
+        run = None if args.no_mlflow else log_evaluation(args.checkpoint, result, args.out)
+        if run is not None:
+            result["mlflow_run"] = run
+            write_result(result, args.out)
+        printed = summary(result, args.out, run)
+        if args.selection_out:  # in this process: lighteval, the data and the backend are loaded already
+            from hara.evaluation.selection import write_selection
 
-        printed["selection"] = write_selection(config, Path(args.checkpoint).parent, args.data, args.out,
-                                               args.selection_out, args.selected_scores_out, backend=args.backend)
+            printed["selection"] = write_selection(config, Path(args.checkpoint).parent, args.data, args.out,
+                                                   args.selection_out, args.selected_scores_out,
+                                                   backend=args.backend, final_engine=engine)
     return printed
+
+
+@contextlib.contextmanager
+def _final_engine(config: Mapping, args: argparse.Namespace):
+    """final/'s engine, loaded once for its test benchmarks and its validation when the job also selects (vLLM reads
+    the weights and starts once, not twice), closed at the end; None without selection (evaluate_checkpoint then
+    loads and closes its own)."""
+    if not args.selection_out:
+        yield None
+        return
+    from hara.evaluation.models import checkpoint_fingerprint, load_engine, resolve_backend
+    from hara.evaluation.runner import checkpoint_model_config
+
+    backend = resolve_backend(args.backend or config["evaluation"]["backend"])
+    cache_dir = args.cache_dir or Path(config["results_dir"]) / "lighteval_cache"
+    engine = load_engine(checkpoint_model_config(config, args.checkpoint, args.benchmark[0], backend, cache_dir,
+                                                 checkpoint_fingerprint(args.checkpoint)))
+    try:
+        yield engine
+    finally:
+        engine.close()
 
 
 def log_evaluation(checkpoint: str, result: Mapping, out: str) -> dict | None:

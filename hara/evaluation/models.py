@@ -48,17 +48,31 @@ NOT_MODEL_FILES = frozenset({"run_info.json", "resolved_config.yaml", "warmup.js
                              "metrics.jsonl", "trainer_state.json", "training_args.bin", "README.md"})
 
 
+#: (checkpoint folder, its files' names, sizes and modification times) -> fingerprint, for this process: an
+#: evaluate job needs final/'s fingerprint for its scores, its engine and its validation cache key, and hashing an 8B
+#: model reads 16-33 GB each time. Any rewritten file changes the key, so a stale value is never returned.
+_FINGERPRINTS: dict[tuple, str] = {}
+
+
 def checkpoint_fingerprint(checkpoint: str | Path) -> str:
     """sha256 over the names and bytes of the checkpoint's top-level files (weights, configs, tokenizer).
 
     Excluded: :data:`NOT_MODEL_FILES` and ``*.log`` (provenance that changes between identical models). Sub-folders
-    are other checkpoints or logs, not part of this model. Files are streamed, so multi-GB shards are fine.
+    are other checkpoints or logs, not part of this model. Files are streamed, so multi-GB shards are fine; a folder
+    whose files are unchanged is hashed once per process (:data:`_FINGERPRINTS`).
     """
     folder = Path(checkpoint)
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.name not in NOT_MODEL_FILES
                    and p.suffix != ".log")
     if not any(p.name == "config.json" for p in files):
         raise FileNotFoundError(f"{folder}: not a model checkpoint (no config.json)")
+    key = (str(folder.resolve()), *((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+    if key not in _FINGERPRINTS:
+        _FINGERPRINTS[key] = _hash_files(files)
+    return _FINGERPRINTS[key]
+
+
+def _hash_files(files: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0")

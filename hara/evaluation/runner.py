@@ -124,18 +124,29 @@ def job_cost(wall_seconds: float, cpu_seconds: float) -> dict:
             "device_seconds": wall_seconds * gpus if gpus else cpu_seconds}
 
 
+def checkpoint_model_config(config: Mapping, checkpoint: str | Path, benchmark: str, backend: str,
+                            cache_dir: str | Path, fingerprint: str) -> CheckpointModelConfig:
+    """The lighteval model config of one checkpoint on one benchmark (its sampling settings and cache key)."""
+    return make_model_config(checkpoint, benchmark_settings(config, benchmark), backend, cache_dir,
+                             batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
+                             fingerprint=fingerprint, vllm=config["evaluation"]["vllm"])
+
+
 def evaluate_checkpoint(
     config: Mapping, checkpoint: str | Path, benchmarks: list[str], *, backend: str | None = None,
     cache_dir: str | Path | None = None, data_dir: str | Path | None = None,
     engine_factory: Callable[[CheckpointModelConfig], Engine] | None = None,
-    records: Mapping[str, list[dict]] | None = None, fingerprint: str | None = None,
+    records: Mapping[str, list[dict]] | None = None, fingerprint: str | None = None, engine: Engine | None = None,
 ) -> dict:
     """Evaluate one checkpoint on ``benchmarks``; returns the result document (see the module docstring).
 
     ``engine_factory`` replaces the backend's engine (tests use stand-ins); it is called once, with the first
-    benchmark's model config. ``cache_dir`` defaults to ``<results_dir>/lighteval_cache``. ``records`` gives the
-    problems of some of ``benchmarks`` (e.g. the validation split); the others are read as usual. ``fingerprint``:
-    the checkpoint's content hash when the caller has it (hashing a multi-GB checkpoint takes seconds).
+    benchmark's model config. ``engine``: this checkpoint's engine, already loaded by the caller, who keeps it (and
+    closes it) to evaluate the checkpoint on more benchmarks (the final's validation after its test benchmarks: one
+    engine start, one read of the weights). ``cache_dir`` defaults to ``<results_dir>/lighteval_cache``. ``records``
+    gives the problems of some of ``benchmarks`` (e.g. the validation split); the others are read as usual.
+    ``fingerprint``: the checkpoint's content hash when the caller has it (hashing a multi-GB checkpoint takes
+    seconds).
     """
     records = records or {}
     from hara.data.format import prompt_format
@@ -143,23 +154,23 @@ def evaluate_checkpoint(
     backend = resolve_backend(backend or config["evaluation"]["backend"])
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "lighteval_cache")
     fingerprint = fingerprint or checkpoint_fingerprint(checkpoint)  # once: hashing a multi-GB checkpoint takes seconds
-    start, cpu_start, results, engine, package_versions = time.perf_counter(), time.process_time(), {}, None, versions()
+    start, cpu_start, results, package_versions = time.perf_counter(), time.process_time(), {}, versions()
+    owned = None  # the engine this call loaded, and closes
     try:
         for benchmark in benchmarks:
             settings, prompt = benchmark_settings(config, benchmark), prompt_format(config)
             problems = records[benchmark] if benchmark in records else benchmark_records(config, benchmark, data_dir)
             task = build_task(benchmark, problems, settings, prompt)
-            model_config = make_model_config(checkpoint, settings, backend, cache_dir,
-                                             batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
-                                             fingerprint=fingerprint, vllm=config["evaluation"]["vllm"])
-            engine = engine or (engine_factory or load_engine)(model_config)
+            model_config = checkpoint_model_config(config, checkpoint, benchmark, backend, cache_dir, fingerprint)
+            if engine is None:
+                engine = owned = (engine_factory or load_engine)(model_config)
             with tempfile.TemporaryDirectory(prefix="hara-lighteval-") as work_dir:
                 results[benchmark] = evaluate_benchmark(
                     task, CheckpointModel(model_config, engine), settings, work_dir,
                     evaluation_fingerprint(task, settings, prompt, backend, package_versions))
     finally:
-        if engine is not None:
-            engine.close()
+        if owned is not None:
+            owned.close()
     return {
         "checkpoint": str(Path(checkpoint).resolve()), "fingerprint": fingerprint, "backend": backend,
         "model": model_info(checkpoint), "versions": package_versions, "cache_dir": str(cache_dir.resolve()),

@@ -43,7 +43,7 @@ def candidates(config: Mapping, run_dir: Path) -> list[tuple[int, Path]]:
 
 
 def validation_score(config: Mapping, checkpoint: Path, records: list[dict], cache_dir: Path, backend: str,
-                     engine_factory: Callable | None = None) -> dict:
+                     engine_factory: Callable | None = None, engine=None) -> dict:
     """The validation result entry of one checkpoint (score, predictions, fingerprint), from the cache when this
     checkpoint was scored before on the same split with the same evaluation settings; ``cached`` says which."""
     from hara.data.format import prompt_format
@@ -61,7 +61,7 @@ def validation_score(config: Mapping, checkpoint: Path, records: list[dict], cac
         return {**json.loads(path.read_text(encoding="utf-8")), "cached": True}
     result = evaluate_checkpoint(config, checkpoint, [VALIDATION], backend=backend,
                                  cache_dir=cache_dir / "lighteval", engine_factory=engine_factory,
-                                 records={VALIDATION: records}, fingerprint=key["checkpoint"])
+                                 records={VALIDATION: records}, fingerprint=key["checkpoint"], engine=engine)
     entry = {**result["benchmarks"][VALIDATION], "checkpoint_fingerprint": key["checkpoint"]}
     write_result(entry, path)
     return {**entry, "cached": False}
@@ -69,11 +69,12 @@ def validation_score(config: Mapping, checkpoint: Path, records: list[dict], cac
 
 def select_checkpoint(config: Mapping, run_dir: str | Path, data_dir: str | Path, final_scores: str | Path, *,
                       backend: str | None = None, cache_dir: str | Path | None = None,
-                      engine_factory: Callable | None = None) -> tuple[dict, dict]:
+                      engine_factory: Callable | None = None, final_engine=None) -> tuple[dict, dict]:
     """(selection, test result of the selected checkpoint) for one run; see the module docstring.
 
     ``final_scores``: the final checkpoint's `hara evaluate` result (the test scores when final/ is selected).
-    ``cache_dir`` defaults to ``<results_dir>/selection_cache``; ``engine_factory`` as in evaluate_checkpoint."""
+    ``cache_dir`` defaults to ``<results_dir>/selection_cache``; ``engine_factory`` as in evaluate_checkpoint;
+    ``final_engine``: final/'s engine, still loaded from its test evaluation (the caller closes it)."""
     from hara.data.pipeline import validation_records
     from hara.evaluation.models import resolve_backend
     from hara.evaluation.runner import evaluate_checkpoint
@@ -83,7 +84,8 @@ def select_checkpoint(config: Mapping, run_dir: str | Path, data_dir: str | Path
     records = validation_records(Path(data_dir))
     scored = []
     for step, checkpoint in candidates(config, run_dir):
-        entry = validation_score(config, checkpoint, records, cache_dir, backend, engine_factory)
+        engine = final_engine if checkpoint == run_dir / "final" else None
+        entry = validation_score(config, checkpoint, records, cache_dir, backend, engine_factory, engine)
         scored.append({"step": step, "checkpoint": str(checkpoint), "fingerprint": entry["checkpoint_fingerprint"],
                        "validation_pass_at_1": entry["score"], "cached": entry["cached"],
                        "eval_fingerprint": entry.get("eval_fingerprint")})
@@ -103,14 +105,15 @@ def select_checkpoint(config: Mapping, run_dir: str | Path, data_dir: str | Path
 
 def write_selection(config: Mapping, run_dir: str | Path, data_dir: str | Path, final_scores: str | Path,
                     out: str | Path, scores_out: str | Path, *, backend: str | None = None,
-                    cache_dir: str | Path | None = None) -> dict:
+                    cache_dir: str | Path | None = None, final_engine=None) -> dict:
     """:func:`select_checkpoint`, its two files written (the selected checkpoint's test scores first, so a
     selection.json on disk always has them beside it); what the commands print. `hara evaluate --selection-out`
     (the workflow's evaluate job, one process for the final's evaluation and the selection) and `hara
     select-checkpoint` both come here, after checking selection.enabled."""
     from hara.evaluation.runner import write_result
 
-    selection, test = select_checkpoint(config, run_dir, data_dir, final_scores, backend=backend, cache_dir=cache_dir)
+    selection, test = select_checkpoint(config, run_dir, data_dir, final_scores, backend=backend, cache_dir=cache_dir,
+                                        final_engine=final_engine)
     write_result(test, scores_out)
     write_result(selection, out)
     return {"selected_step": selection["selected_step"], "validation_pass_at_1": {

@@ -20,7 +20,7 @@ import re
 import shutil
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,8 @@ from hara.hashing import file_sha256
 from hara.layout import CANDIDATE
 
 __all__ = ["FINISHED_CHECKPOINTS", "MANIFEST", "RESUME_IGNORED", "CandidateCallback", "CheckpointWarning",
-           "ManifestCallback", "changed_keys", "link_candidates", "checkpoint_problem", "last_valid_checkpoint", "prune_finished_checkpoints",
-           "refuse_changed_config", "write_manifest"]
+           "ManifestCallback", "changed_keys", "checkpoint_problem", "last_valid_checkpoint", "link_candidates",
+           "on_rank_zero", "prune_finished_checkpoints", "refuse_changed_config", "resume_point", "write_manifest"]
 
 MANIFEST = "hara_manifest.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
@@ -196,6 +196,24 @@ def last_valid_checkpoint(folder: str | Path) -> str | None:
         warnings.warn(f"{checkpoint}: {problem}; moved to {moved}, falling back to the previous checkpoint",
                       CheckpointWarning, stacklevel=2)
     return None
+
+
+def on_rank_zero(compute: Callable[[], Any]) -> Any:
+    """``compute()`` in rank 0 only, its result broadcast to every rank (one process: ``compute()``). A resume's
+    checkpoint check reads every byte of the newest checkpoint (a 131 GB 8B checkpoint under FSDP): once per job,
+    not once per rank on the shared file system."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return compute()
+    box = [compute() if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def resume_point(folder: str | Path) -> str | None:
+    """:func:`last_valid_checkpoint`, checked by rank 0 and agreed by every rank."""
+    return on_rank_zero(lambda: last_valid_checkpoint(folder))
 
 
 #: What only a resume reads (optimizer, scheduler and RNG states; FSDP writes its sharded optimizer state as a

@@ -342,10 +342,10 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     from hara.rlvr.checkpoints import (
         CandidateCallback,
         ManifestCallback,
-        last_valid_checkpoint,
         link_candidates,
         prune_finished_checkpoints,
         refuse_changed_config,
+        resume_point,
     )
     from hara.runinfo import seed_everything, set_threads, write_run_info
 
@@ -363,7 +363,7 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     seed_everything(seed)
     model, tokenizer = load_policy_for_training(base, config)
     out.mkdir(parents=True, exist_ok=True)
-    last = last_valid_checkpoint(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones
+    last = resume_point(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones; rank 0 reads
     run = None  # under `accelerate launch` only the main process writes files and talks to MLflow
     if is_main_process():
         truncate_metrics(out / "metrics.jsonl", int(last.rsplit("-", 1)[1]) if last else 0)
