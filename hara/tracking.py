@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EXPERIMENT_KIND", "RUN_FILE", "TRAINING_UI_QUERY", "MlflowRun", "absolute_uri", "metric_name", "open_run",
-           "password_from_file", "run_name", "start_run", "tracking_client", "ui_path"]
+           "password_from_file", "run_name", "start_run", "system_metrics", "tracking_client", "ui_path"]
 
 RUN_FILE = "mlflow_run.json"
 
@@ -91,6 +91,25 @@ def resolve_uri(uri: str) -> str:
                             "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD instead")
     password_from_file()
     return uri
+
+
+@contextlib.contextmanager
+def system_metrics(run: MlflowRun | None, settings: Mapping):
+    """MLflow's system metrics monitor logging into ``run`` while the block runs (``tracking.system_metrics``):
+    system/... metrics, one step per sample, continuing after the run's last system step on a resume. Nothing
+    without a run (not the main process) or when switched off."""
+    if run is None or not settings["enabled"]:
+        yield None
+        return
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    monitor = SystemMetricsMonitor(run.run_id, sampling_interval=settings["interval_s"], resume_logging=True,
+                                   tracking_uri=run.tracking_uri)
+    monitor.start()
+    try:
+        yield monitor
+    finally:
+        monitor.finish()
 
 
 def password_from_file() -> None:

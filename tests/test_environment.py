@@ -57,7 +57,8 @@ def test_environment_yml_uses_python_311_and_installs_the_package():
 def test_gpu_extra_keeps_torch_and_transformers_compatible_with_vllm():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     base = pins(project["dependencies"])
-    assert pins(project["optional-dependencies"]["gpu"]) == {"vllm": "0.31.0"}
+    # nvidia-ml-py: MLflow's GPU system metrics; `make gpu-resolves` resolved it beside vllm 0.31.0 (2026-12-06)
+    assert pins(project["optional-dependencies"]["gpu"]) == {"vllm": "0.31.0", "nvidia-ml-py": "13.615.71"}
     assert base["torch"] == "2.13.0"  # vllm 0.31.0 requires torch==2.13.0
     major, minor, *_ = (int(part) for part in base["transformers"].split("."))
     assert (5, 10) <= (major, minor) < (5, 18)  # vllm 0.31.0 requires transformers>=5.10.4,<5.18

@@ -380,8 +380,11 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
             link_candidates(out / "checkpoints", out / "candidates", steps)  # what a kill may have left out
     trainer = build_trainer(config, rlvr, method, seed, model, tokenizer, train_dataset(config, data_dir, prompts_dir), out,
                             reward_funcs=reward_funcs, callbacks=callbacks)
+    from hara.tracking import system_metrics
+
     try:
-        trainer.train(resume_from_checkpoint=last)
+        with system_metrics(run, config["tracking"]["system_metrics"]):
+            trainer.train(resume_from_checkpoint=last)
     except BaseException:
         if run is not None:
             run.finish("FAILED")

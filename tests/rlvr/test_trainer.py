@@ -366,9 +366,15 @@ def train_args(base: Path, out: Path, tmp: Path, method: str = "hara_tok", rlvr:
 
 def test_hara_train_writes_model_metrics_and_provenance(tiny_base, tmp_path):
     out = tmp_path / "run"
-    assert main(train_args(tiny_base, out, tmp_path, rlvr="dapo")) == 0
+    monitored = ["--set", "tracking.system_metrics.enabled=true", "--set", "tracking.system_metrics.interval_s=0.2"]
+    assert main([*train_args(tiny_base, out, tmp_path, rlvr="dapo"), *monitored]) == 0
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2, 3, 4]
+    from mlflow import MlflowClient  # MLflow's system metrics beside the loss (tracking.system_metrics)
+
+    logged = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(
+        json.loads((out / "mlflow_run.json").read_text())["run_id"]).data.metrics
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= set(logged), logged
     for key in ("train/reward", "train/entropy", "train/response_length", "train/clip_fraction", "hara/w_std",
                 "hara/novelty_mean", "time/step_s", "time/hara_s", "train/dynamic_sampling_dropped"):
         assert all(key in line for line in lines), key
