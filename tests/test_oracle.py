@@ -126,3 +126,22 @@ def test_oracle_steps_is_refused_for_problems_from_the_hub():
     with pytest.raises(ConfigError, match="grid.methods\\[1\\]: oracle_steps needs steps that only data.source "
                                           "synthetic supplies, not 'hub'"):
         validate_config({"data": {"source": "hub", "local_dir": "."}, "grid": {"methods": ["none", "oracle_steps"]}})
+
+
+def test_the_oracle_locations_script_accounts_for_every_rollout(tiny_base, tmp_path):
+    """scripts/oracle_locations.py (docs/analyses.md: how much credit the oracle can move in a world), on a random
+    tiny model: every sampled rollout is counted once, right or wrong."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in generate_problems(4, 1)))
+    out = subprocess.run([sys.executable, "scripts/oracle_locations.py", "--model", str(tiny_base), "--prompts",
+                          str(prompts), "--config", "config/smoke.yaml", "--problems", "4", "--samples", "2"],
+                         cwd=repo, capture_output=True, text=True, timeout=600, check=True)
+    found = json.loads(out.stdout[out.stdout.index("{"):])
+    assert found["rollouts"] == 8 and sum(found["kinds"].values()) == 8
