@@ -175,6 +175,7 @@ def tracking_client(uri: str):
     if uri.startswith(("http://", "https://")):
         for key, value in HTTP_RETRY_DEFAULTS.items():
             os.environ.setdefault(key, value)
+        password_from_file()  # every client, also one reopened from mlflow_run.json (a resumed or evaluate job)
     _ensure_sqlite_folder(uri)
     if uri.startswith("sqlite:///"):
         _migrate_sqlite_store_once(uri)

@@ -224,6 +224,11 @@ def test_a_job_reads_the_password_from_its_private_file_and_the_tls_pair_is_chec
     password_from_file()
     assert os.environ["MLFLOW_TRACKING_PASSWORD"] == PASSWORD
     monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD")
+    from hara.tracking import tracking_client  # a client reopened from mlflow_run.json (a requeued job's resume)
+
+    tracking_client("https://127.0.0.1:9")
+    assert os.environ["MLFLOW_TRACKING_PASSWORD"] == PASSWORD  # before: only resolve_uri read it, and the resume 401ed
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD")
     (tmp_path / "mlflow.password").chmod(0o644)
     with pytest.raises(UserError, match=r"^HARA_TRACKING_PASSWORD_FILE: .* is readable by others \(chmod 600"):
         password_from_file()
