@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Mapping
@@ -39,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EXPERIMENT_KIND", "RUN_FILE", "TRAINING_UI_QUERY", "MlflowRun", "absolute_uri", "metric_name", "open_run",
-           "password_from_file", "run_name", "start_run", "system_metrics", "tracking_client", "ui_path"]
+           "PASSWORD_FILE_ENV", "password_from_file", "read_password", "run_name", "start_run", "system_metrics",
+           "tracking_client", "ui_path"]
 
 RUN_FILE = "mlflow_run.json"
 
@@ -112,11 +114,28 @@ def system_metrics(run: MlflowRun | None, settings: Mapping):
         monitor.finish()
 
 
+#: The clients' password file (mode 0600), read by each job itself instead of a password in its environment.
+PASSWORD_FILE_ENV = "HARA_TRACKING_PASSWORD_FILE"
+
+
+def read_password(path: Path, what: str = "--password-file") -> str:
+    """The password in ``path``; a missing, empty or group/world-readable file is an error naming it (and ``what``
+    gave it)."""
+    from hara.errors import UserError
+
+    if not path.is_file():
+        raise UserError(f"{what}: {path} does not exist (write the password into it, then chmod 600)")
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        raise UserError(f"{what}: {path} is readable by others (chmod 600 {path})")
+    password = path.read_text(encoding="utf-8").strip()
+    if len(password) < 12:
+        raise UserError(f"{what}: {path}: the password must have at least 12 characters")
+    return password
+
+
 def password_from_file() -> None:
     """The password of ``HARA_TRACKING_PASSWORD_FILE`` (mode 0600) into this process's MLFLOW_TRACKING_PASSWORD,
     unless that is set: a job reads it itself, so the password is not in the environment Slurm exports and stores."""
-    from hara.tracking_server import PASSWORD_FILE_ENV, read_password
-
     path = os.environ.get(PASSWORD_FILE_ENV)
     if path and not os.environ.get("MLFLOW_TRACKING_PASSWORD"):
         os.environ["MLFLOW_TRACKING_PASSWORD"] = read_password(Path(path), PASSWORD_FILE_ENV)

@@ -29,11 +29,11 @@ import secrets
 import stat
 from pathlib import Path
 
+from hara.tracking import PASSWORD_FILE_ENV, read_password
+
 __all__ = ["PASSWORD_FILE_ENV", "add_arguments", "auth_config", "self_signed_certificate", "server_command",
            "read_password", "serve", "tls_files"]
 
-#: The clients' password file (mode 0600), read by each job (hara.tracking) instead of a password in its environment.
-PASSWORD_FILE_ENV = "HARA_TRACKING_PASSWORD_FILE"
 CERTIFICATE_DAYS = 365
 
 AUTH_FUNCTION = "mlflow.server.auth:authenticate_request_basic_auth"
@@ -63,21 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--auth-cache-seconds", type=int, default=AUTH_CACHE_SECONDS,
                         help=f"how long a worker trusts a verified password (default {AUTH_CACHE_SECONDS}; 0: check "
                              "the password hash on every request)")
-
-
-def read_password(path: Path, what: str = "--password-file") -> str:
-    """The password in ``path``; a missing, empty or group/world-readable file is an error naming it (and ``what``
-    gave it)."""
-    from hara.errors import UserError
-
-    if not path.is_file():
-        raise UserError(f"{what}: {path} does not exist (write the password into it, then chmod 600)")
-    if stat.S_IMODE(path.stat().st_mode) & 0o077:
-        raise UserError(f"{what}: {path} is readable by others (chmod 600 {path})")
-    password = path.read_text(encoding="utf-8").strip()
-    if len(password) < 12:
-        raise UserError(f"{what}: {path}: the password must have at least 12 characters")
-    return password
 
 
 def self_signed_certificate(folder: Path, host: str) -> tuple[Path, Path]:

@@ -78,7 +78,9 @@ def test_the_walk_sees_function_level_imports_and_finds_a_planted_cycle():
     graph = import_graph()
     assert "hara.errors" in graph["hara.evaluation.cli"]  # imported inside a function there
     graph["hara.errors"] = {"hara.evaluation.cli"}
-    assert ["hara.errors", "hara.evaluation.cli"] in cycles(graph)
+    # the planted edge closes a cycle through every module between them (evaluation.cli -> ... -> hara.device ->
+    # hara.errors): one strongly connected component holding both
+    assert any({"hara.errors", "hara.evaluation.cli"} <= set(component) for component in cycles(graph))
 
 
 #: Layers (issue 18): the scoring rule (hara.reward) sits below data, models and evaluation, which never reach into

@@ -59,11 +59,12 @@ def client_env(uri: str, user: str | None = None, folder: Path | None = None) ->
 
 def metric_points(uri: str, run_ids: list[str], env: dict) -> list[int]:
     """The training metric points MLflow holds for each run: distinct (metric, step) pairs of the full histories
-    (a run resumed after a kill logs the steps after its checkpoint again; the evaluation's eval/* scores and the
-    report's vs_<baseline>/* differences, logged into the same run, are not counted), asked by a fresh client process
-    with ``env``'s credentials."""
+    (a run resumed after a kill logs the steps after its checkpoint again; the evaluation's eval/* scores, the
+    report's vs_<baseline>/* differences and MLflow's system/* samples, logged into the same run, are not counted),
+    asked by a fresh client process with ``env``'s credentials."""
     code = ("import sys; from mlflow.tracking import MlflowClient; c = MlflowClient(sys.argv[1]); "
-            "print(*[len({(k, m.step) for k in c.get_run(r).data.metrics if not k.startswith(('eval/', 'vs_')) "
+            "print(*[len({(k, m.step) for k in c.get_run(r).data.metrics "
+            "if not k.startswith(('eval/', 'vs_', 'system/')) "
             "for m in c.get_metric_history(r, k)}) for r in sys.argv[2:]])")
     out = subprocess.run([str(BIN / "python"), "-c", code, uri, *run_ids], env=env, capture_output=True, text=True,
                          timeout=300, check=True).stdout
@@ -79,7 +80,8 @@ def stored_metric_points(store: Path, run_ids: list[str]) -> list[int]:
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
         counts = dict(db.execute(
             "SELECT run_uuid, COUNT(*) FROM (SELECT DISTINCT run_uuid, key, step FROM metrics WHERE key NOT LIKE "
-            "'eval/%' AND substr(key, 1, 3) != 'vs_') GROUP BY run_uuid").fetchall())
+            "'eval/%' AND substr(key, 1, 3) != 'vs_' AND substr(key, 1, 7) != 'system/') GROUP BY run_uuid"
+        ).fetchall())
     return [counts.get(run_id, 0) for run_id in run_ids]
 
 

@@ -86,7 +86,7 @@ def test_config_params_are_accepted_by_each_method(method):
     mask = torch.ones(4, 6, dtype=torch.bool)
     adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
     context = WeightingContext(hidden_states=torch.randn(4, 6, 8, generator=gen), token_entropies=torch.rand(4, 6,
-                               generator=gen), params=params)
+                               generator=gen), error_starts=torch.tensor([-1, 2, -1, 3]), params=params)
     token_adv, _ = apply_weighting(method, adv, mask, torch.zeros(4, dtype=torch.long),
                                    torch.tensor([1.0, 0.0, 1.0, 0.0]), context)
     assert token_adv.shape == (4, 6) and torch.isfinite(token_adv).all()
