@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-__all__ = ["CAPTURED", "ENTRY_POINT_GROUP", "KINDS", "NEEDS", "NEED_SOURCES", "MethodSpec", "credit_baselines", "get_method", "hara_methods", "methods",
-           "register_method"]
+__all__ = ["CAPTURED", "ENTRY_POINT_GROUP", "KINDS", "NEEDS", "NEED_SOURCES", "MethodSpec", "credit_baselines",
+           "get_method", "hara_methods", "methods", "register_method"]
 
 ENTRY_POINT_GROUP = "hara.methods"
 #: none: the plain RLVR baseline the report compares against; hara: a HarA variant; baseline: another

@@ -129,8 +129,12 @@ def split_steps(completion: str) -> list[tuple[str, int, bool]]:
     for end in [m.end() for m in _STEP_END.finditer(completion, 0, body_end)] + [body_end]:
         pieces.append((start, end))
         start = end
-    steps = [(completion[a:b].strip().rstrip(".,;").rstrip(), a + len(completion[a:b]) - len(completion[a:b].lstrip()),
-              False) for a, b in pieces if completion[a:b].strip().rstrip(".,;").strip()]
+    steps = []
+    for a, b in pieces:
+        piece = completion[a:b]
+        text = piece.strip().rstrip(".,;").rstrip()  # the sentence's terminator is not part of its last number
+        if text:
+            steps.append((text, a + len(piece) - len(piece.lstrip()), False))
     if answer:
         steps.append((completion[answer.start():].strip(), answer.start(), True))
     return steps

@@ -246,15 +246,17 @@ class HaraGRPOTrainer(GRPOTrainer):
         """The step oracle's answer (B,) for the "steps" need: the completion token where each incorrect rollout's
         first wrong step starts (hara/data/steps.py), -1 for correct rollouts and where none is found."""
         from hara.data.steps import first_wrong_token
+        from hara.methods import NEED_SOURCES
 
-        foreign = sorted({str(row.get("source")) for row in inputs} - {"synthetic"})
+        foreign = sorted({str(row.get("source")) for row in inputs} - set(NEED_SOURCES["steps"]))
         if foreign:
             raise ValueError(f"method {self.method!r} needs the synthetic world's reference steps; training problems "
                              f"from source {foreign[0]!r} have none (set data.source: synthetic)")
         lengths = output["completion_mask"].sum(-1).tolist()
+        incorrect = (outcome <= 0.5).tolist()  # the outcome reward is 0/1 (hara.reward.math_reward); one host read
         starts = [-1] * len(inputs)
         for row, (record, ids) in enumerate(zip(inputs, output["completion_ids"].tolist())):
-            if outcome[row] <= 0.5:  # the outcome reward is 0/1 (hara.reward.math_reward)
+            if incorrect[row]:
                 pieces = self.processing_class.batch_decode([[token] for token in ids[:int(lengths[row])]],
                                                             skip_special_tokens=True)
                 starts[row] = first_wrong_token(pieces, record["answer"], record["solution"] or None)

@@ -42,12 +42,12 @@ class OracleParams:
             raise ValueError(f"max_weight must be >= 1 (weights have mean 1), got {self.max_weight}")
 
 
-def oracle_weights(mask: Tensor, starts: Tensor, relocate: Tensor, omega: Tensor, subset: Tensor, num_subsets: int,
+def oracle_weights(starts: Tensor, relocate: Tensor, omega: Tensor, subset: Tensor, num_subsets: int,
                    params: OracleParams) -> tuple[Tensor, Tensor]:
     """Weights (B, T): ``prefix_share`` before ``starts`` (B,) on the ``relocate`` (B,) rows, 1 elsewhere, then
     rescaled to omega-weighted mean 1 within each subset (B,) in [0, num_subsets) and capped. Returns w and the
     capped flags."""
-    positions = torch.arange(mask.shape[1], device=mask.device)[None, :]
+    positions = torch.arange(omega.shape[1], device=omega.device)[None, :]
     before = relocate[:, None] & (positions < starts[:, None])
     raw = torch.where(before, torch.full_like(omega, params.prefix_share), torch.ones_like(omega))
     ops = GroupOps(subset, omega, num_subsets)
@@ -68,8 +68,7 @@ def oracle_steps(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor,
     prompt, _ = prompt_index(group_ids)
     subset = prompt * 4 + (~incorrect).long() * 2 + (advantages < 0).long()
     omega = host_token_weights(mask, context.loss_type) * advantages.abs().float()[:, None]
-    w, capped = oracle_weights(mask, starts, relocate, omega, subset, int(subset.max()) + 1 if subset.numel() else 0,
-                               p)
+    w, capped = oracle_weights(starts, relocate, omega, subset, int(subset.max()) + 1 if subset.numel() else 0, p)
     token_adv = advantages.float()[:, None] * w * mask
     lengths = mask.sum(-1).clamp_min(1)
     wrong = incorrect & (advantages < 0)
