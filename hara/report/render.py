@@ -69,5 +69,5 @@ def page_macros() -> Any:
 def render_html(title: str, summary: str, tables: list[Table], figures: Mapping[str, Path | None],
                 sections: Sequence[Section] = (), studies: Sequence[tuple] = ()) -> str:
     """The self-contained page: tables, training dynamics, the analyses (config `analyses`) and the sweeps
-    (``studies``: (folder, summary, best line) of each, hara.sweeps.report_section)."""
+    (``studies``: (folder, summary, best line, effect table) of each, hara.sweeps.report_section)."""
     return str(page_macros().page(title, summary, STYLE, tables, figures, sections, studies))

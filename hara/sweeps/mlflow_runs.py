@@ -34,13 +34,18 @@ def parent_run(spec, config: Mapping) -> MlflowRun:
     return run
 
 
-def child_run(spec, config: Mapping, parent: MlflowRun, number: int, params: Mapping[str, Any],
-              run_dir: Path) -> MlflowRun:
-    """The trial's child run, recorded in ``run_dir`` (reopened if it exists)."""
+def child_run(spec, config: Mapping, parent: MlflowRun, trial: Any, run_dir: Path) -> MlflowRun:
+    """The trial's child run, recorded in ``run_dir`` (reopened if it exists), tagged with its role and seeds."""
+    from hara.sweeps.design import role_of, seeds_of
+
+    number = trial.number
     tags = {"mlflow.parentRunId": parent.run_id, "stage": "sweep", "sweep.study": spec.fields["name"],
-            "sweep.trial_number": number, "method": spec.fields["method"]}
+            "sweep.trial_number": number, "method": spec.fields["method"], "sweep.role": role_of(trial),
+            "sweep.seeds": ",".join(map(str, seeds_of(trial, spec)))}
+    if "reevaluates" in trial.user_attrs:
+        tags["sweep.reevaluates"] = trial.user_attrs["reevaluates"]
     run, _ = start_run(parent.tracking_uri, config["name"], f"sweep-{spec.fields['name']}-trial{number}", run_dir,
-                       tags, dict(params))
+                       tags, dict(trial.params))
     return run
 
 
@@ -65,12 +70,17 @@ class TrialRunCallback:
         if run is None:
             return  # the worker died before the trial's run existed: nothing was logged, nothing to close
         run.log_params(trial.params)
-        for step, value in sorted(trial.intermediate_values.items()):
-            run.log_metrics({"sweep/intermediate": value}, step=step)
+        if len(trial.user_attrs.get("seeds", [0])) == 1:  # several seeds report per-problem instances, not steps
+            for step, value in sorted(trial.intermediate_values.items()):
+                run.log_metrics({"sweep/intermediate": value}, step=step)
         final_step = max(trial.intermediate_values, default=0)
         if trial.value is not None:
             metric = self.spec.fields["objective"]["metric"]
             run.log_metrics({"sweep/objective": trial.value, metric_name(metric): trial.value}, step=final_step)
+        for seed, value in sorted(trial.user_attrs.get("seed_values", {}).items(), key=lambda kv: int(kv[0])):
+            run.log_metrics({"sweep/seed_objective": value}, step=int(seed))
+        if trial.user_attrs.get("se") is not None:
+            run.log_metrics({"sweep/objective_se": trial.user_attrs["se"]}, step=final_step)
         tags = {"sweep.state": trial.state.name}
         if "fail_reason" in trial.user_attrs:
             tags["sweep.fail_reason"] = trial.user_attrs["fail_reason"][:5000]

@@ -12,6 +12,12 @@ The trial trains in-process with the training stage's own trainer (``hara.rlvr.t
 ``MetricsCallback`` logging every step into the trial's MLflow run). :class:`PruningCallback` measures the metric
 at each report step, reports it (``trial.report``) and, when the pruner says so, stops training there. A trial is
 never resumed (a killed trial is failed and a new one runs), so it keeps no checkpoints unless the study asks.
+
+A trial of several seeds (its ``seeds`` attribute: the study's ``repeats``, or a re-evaluation's fresh seeds) trains
+them one after the other, each in ``seed<s>/`` of the trial folder; its objective is their mean, stored with the
+per-seed values, their standard error and, for validation/pass@1, every problem's outcome per seed (what pairs the
+trials of a sensitivity study and what the Wilcoxon pruner tests). Such a trial is pruned between its seeds, on
+paired instances: seed k's problem i is instance ``k * P + i``, the same for every trial of the study.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import statistics
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -29,7 +37,7 @@ from transformers import TrainerCallback
 from hara.data.embedded import VALIDATION
 from hara.data.pipeline import validation_records
 
-__all__ = ["METRICS", "VALIDATION", "run_trial", "write_trial_prompts", "write_validation_split"]
+__all__ = ["METRICS", "VALIDATION", "Measurement", "run_trial", "write_trial_prompts", "write_validation_split"]
 
 PROMPTS = "prompts"
 
@@ -73,7 +81,15 @@ def write_trial_prompts(config: Mapping, base_model: Path, data_dir: Path, out_d
     return out_dir
 
 
-def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> float:
+@dataclass(frozen=True)
+class Measurement:
+    """An objective's value and, when it has them, the per-problem outcomes it is the mean of (problem id -> value)."""
+
+    value: float
+    problems: dict[str, float] | None = None
+
+
+def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> Measurement:
     """pass@1 (avg@n, the evaluation stage's lighteval task and metric) of ``run_dir/final`` on the validation split."""
     from hara.data.format import prompt_format
     from hara.evaluation.models import (
@@ -99,23 +115,25 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> floa
     try:
         with tempfile.TemporaryDirectory(prefix="hara-sweep-eval-") as work_dir:
             model = CheckpointModel(model_config, engine)
-            return evaluate_benchmark(task, model, settings, work_dir)["score"]
+            result = evaluate_benchmark(task, model, settings, work_dir)
+            return Measurement(result["score"], {str(row["id"]): float(row[result["metric"]])
+                                                 for row in result["predictions"]})
     finally:
         engine.close()
 
 
-def train_reward(config: Mapping, run_dir: Path, data_dir: Path) -> float:
+def train_reward(config: Mapping, run_dir: Path, data_dir: Path) -> Measurement:
     """Mean train/reward over the steps trained so far (metrics.jsonl of the run)."""
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
     rewards = [line["train/reward"] for line in lines
                if "train/reward" in line and line["step"] <= config["training"]["steps"]]
     if not rewards:
         raise ValueError(f"{run_dir / 'metrics.jsonl'}: no train/reward logged")
-    return sum(rewards) / len(rewards)
+    return Measurement(sum(rewards) / len(rewards))
 
 
-#: objective.metric -> fn(trial config at the step, run folder, data folder) -> value
-METRICS: dict[str, Callable[[Mapping, Path, Path], float]] = {
+#: objective.metric -> fn(trial config at the step, run folder, data folder) -> its measurement
+METRICS: dict[str, Callable[[Mapping, Path, Path], Measurement]] = {
     "validation/pass@1": validation_pass_at_1,
     "train/reward": train_reward,
 }
@@ -128,11 +146,13 @@ class PruningCallback(TrainerCallback):
     stop training when the pruner says so."""
 
     def __init__(self, trial, config: Mapping, metric: str, steps: list[int], run_dir: Path, data_dir: Path,
-                 on_value: Callable[[float, int], None]) -> None:
-        self.trial, self.config, self.metric, self.steps = trial, config, metric, steps
+                 on_value: Callable[[float, int], None] | None) -> None:
+        """``on_value`` None: measure at the last step only, report nothing (a trial of several seeds)."""
+        self.trial, self.config, self.metric = trial, config, metric
+        self.steps = steps if on_value is not None else steps[-1:]
         self.run_dir, self.data_dir, self.on_value = run_dir, data_dir, on_value
         self.pruned_at: tuple[int, float] | None = None
-        self.value = math.nan
+        self.measurement = Measurement(math.nan)
 
     def on_log(self, args, state, control, logs=None, model=None, processing_class=None, **kwargs):
         # on_log, not on_step_end: the step's metrics.jsonl line (MetricsCallback, called first) is written by now
@@ -145,13 +165,16 @@ class PruningCallback(TrainerCallback):
             model.save_pretrained(str(final))
             processing_class.save_pretrained(str(final))
         config = {**self.config, "training": {**self.config["training"], "steps": step}}
-        self.value = float(METRICS[self.metric](config, self.run_dir, self.data_dir))
-        if not math.isfinite(self.value):
-            raise ValueError(f"objective {self.metric} is {self.value} at step {step}")
-        self.trial.report(self.value, step)
-        self.on_value(self.value, step)
+        self.measurement = METRICS[self.metric](config, self.run_dir, self.data_dir)
+        value = self.measurement.value
+        if not math.isfinite(value):
+            raise ValueError(f"objective {self.metric} is {value} at step {step}")
+        if self.on_value is None:
+            return
+        self.trial.report(value, step)
+        self.on_value(value, step)
         if step != self.steps[-1] and self.trial.should_prune():
-            self.pruned_at = (step, self.value)
+            self.pruned_at = (step, value)
             control.should_training_stop = True
 
 
@@ -162,12 +185,21 @@ def trial_training_config(config: Mapping, keep_checkpoints: bool) -> dict:
     return {**config, "training": {**config["training"], "save_steps": 10_000_000}}
 
 
-def run_trial(spec, trial, config: Mapping, run_dir: Path, data_dir: Path, base_model: Path, run,
-              on_value: Callable[[float, int], None], prompts_dir: Path | None = None) -> float:
-    """Train the trial's config on ``prompts_dir``'s selected prompts (None: every training problem of
-    ``data_dir``), measuring at every report step; returns the objective (raises TrialPruned)."""
-    import optuna
+@dataclass(frozen=True)
+class TrialRun:
+    """Where and how one trial trains: its folder, the split and prompts, the base model, its MLflow run."""
 
+    run_dir: Path
+    data_dir: Path
+    base_model: Path
+    run: object
+    prompts_dir: Path | None = None
+
+
+def train_seed(spec, trial, config: Mapping, where: TrialRun, seed: int, run_dir: Path,
+               on_value: Callable[[float, int], None] | None) -> PruningCallback:
+    """Train one seed of the trial into ``run_dir``, measuring the objective (at every report step when
+    ``on_value`` is given, else at the end only); returns the callback holding the measurement."""
     from hara.rlvr.train import (
         MetricsCallback,
         build_trainer,
@@ -178,20 +210,78 @@ def run_trial(spec, trial, config: Mapping, run_dir: Path, data_dir: Path, base_
     from hara.runinfo import seed_everything, set_threads, write_run_info
 
     fields = spec.fields
-    config = trial_training_config(config, fields["keep_checkpoints"])
     set_threads(config["threads"])
-    seed_everything(fields["seed"])
+    seed_everything(seed)
     write_run_info(run_dir, config, extra={"stage": "sweep", "study": fields["name"], "trial": trial.number,
-                                           "params": trial.params, "base_model": str(base_model),
-                                           "prompts": str(prompts_dir or "")})
-    model, tokenizer = load_policy(base_model, policy_dtype(config))
+                                           "params": trial.params, "seed": seed, "base_model": str(where.base_model),
+                                           "prompts": str(where.prompts_dir or "")})
+    model, tokenizer = load_policy(where.base_model, policy_dtype(config))
     metric = fields["objective"]["metric"]
-    pruning = PruningCallback(trial, config, metric, spec.report_steps(config), run_dir, data_dir, on_value)
-    trainer = build_trainer(config, fields["rlvr"], fields["method"], fields["seed"], model, tokenizer,
-                            train_dataset(config, data_dir, prompts_dir), run_dir,
+    pruning = PruningCallback(trial, config, metric, spec.report_steps(config), run_dir, where.data_dir, on_value)
+    run = where.run if run_dir == where.run_dir else None  # the child run keeps one training curve: the first seed's
+    trainer = build_trainer(config, fields["rlvr"], fields["method"], seed, model, tokenizer,
+                            train_dataset(config, where.data_dir, where.prompts_dir), run_dir,
                             callbacks=[MetricsCallback(run_dir / "metrics.jsonl", run), pruning])
     trainer.train()
-    if pruning.pruned_at is not None:
-        step, value = pruning.pruned_at
-        raise optuna.TrialPruned(f"pruned at step {step} ({metric} = {value:.4g})")
-    return pruning.value
+    return pruning
+
+
+def constraint_values(constraints: Mapping[str, float], run_dir: Path) -> list[float]:
+    """Per constraint: the trained steps' mean of its metrics.jsonl key minus its limit (<= 0 is feasible)."""
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    values = []
+    for key, limit in constraints.items():
+        logged = [line[key] for line in lines if isinstance(line.get(key), (int, float))]
+        if not logged:
+            raise ValueError(f"constraints.{key}: not logged by the trial's training ({run_dir / 'metrics.jsonl'})")
+        values.append(sum(logged) / len(logged) - limit)
+    return values
+
+
+def record_seed(trial, seed: int, measurement: Measurement, constraints: list[float] | None) -> None:
+    """Store a finished seed on the trial: its value, its problems' outcomes, the running constraints (worst seed)."""
+    values = {**trial.user_attrs.get("seed_values", {}), str(seed): measurement.value}
+    trial.set_user_attr("seed_values", values)
+    if len(values) > 1:
+        trial.set_user_attr("se", statistics.stdev(values.values()) / math.sqrt(len(values)))
+    if measurement.problems is not None:
+        trial.set_user_attr("problem_scores", {**trial.user_attrs.get("problem_scores", {}),
+                                               str(seed): measurement.problems})
+    if constraints is not None:
+        previous = trial.user_attrs.get("constraints")
+        trial.set_user_attr("constraints", constraints if previous is None else
+                            [max(a, b) for a, b in zip(previous, constraints)])
+
+
+def instances(index: int, measurement: Measurement) -> dict[int, float]:
+    """Seed ``index``'s paired instances for a between-seeds pruner: one per problem (sorted ids), or the seed."""
+    if measurement.problems is None:
+        return {index: measurement.value}
+    size = len(measurement.problems)
+    return {index * size + i: measurement.problems[key] for i, key in enumerate(sorted(measurement.problems))}
+
+
+def run_trial(spec, trial, config: Mapping, where: TrialRun, seeds: list[int],
+              on_value: Callable[[float, int], None], prune: bool = True) -> float:
+    """Train the trial's config on each of ``seeds`` (one seed: in the trial folder, reported at every report step;
+    several: in ``seed<s>/``, pruned between seeds when ``prune``); returns the mean objective (raises
+    TrialPruned)."""
+    import optuna
+
+    config = trial_training_config(config, spec.fields["keep_checkpoints"])
+    metric, constraints = spec.fields["objective"]["metric"], spec.fields["constraints"]
+    values = []
+    for index, seed in enumerate(seeds):
+        run_dir = where.run_dir if len(seeds) == 1 else where.run_dir / f"seed{seed}"
+        pruning = train_seed(spec, trial, config, where, seed, run_dir, on_value if len(seeds) == 1 else None)
+        if pruning.pruned_at is not None:
+            step, value = pruning.pruned_at
+            raise optuna.TrialPruned(f"pruned at step {step} ({metric} = {value:.4g})")
+        record_seed(trial, seed, pruning.measurement, constraint_values(constraints, run_dir) if constraints else None)
+        values.append(pruning.measurement.value)
+        if len(seeds) > 1 and prune and index < len(seeds) - 1:
+            for step, value in instances(index, pruning.measurement).items():
+                trial.report(value, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned after seed {seed} ({metric} = {statistics.mean(values):.4g})")
+    return statistics.mean(values)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from hara.config import (
     validate_config,
 )
 
-__all__ = ["METRIC_DESCRIPTIONS", "PRUNERS", "SAMPLERS", "STUDY_SCHEMA_PATH", "StudySpec", "load_study", "make_pruner", "make_sampler"]
+__all__ = ["OBJECTIVES", "PRUNERS", "SAMPLERS", "STUDY_SCHEMA_PATH", "Objective", "StudySpec", "load_study",
+           "make_pruner", "make_sampler", "stored_constraints"]
 
 STUDY_SCHEMA_PATH = Path(__file__).resolve().parents[2] / "sweeps" / "schema.yaml"
 # lr schedules whose value at a step does not depend on the total step count: only these can be trained in
@@ -48,16 +50,31 @@ def _optuna_classes(names: Mapping[str, str], module: str) -> dict[str, Callable
     return {name: lazy(class_name) for name, class_name in names.items()}
 
 
-SAMPLERS = _optuna_classes({"tpe": "TPESampler", "random": "RandomSampler", "grid": "GridSampler"}, "optuna.samplers")
+SAMPLERS = _optuna_classes({"tpe": "TPESampler", "random": "RandomSampler", "grid": "GridSampler",
+                            "gp": "GPSampler"}, "optuna.samplers")
 PRUNERS = _optuna_classes({"none": "NopPruner", "median": "MedianPruner", "percentile": "PercentilePruner",
-                           "successive_halving": "SuccessiveHalvingPruner", "hyperband": "HyperbandPruner"},
-                          "optuna.pruners")
+                           "successive_halving": "SuccessiveHalvingPruner", "hyperband": "HyperbandPruner",
+                           "wilcoxon": "WilcoxonPruner"}, "optuna.pruners")
+#: pruners that suit a trial of several seeds: they are consulted between its seeds, not at training steps
+BETWEEN_SEEDS_PRUNERS = ("none", "wilcoxon")
 
 
-#: what each objective metric measures (hara.sweeps.objective.METRICS computes them), for summaries and the report
-METRIC_DESCRIPTIONS = {
-    "validation/pass@1": "pass@1 on the validation split held out of the training set, not a test benchmark",
-    "train/reward": "mean training reward, not a test benchmark",
+@dataclass(frozen=True)
+class Objective:
+    """What an objective metric measures (hara.sweeps.objective.METRICS computes it): its description for summaries
+    and the report, the scale and unit its differences are printed in, and whether it has per-problem outcomes
+    (which pair trials problem by problem: the sensitivity intervals and the Wilcoxon pruner)."""
+
+    description: str
+    scale: float
+    unit: str
+    per_problem: bool
+
+
+OBJECTIVES = {
+    "validation/pass@1": Objective("pass@1 on the validation split held out of the training set, not a test "
+                                   "benchmark", 100.0, "points", True),
+    "train/reward": Objective("mean training reward, not a test benchmark", 1.0, "", False),
 }
 
 
@@ -80,8 +97,43 @@ class StudySpec:
         return Path(self.base_config["results_dir"]) / "sweeps" / self.fields["name"]
 
     @property
+    def kind(self) -> str:
+        return self.fields["kind"]
+
+    @property
+    def seeds(self) -> list[int]:
+        """The training seeds of every search trial and of every sensitivity value (the same: common random numbers)."""
+        return list(range(self.fields["seed"], self.fields["seed"] + self.fields["repeats"]))
+
+    @property
+    def reevaluation_seeds(self) -> list[int]:
+        """Fresh seeds of the re-evaluations: after the search's, the same for every candidate (paired among them)."""
+        start = self.fields["seed"] + self.fields["repeats"]
+        return list(range(start, start + self.fields["reevaluate"]["repeats"]))
+
+    @property
+    def reference(self) -> dict:
+        """The base config's value of each swept key (a sensitivity study's reference point)."""
+        config = self.base_config
+        return {dotted: get_path(config, dotted) for dotted in self.fields["space"]}
+
+    @property
+    def points(self) -> list[dict]:
+        """A sensitivity study's listed points: the product of its parameters' value lists, in file order."""
+        names = list(self.fields["space"])
+        return [dict(zip(names, values))
+                for values in itertools.product(*(self.fields["space"][n]["choices"] for n in names))]
+
+    @property
+    def trial_budget(self) -> int:
+        """Search: the trials of the file. Sensitivity: every distinct point (the reference included) x seeds."""
+        if self.kind == "sensitivity":
+            return len(distinct_points([self.reference, *self.points])) * self.fields["repeats"]
+        return self.fields["trials"]
+
+    @property
     def max_failed(self) -> int:
-        return self.fields["max_failed_trials"] or self.fields["trials"]
+        return self.fields["max_failed_trials"] or self.trial_budget
 
     def report_steps(self, config: Mapping) -> list[int]:
         """Steps at which the objective is measured: objective.report_steps up to training.steps, which is last."""
@@ -99,6 +151,27 @@ def set_path(config: dict, dotted: str, value: Any) -> None:
             raise ConfigError(f"{dotted}: {part} is not a section")
         node = child
     node[leaf] = copy.deepcopy(value)
+
+
+def get_path(config: Mapping, dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def distinct_points(points: Iterable[Mapping]) -> list[dict]:
+    """Points in first-seen order without repeats (a listed value equal to the reference is the reference)."""
+    seen: list[dict] = []
+    for point in points:
+        if dict(point) not in seen:
+            seen.append(dict(point))
+    return seen
+
+
+def stored_constraints(trial) -> list[float]:
+    """The sampler's constraints_func: the values the trial stored (<= 0 is feasible; hara.sweeps.objective)."""
+    return list(trial.user_attrs.get("constraints", []))
 
 
 def trial_config(spec: StudySpec, params: Mapping[str, Any]) -> dict:
@@ -166,6 +239,42 @@ def check_distributions(fields: Mapping) -> str | None:
     return None
 
 
+#: keys a sensitivity study does without (its trials are its values x seeds, all trained to the end)
+SEARCH_ONLY_KEYS = ("sampler", "trials", "reevaluate", "constraints")
+
+
+def check_kind(raw: Mapping, fields: Mapping) -> str | None:
+    """The rules of each kind that the schema cannot say."""
+    if fields["kind"] == "sensitivity":
+        for key in SEARCH_ONLY_KEYS:
+            if key in raw:
+                return f"{key}: a sensitivity study has no {key} (its trials are every value x seed)"
+        if fields["pruner"]["name"] != "none" and "pruner" in raw:
+            return "pruner.name: a sensitivity study trains every run to the end (none)"
+        if len(fields["space"]) > 2 or any(d["type"] != "categorical" for d in fields["space"].values()):
+            return "space: a sensitivity study takes one or two parameters, each a categorical list of values"
+        return None
+    if fields["trials"] is None:
+        return "trials: missing (required by a search study)"
+    pruner, repeats = fields["pruner"]["name"], fields["repeats"]
+    if repeats > 1 and pruner not in BETWEEN_SEEDS_PRUNERS:
+        return (f"pruner.name: a trial of {repeats} seeds is pruned between its seeds, by one of "
+                f"{list(BETWEEN_SEEDS_PRUNERS)} (got {pruner!r})")
+    if pruner == "wilcoxon" and repeats == 1:
+        return "pruner.name: wilcoxon compares a trial's seeds as they finish; it needs repeats > 1"
+    if fields["constraints"] and "constraints_func" not in inspect.signature(
+            _optuna_class("sampler", fields["sampler"]["name"])).parameters:
+        return f"constraints: sampler {fields['sampler']['name']!r} takes no constraints (use tpe or gp)"
+    return None
+
+
+def _optuna_class(section: str, name: str):
+    import importlib
+
+    module, registry = ("optuna.samplers", SAMPLERS) if section == "sampler" else ("optuna.pruners", PRUNERS)
+    return getattr(importlib.import_module(module), registry[name].class_name)
+
+
 def boundary_values(dist: Mapping) -> list:
     return list(dist["choices"]) if dist["type"] == "categorical" else [dist["low"], dist["high"]]
 
@@ -189,6 +298,10 @@ def check_objective(spec: StudySpec) -> None:
     total = config["training"]["steps"]
     if any(step > total for step in steps):
         raise ConfigError(f"{spec.path}: objective.report_steps: steps beyond training.steps ({total})")
+    several = spec.kind == "search" and spec.fields["repeats"] > 1
+    if (several or spec.fields["pruner"]["name"] == "wilcoxon") and len(spec.report_steps(config)) > 1:
+        raise ConfigError(f"{spec.path}: objective.report_steps: a trial of several seeds is measured at its end "
+                          "and pruned between its seeds, never at a training step (leave report_steps out)")
     schedule = config["training"]["lr_scheduler"]
     if len(spec.report_steps(config)) > 1 and schedule not in SEGMENTABLE_SCHEDULES:
         raise ConfigError(f"{spec.path}: objective.report_steps: intermediate steps train in resumed segments, which "
@@ -201,12 +314,8 @@ def check_objective(spec: StudySpec) -> None:
 
 def check_options(spec: StudySpec, section: str, registry: Mapping[str, Callable]) -> None:
     """sampler/pruner options must be constructor arguments of the chosen Optuna class."""
-    import importlib
-
-    name = spec.fields[section]["name"]
-    module = "optuna.samplers" if section == "sampler" else "optuna.pruners"
-    cls = getattr(importlib.import_module(module), registry[name].class_name)
-    accepted = set(inspect.signature(cls).parameters) - {"seed", "search_space"}
+    cls = _optuna_class(section, spec.fields[section]["name"])
+    accepted = set(inspect.signature(cls).parameters) - {"seed", "search_space", "constraints_func"}
     for option in spec.fields[section]["options"]:
         if option not in accepted:
             raise ConfigError(f"{spec.path}: {section}.options.{option}: not an option of {cls.__name__} "
@@ -223,6 +332,8 @@ def make_sampler(spec: StudySpec, trial_number: int):
     options = dict(sampler["options"], seed=sampler["seed"] + trial_number)
     if sampler["name"] == "grid":
         options["search_space"] = {name: list(d["choices"]) for name, d in spec.fields["space"].items()}
+    if spec.fields["constraints"]:
+        options["constraints_func"] = stored_constraints
     return SAMPLERS[sampler["name"]](**options)
 
 
@@ -239,9 +350,11 @@ def distributions(spec: StudySpec) -> dict:
     )
 
     result = {}
+    reference = spec.reference if spec.kind == "sensitivity" else {}
     for name, dist in spec.fields["space"].items():
-        if dist["type"] == "categorical":
-            result[name] = CategoricalDistribution(dist["choices"])
+        if dist["type"] == "categorical":  # a sensitivity study's reference is a value of it too
+            extra = [reference[name]] if name in reference and reference[name] not in dist["choices"] else []
+            result[name] = CategoricalDistribution([*dist["choices"], *extra])
         elif dist["type"] == "int":
             result[name] = IntDistribution(int(dist["low"]), int(dist["high"]), log=dist.get("log", False),
                                            step=int(dist.get("step") or 1))
@@ -271,7 +384,9 @@ def load_study(path: str | Path, base_config: str | Path | None = None, override
         raise ConfigError(f"{path}: {problem}")
     fields = fill_defaults(raw, schema)
     validate_against_schema(fields, schema, str(path))
-    problem = check_keys(fields) or check_distributions(fields) or check_method(fields)
+    if fields["kind"] == "sensitivity" and "pruner" not in raw:
+        fields["pruner"] = {"name": "none", "options": {}}
+    problem = check_kind(raw, fields) or check_keys(fields) or check_distributions(fields) or check_method(fields)
     if problem:
         raise ConfigError(f"{path}: {problem}")
     base = Path(base_config) if base_config else path.parent / fields["base_config"]

@@ -1,9 +1,17 @@
-"""`hara sweep report`: sensitivity figures and best parameters of a study, from the trials in its storage.
+"""`hara sweep report`: what a study found, from the trials in its storage.
 
-Writes into results/sweeps/<name>/: ``history.png`` (objective per trial and best so far), ``importance.png``
-(fANOVA parameter importance, seeded), ``param_<key>.png`` (objective against each swept parameter, pruned trials at
-their last reported value), ``best_params.yaml`` (ready for ``--set``), ``trials.csv`` and ``summary.json``. The
-figures are plain matplotlib (Agg). The study's MLflow parent run gets the best value and the folder's files.
+Writes into results/sweeps/<name>/ ``trials.csv``, ``summary.json`` and, by the study's kind:
+
+- search: ``history.png`` (objective per trial and best so far), ``param_<key>.png`` (objective against each swept
+  parameter, pruned trials at their last value), ``importance.png`` (fANOVA, seeded; studies of two parameters or
+  more: one parameter would always get 1.0) and ``best_params.yaml`` (ready for ``--set``): the choice of
+  :func:`hara.sweeps.design.choose`, made on the re-evaluated values when the study re-evaluates, with how much
+  the best value shrank on fresh seeds;
+- sensitivity: ``effects.png`` and the table of each value's corrected effect against the reference, with one
+  conclusion line (:mod:`hara.sweeps.effects`).
+
+The figures are plain matplotlib (Agg). The study's MLflow parent run gets the result (best value, or each value's
+effect and interval, also set on the value's child runs) and the folder's files.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from hara.sweeps.study import METRIC_DESCRIPTIONS
+from hara.sweeps.study import OBJECTIVES
 
 __all__ = ["write_summary"]
 
@@ -25,9 +33,13 @@ STATE_STYLE = {"COMPLETE": {"color": "tab:blue", "marker": "o", "label": "comple
 
 
 def plotted_value(trial) -> float | None:
-    """The value a trial is drawn at: its objective, or a pruned trial's last intermediate value."""
+    """The value a trial is drawn at: its objective, or a pruned trial's last intermediate value (the mean of its
+    finished seeds for a trial of several)."""
     if trial.state.name == "COMPLETE":
         return trial.value
+    if trial.state.name == "PRUNED" and trial.user_attrs.get("seed_values"):
+        values = list(trial.user_attrs["seed_values"].values())
+        return sum(values) / len(values)
     if trial.state.name == "PRUNED" and trial.intermediate_values:
         return trial.intermediate_values[max(trial.intermediate_values)]
     return None
@@ -106,11 +118,15 @@ def param_importances(study, seed: int) -> dict[str, float]:
 
 
 def write_trials_csv(trials, names: list[str], path: Path) -> None:
+    from hara.sweeps.design import role_of
+
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["number", "state", "value", *names, "worker_pid", "fail_reason"])
+        writer.writerow(["number", "state", "value", "se", "role", "seeds", *names, "worker_pid", "fail_reason"])
         for t in trials:
-            writer.writerow([t.number, t.state.name, "" if t.value is None else t.value,
+            se = t.user_attrs.get("se")
+            writer.writerow([t.number, t.state.name, "" if t.value is None else t.value, "" if se is None else se,
+                             role_of(t), " ".join(map(str, t.user_attrs.get("seeds", []))),
                              *[t.params.get(n, "") for n in names], t.user_attrs.get("worker", {}).get("pid", ""),
                              t.user_attrs.get("fail_reason", "")])
 
@@ -136,50 +152,114 @@ def load_existing_study(spec):
 
 
 def write_summary(spec, mlflow: bool = True) -> dict:
-    """Figures, best params, trials table and summary.json of a study; returns summary.json's content."""
+    """The study's figures, tables and summary.json (by its kind); returns summary.json's content."""
     from hara.errors import UserError
 
     study, out = load_existing_study(spec), spec.study_dir
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-    complete = [t for t in trials if t.state.name == "COMPLETE"]
-    if not complete:
+    if not any(t.state.name == "COMPLETE" for t in trials):
         raise UserError(f"study {spec.fields['name']}: no complete trial yet in {out} (run `hara sweep run` first)")
-    metric, names = spec.fields["objective"]["metric"], list(spec.fields["space"])
-    maximize = spec.fields["objective"]["direction"] == "maximize"
-    figures = {"history": plot_history(trials, metric, maximize, out / "history.png")}
-    figures.update({f"param:{n}": plot_param(trials, n, metric, out / f"param_{safe_name(n)}.png") for n in names})
-    varied = len({t.value for t in complete}) >= 2  # fANOVA needs a varying objective
-    importances = param_importances(study, spec.fields["sampler"]["seed"]) if varied else {}
-    if importances:
-        figures["importance"] = plot_importance(importances, out / "importance.png")
-    best = study.best_trial
-    (out / "best_params.yaml").write_text(yaml.safe_dump(dict(best.params), sort_keys=False), encoding="utf-8")
-    write_trials_csv(trials, names, out / "trials.csv")
-    summary = {
-        "study": spec.fields["name"], "description": spec.fields["description"], "metric": metric,
-        "metric_description": METRIC_DESCRIPTIONS[metric],
-        "direction": spec.fields["objective"]["direction"], "method": spec.fields["method"],
-        "best": {"trial": best.number, "value": best.value, "params": best.params},
-        "states": {s: sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")},
-        "importances": importances or "n/a (fewer than two distinct objective values)",
-        "figures": {k: p.name for k, p in figures.items()},
-    }
+    metric = spec.fields["objective"]["metric"]
+    summary = {"study": spec.fields["name"], "kind": spec.kind, "description": spec.fields["description"],
+               "metric": metric, "metric_description": OBJECTIVES[metric].description,
+               "direction": spec.fields["objective"]["direction"], "method": spec.fields["method"],
+               "seeds": spec.seeds,
+               "states": {s: sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")},
+               **KIND_SUMMARIES[spec.kind](spec, study, trials)}
+    write_trials_csv(trials, list(spec.fields["space"]), out / "trials.csv")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if mlflow:
-        log_summary(spec, summary)
+        log_summary(spec, summary, trials)
     return summary
 
 
-def log_summary(spec, summary: Mapping) -> None:
-    """Best value on the parent run, the summary files as its artifacts; the parent run is then finished."""
+def search_summary(spec, study, trials) -> dict:
+    """Figures over the search trials, importance (two parameters or more), the choice and best_params.yaml."""
+    from hara.sweeps.design import SEARCH, choose, role_of
+
+    out, metric, names = spec.study_dir, spec.fields["objective"]["metric"], list(spec.fields["space"])
+    maximize = spec.fields["objective"]["direction"] == "maximize"
+    search = [t for t in trials if role_of(t) == SEARCH]
+    figures = {"history": plot_history(search, metric, maximize, out / "history.png")}
+    figures.update({f"param:{n}": plot_param(search, n, metric, out / f"param_{safe_name(n)}.png") for n in names})
+    complete = [t for t in search if t.state.name == "COMPLETE"]
+    importances: dict | str = "n/a (one parameter: its importance is 1 by definition)"
+    if len(names) >= 2:
+        varied = len({t.value for t in complete}) >= 2  # fANOVA needs a varying objective
+        importances = param_importances(study, spec.fields["sampler"]["seed"]) if varied else \
+            "n/a (fewer than two distinct objective values)"
+        if isinstance(importances, dict):
+            figures["importance"] = plot_importance(importances, out / "importance.png")
+    choice = choose(trials, maximize)
+    if choice is None:
+        from hara.errors import UserError
+
+        raise UserError(f"study {spec.fields['name']}: no complete feasible search trial (see trials.csv)")
+    (out / "best_params.yaml").write_text(yaml.safe_dump(dict(choice.trial.params), sort_keys=False), encoding="utf-8")
+    best = {"trial": choice.trial.number, "value": choice.reported, "params": choice.trial.params,
+            "search_value": choice.value, "search_se": choice.se, "reevaluated": choice.reevaluated,
+            "reevaluated_se": choice.reevaluated_se, "shrinkage": choice.shrinkage, "candidates": choice.candidates,
+            "reevaluation_seeds": spec.reevaluation_seeds if choice.reevaluated is not None else []}
+    return {"best": best, "importances": importances, "figures": {k: p.name for k, p in figures.items()}}
+
+
+def sensitivity_summary(spec, study, trials) -> dict:
+    """Each value's corrected effect against the reference, the figure and the conclusion line."""
+    from hara.report.paired import Bootstrap
+    from hara.sweeps.effects import plot_effects, point_label, sensitivity
+
+    result = sensitivity(spec, trials, Bootstrap.from_config(spec.base_config))
+    figures = {}
+    if result.effects:
+        figures["effects"] = plot_effects(result, spec.fields["objective"]["metric"], spec.study_dir / "effects.png")
+    return {"reference": result.reference, "reference_label": point_label(result.reference),
+            "reference_mean": result.reference_mean * result.scale, "unit": result.unit,
+            "family_size": len(result.effects), "effects": result.rows(),
+            "missing": [point_label(p) for p in result.missing], "conclusion": result.conclusion(),
+            "figures": {k: p.name for k, p in figures.items()}}
+
+
+KIND_SUMMARIES = {"search": search_summary, "sensitivity": sensitivity_summary}
+
+
+def log_summary(spec, summary: Mapping, trials) -> None:
+    """The result on the parent run (and each value's effect on its child runs), the summary files as the parent's
+    artifacts; the parent run is then finished."""
     from hara.tracking import metric_name, open_run
 
     run = open_run(spec.study_dir)
     if run is None:
         return
-    run.log_metrics({"sweep/best_objective": summary["best"]["value"],
-                     metric_name(f"best/{summary['metric']}"): summary["best"]["value"]}, step=0)
-    run.set_tags({"sweep.best_trial": summary["best"]["trial"]})
-    for name in ["summary.json", "best_params.yaml", "trials.csv", *summary["figures"].values()]:
+    if summary["kind"] == "search":
+        run.log_metrics({"sweep/best_objective": summary["best"]["value"],
+                         metric_name(f"best/{summary['metric']}"): summary["best"]["value"]}, step=0)
+        run.set_tags({"sweep.best_trial": summary["best"]["trial"]})
+    else:
+        log_effects(spec, summary, trials, run)
+    files = ["summary.json", "trials.csv", *summary["figures"].values()]
+    files += ["best_params.yaml"] if summary["kind"] == "search" else []
+    for name in files:
         run.client.log_artifact(run.run_id, str(spec.study_dir / name), artifact_path="summary")
+    run.set_tags({"sweep.conclusion": summary.get("conclusion", "")[:5000]} if "conclusion" in summary else {})
     run.finish()
+
+
+EFFECT_FIELDS = ("effect", "ci_low", "ci_high", "corrected_low", "corrected_high", "mde")
+
+
+def log_effects(spec, summary: Mapping, trials, parent) -> None:
+    """Parent: ``sensitivity/<value>/<field>``; each (value, seed) child run: its value's ``sweep/<field>``."""
+    from hara.sweeps.design import point_key
+    from hara.sweeps.worker import trial_dir
+    from hara.tracking import metric_name, open_run
+
+    by_point = {point_key(row["point"]): row for row in summary["effects"]}
+    for row in summary["effects"]:
+        parent.log_metrics({metric_name(f"sensitivity/{row['label']}/{f}"): row[f] for f in EFFECT_FIELDS}, step=0)
+    for trial in trials:
+        row = by_point.get(point_key(trial.params))
+        child = open_run(trial_dir(spec, trial.number)) if row and trial.state.name == "COMPLETE" else None
+        if child is not None:
+            child.log_metrics({f"sweep/{f}": row[f] for f in EFFECT_FIELDS}, step=0)
+            child.set_tags({"sweep.verdict": row["verdict"]})
+            child.finish()

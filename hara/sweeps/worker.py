@@ -4,10 +4,13 @@ Many workers (local processes or Slurm jobs) share one study through an Optuna s
 processes: a JournalStorage file in results/sweeps/<name>/ by default, or an RDB URL. Three rules keep the study
 exact:
 
-- Claiming is serialised by a file lock (``study.lock``): under it a worker fails stale trials, counts finished
-  (complete + pruned) and running trials against the budget, and only then asks for a new trial, with every
-  parameter sampled inside the lock by a sampler seeded with ``sampler.seed + trial number``. N workers therefore
-  finish exactly ``trials`` trials, never the same one twice, and never draw the same random stream.
+- Claiming is serialised by a file lock (``study.lock``): under it a worker fails stale trials and asks
+  :func:`hara.sweeps.design.next_claim` what comes next: a search trial while finished (complete + pruned) and
+  running ones are below the budget, with every parameter sampled inside the lock by a sampler seeded with
+  ``sampler.seed + trial number``; then the re-evaluation of the best trials on fresh seeds (workers wait for the
+  running search trials first); or, in a sensitivity study, the next (value, seed) not yet complete or running.
+  N workers therefore finish exactly the planned trials, never the same one twice, and never draw the same random
+  stream.
 - Every trial records its worker (host, pid, process start time). A worker that dies (SIGKILL, preemption, node
   loss) leaves a RUNNING trial; the next claim by any worker marks it FAIL with the reason (same host: the process
   is gone; other host: its heartbeat file went stale) and closes its MLflow run, so it is never lost silently.
@@ -41,9 +44,6 @@ from hara.sweeps.study import (
 )
 
 __all__ = ["WorkerIdentity", "open_study", "run_worker", "trial_dir"]
-
-FINISHED = ("COMPLETE", "PRUNED")
-
 
 def process_start_time(pid: int) -> str | None:
     """Start time of a live process (clock ticks since boot, from /proc): None if it is gone or a zombie. With the
@@ -190,46 +190,54 @@ class Worker:
         return failed
 
     def claim(self):
-        """Under the study lock: fail stale trials, check the budget, ask for a trial with all params sampled.
-        Returns (trial, None) or (None, why the worker stops)."""
+        """Under the study lock: fail stale trials, then take what :func:`~hara.sweeps.design.next_claim` says
+        (running trials count: they will finish or, if their worker dies, be failed and replaced). Returns
+        (trial, claim) with the trial None unless the claim runs one."""
+        from hara.sweeps.design import Claim, next_claim
         from hara.sweeps.mlflow_runs import parent_run
         from hara.sweeps.objective import PROMPTS, write_trial_prompts, write_validation_split
 
         with study_lock(self.spec):
             self.fail_stale_trials()
             trials = self.study.get_trials(deepcopy=False)
-            # running trials count too: they will finish (or, if their worker dies, be failed and replaced)
-            if sum(t.state.name in (*FINISHED, "RUNNING") for t in trials) >= self.spec.fields["trials"]:
-                return None, "trial budget reached"
             failed = sum(t.state.name == "FAIL" for t in trials)
             if failed >= self.spec.max_failed:
-                return None, f"{failed} failed trials reached max_failed_trials"
+                return None, Claim("stop", reason=f"{failed} failed trials reached max_failed_trials")
+            claim = next_claim(self.spec, trials)
+            if claim.action in ("wait", "stop"):
+                return None, claim
             self.parent = self.parent or parent_run(self.spec, self.config)
             write_validation_split(self.config, self.spec.fields["validation"]["size"],
                                    self.spec.fields["validation"]["seed"], self.data_dir)
             self.prompts_dir = write_trial_prompts(self.config, self.base_model, self.data_dir,
                                                    self.spec.study_dir / PROMPTS)
             self.study.sampler = make_sampler(self.spec, len(trials))
+            if claim.action == "run":
+                self.study.enqueue_trial(claim.params, user_attrs=claim.user_attrs, skip_if_exists=False)
             trial = self.study.ask(fixed_distributions=distributions(self.spec))
+            for key, value in claim.user_attrs.items():
+                trial.set_user_attr(key, value)
             trial.set_user_attr("worker", self.identity.as_dict())
-            return trial, None
+            return trial, claim
 
     def execute(self, trial) -> Any:
         """Train + evaluate one trial; tell its outcome (COMPLETE, PRUNED or FAIL) and close its MLflow run."""
         import optuna
         from optuna.trial import TrialState
 
+        from hara.sweeps.design import SEARCH, role_of, seeds_of
         from hara.sweeps.mlflow_runs import child_run, run_params
-        from hara.sweeps.objective import run_trial
+        from hara.sweeps.objective import TrialRun, run_trial
 
         folder = trial_dir(self.spec, trial.number)
         try:
-            run = child_run(self.spec, self.config, self.parent, trial.number, trial.params, folder)
+            run = child_run(self.spec, self.config, self.parent, trial, folder)
             config = trial_config(self.spec, trial.params)
             run.log_params(run_params(self.spec, config))
-            value = run_trial(self.spec, trial, config, folder, self.data_dir, self.base_model, run,
+            where = TrialRun(folder, self.data_dir, self.base_model, run, self.prompts_dir)
+            value = run_trial(self.spec, trial, config, where, seeds_of(trial, self.spec),
                               on_value=lambda v, step: run.log_metrics({"sweep/intermediate": v}, step=step),
-                              prompts_dir=self.prompts_dir)
+                              prune=role_of(trial) == SEARCH)
             frozen = self.study.tell(trial, value)
         except optuna.TrialPruned:
             frozen = self.study.tell(trial, state=TrialState.PRUNED)
@@ -282,9 +290,12 @@ def run_worker(spec: StudySpec, max_trials: int | None = None, base_model: str |
     heartbeat = Heartbeat(spec.study_dir / "workers", worker.identity, spec.fields["heartbeat"]["interval"])
     with stop_on_sigterm(), heartbeat:
         while max_trials is None or len(done) < max_trials:
-            trial, stop = worker.claim()
+            trial, claim = worker.claim()
+            if claim.action == "wait":  # other workers' running trials decide what comes next
+                time.sleep(spec.fields["heartbeat"]["interval"])
+                continue
             if trial is None:
-                reason = stop
+                reason = claim.reason
                 break
             frozen = worker.execute(trial)
             done[frozen.number] = frozen.state.name

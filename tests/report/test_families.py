@@ -106,3 +106,15 @@ def test_a_family_of_one_is_close_to_its_own_interval_and_a_larger_family_is_wid
     assert family[0].critical > 2.8 and family[0].mde > alone.mde  # 20 comparisons: about z(1 - 0.025/20) = 3.02
     same = bootstrap_difference([np.zeros((1, 50))], settings)  # identical runs: no spread, no part in the max
     assert correct_family([same, *diffs], 0.95)[0].verdict == "within noise"
+
+
+def test_a_corrected_interval_contains_the_raw_one_even_with_two_seeds_and_one_unit():
+    """Two seeds measured once each (a sensitivity study of a per-seed objective): the replicates take three values,
+    their max-T quantile mapped to a t quantile with 1 df was 3.7 against the raw interval's 12.7, so the "corrected"
+    interval was the narrower one."""
+    settings = Bootstrap(resamples=2000, seed=0, confidence=0.95)
+    diffs = [bootstrap_difference([np.array([[0.1], [0.3]])], settings),
+             bootstrap_difference([np.array([[-0.2], [0.05]])], settings)]
+    for corrected in correct_family(diffs, 0.95):
+        raw = corrected.difference
+        assert corrected.low <= raw.low and corrected.high >= raw.high

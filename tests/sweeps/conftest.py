@@ -29,6 +29,27 @@ def write_study(folder: Path, **changes) -> Path:
     return path
 
 
+#: the knob of the smoke sensitivity studies (it moves the smoke objective: how many completions hit the length cap)
+KNOB = "training.temperature"
+#: its value in config/smoke.yaml: the reference of the sensitivity studies
+REFERENCE = 1.0
+
+
+def write_sensitivity_study(folder: Path, values=(0.1, REFERENCE), repeats: int = 2, **changes) -> Path:
+    """The smoke study as a sensitivity study of the rollout temperature over ``values`` (no sampler, budget or
+    pruner)."""
+    study = yaml.safe_load(SMOKE_STUDY.read_text())
+    for key in ("sampler", "trials", "reevaluate", "constraints", "pruner", "workers"):
+        study.pop(key, None)
+    study.update(name="sensitivity", kind="sensitivity", base_config=str(REPO / "config" / "smoke.yaml"),
+                 repeats=repeats, space={KNOB: {"type": "categorical", "choices": list(values)}},
+                 objective={"metric": "train/reward", "direction": "maximize"})
+    study.update(changes)
+    path = folder / "sensitivity.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
 def store_args(results: Path) -> list[str]:
     return ["--set", f"results_dir={results}", "--set", f"tracking.mlflow_uri=sqlite:///{results}/mlflow.db"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REPO, write_study
+from conftest import KNOB, REFERENCE, write_sensitivity_study, REPO, write_study
 
 from hara.cli import main
 from hara.config import ConfigError
@@ -26,7 +26,15 @@ def test_shipped_studies_validate(path: Path):
 
 
 BAD = [
-    ({"trials": None}, "trials: None is not of type 'integer'"),
+    ({"trials": None}, "trials: missing (required by a search study)"),
+    ({"trials": 0}, "trials: 0 is less than the minimum of 1"),
+    ({"repeats": 2}, "pruner.name: a trial of 2 seeds is pruned between its seeds, by one of ['none', 'wilcoxon']"),
+    ({"pruner": {"name": "wilcoxon"}}, "pruner.name: wilcoxon compares a trial's seeds as they finish"),
+    ({"repeats": 2, "pruner": {"name": "wilcoxon"}},
+     "objective.report_steps: a trial of several seeds is measured at its end and pruned between its seeds"),
+    ({"constraints": {"hara/sinkhorn_marginal_error": 0.005}, "sampler": {"name": "random"}},
+     "constraints: sampler 'random' takes no constraints (use tpe or gp)"),
+    ({"kind": "sensitivity"}, "sampler: a sensitivity study has no sampler"),
     ({"sampler": {"name": "anneal"}}, "sampler.name: 'anneal' is not one of"),
     ({"surprise": 1}, "surprise: unknown key"),
     ({"space": {"hara.hara.barycenter_sizes": {"type": "int", "low": 2, "high": 8}}},
@@ -48,6 +56,31 @@ BAD = [
     ({"size": "tiny-xl"}, "size: 'tiny-xl' is not a size of the tiny family"),
     ({"base_config": "missing.yaml"}, "base_config: config file missing.yaml not found"),
 ]
+
+
+SENSITIVITY_BAD = [
+    ({"pruner": {"name": "median"}}, "pruner.name: a sensitivity study trains every run to the end (none)"),
+    ({"space": {"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0}}},
+     "space: a sensitivity study takes one or two parameters, each a categorical list of values"),
+    ({"space": {key: {"type": "categorical", "choices": [1.0]} for key in
+                ("hara.hara.alpha", "training.temperature", "training.lr")}},
+     "space: a sensitivity study takes one or two parameters"),
+]
+
+
+@pytest.mark.parametrize("changes,message", SENSITIVITY_BAD, ids=[str(i) for i in range(len(SENSITIVITY_BAD))])
+def test_bad_sensitivity_study_is_one_line(tmp_path, changes, message):
+    path = write_sensitivity_study(tmp_path, **changes)
+    with pytest.raises(ConfigError) as error:
+        load_study(path)
+    assert str(error.value) == f"{path}: {message}" or message in str(error.value)
+
+
+def test_sensitivity_plan_is_every_value_and_the_reference_on_the_same_seeds(tmp_path):
+    spec = load_study(write_sensitivity_study(tmp_path, values=[0.5, REFERENCE, 1.5], repeats=3))
+    assert spec.reference == {KNOB: REFERENCE}
+    assert spec.trial_budget == 3 * 3  # the listed reference is the reference: 3 distinct points x 3 seeds
+    assert spec.seeds == [0, 1, 2] and spec.fields["pruner"]["name"] == "none"
 
 
 @pytest.mark.parametrize("changes,message", BAD, ids=[str(i) for i in range(len(BAD))])

@@ -130,7 +130,8 @@ def test_summary_draws_sensitivity_figures_from_the_trials(parallel_study, tiny_
     trials = load_trials(results)
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     best = max(complete, key=lambda t: t.value)
-    assert summary["best"] == {"trial": best.number, "value": best.value, "params": best.params}
+    assert {k: summary["best"][k] for k in ("trial", "value", "params", "reevaluated")} == \
+        {"trial": best.number, "value": best.value, "params": best.params, "reevaluated": None}
     assert sum(summary["states"].values()) == 6
     # Which trials the median pruner stops depends on the two workers' pace, so the complete trials may all score
     # alike (seen under a loaded CI machine); fANOVA needs two distinct values.
@@ -148,11 +149,12 @@ def test_summary_draws_sensitivity_figures_from_the_trials(parallel_study, tiny_
         assert image.shape[0] > 200 and image.std() > 0.05, f"{name} is blank"
     assert yaml.safe_load((out / "best_params.yaml").read_text()) == best.params
     rows = (out / "trials.csv").read_text().splitlines()
-    assert len(rows) == 7 and rows[0].startswith("number,state,value,hara.hara.alpha")
+    assert len(rows) == 7 and rows[0].startswith("number,state,value,se,role,seeds,hara.hara.alpha")
 
     markdown, page = sweeps_markdown(results, results / "report"), sweeps_html(results)
     assert "## Sweeps" in markdown and markdown.count("](../sweeps/smoke/") == len(expected)
     assert page.count("<img") == len(expected) and f"{best.value:.4g}" in page
+    assert "not re-evaluated: inflated by the selection over the trials" in markdown
     parents, _ = mlflow_runs(results)
     assert parents[0].info.status == "FINISHED"
     assert parents[0].data.metrics["sweep/best_objective"] == best.value
