@@ -132,6 +132,14 @@ class StudySpec:
         return self.fields["trials"]
 
     @property
+    def trainings(self) -> int:
+        """Training runs of the whole plan (each seed of a trial is one): a worker job's runtime is sized on them."""
+        if self.kind == "sensitivity":
+            return self.trial_budget
+        reevaluate = self.fields["reevaluate"]
+        return self.fields["trials"] * self.fields["repeats"] + reevaluate["top"] * reevaluate["repeats"]
+
+    @property
     def max_failed(self) -> int:
         return self.fields["max_failed_trials"] or self.trial_budget
 

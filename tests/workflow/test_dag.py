@@ -183,7 +183,7 @@ def test_seeds_overlay_and_sweeps_add_only_their_jobs(tmp_path):
     assert {(method, seed) for _, method, seed in trained} == {
         ("none", "0"), ("none", "1"), ("none", "2"), ("hara_seq", "0"),
         ("hara_tok", "0"), ("hara_tok", "1"), ("hara_tok", "2")}
-    assert counts["sweep_worker"] == 2 + 4 and counts["sweep_summary"] == 2  # smoke: 2 workers, alpha: 4
+    assert counts["sweep_worker"] == 2 + 2 and counts["sweep_summary"] == 2  # smoke: 2 workers, alpha (sensitivity): 2
     report = job_blocks(output, "report")[0]
     assert "results/sweeps/smoke/summary.json" in report and "results/sweeps/alpha/summary.json" in report
 
