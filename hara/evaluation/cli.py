@@ -50,7 +50,7 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
     check_benchmarks(config, args.benchmark)
     check_checkpoint(args.checkpoint)
     check_selection_arguments(args, config)
-    with _final_engine(config, args) as engine:  # with selection: one engine for final/'s test and validation
+    with _monitored(config, args), _final_engine(config, args) as engine:  # with selection: one engine for both
         result = evaluate_checkpoint(config, args.checkpoint, args.benchmark, backend=args.backend,
                                      cache_dir=args.cache_dir, data_dir=args.data, engine=engine)
         result["mlflow_run"] = None
@@ -67,6 +67,23 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
                                                    args.selection_out, args.selected_scores_out,
                                                    backend=args.backend, final_engine=engine)
     return printed
+
+
+@contextlib.contextmanager
+def _monitored(config: Mapping, args: argparse.Namespace):
+    """MLflow's system metrics (GPU utilisation and memory on a GPU node) into the checkpoint's training run while
+    the job evaluates, continuing the run's system steps (``tracking.system_metrics``; nothing without a run)."""
+    from hara.evaluation.tracking import find_run_file, read_run
+    from hara.tracking import MlflowRun, system_metrics
+
+    run_file = None if args.no_mlflow else find_run_file(args.checkpoint)
+    if run_file is None or not config["tracking"]["system_metrics"]["enabled"]:
+        yield
+        return
+    reference = read_run(run_file)
+    run = MlflowRun(reference["tracking_uri"], reference["run_id"], reference.get("experiment_id", ""))
+    with system_metrics(run, config["tracking"]["system_metrics"]):
+        yield
 
 
 @contextlib.contextmanager

@@ -69,6 +69,31 @@ def test_evaluate_logs_pass_at_1_and_stderr_into_the_training_run(tmp_path, fake
     assert history(run, "eval/mini_minerva/pass_at_1_stderr") == [pytest.approx(entry["stderr"])]
 
 
+class SlowEngine(StandInEngine):
+    """Generation that takes a while, as a real engine's does: long enough for the system metrics monitor."""
+
+    def generate(self, prompts, n, sampling, stop=()):
+        import time
+
+        time.sleep(0.6)
+        return super().generate(prompts, n, sampling, stop)
+
+
+def test_evaluate_samples_system_metrics_into_the_training_run(tmp_path, fake_checkpoint, monkeypatch):
+    """tracking.system_metrics covers the evaluate job too (GPU utilisation and memory on a GPU node): MLflow's
+    monitor samples into the checkpoint's training run while it evaluates."""
+    run = make_run(tmp_path)
+    (fake_checkpoint.parent / "mlflow_run.json").write_text(json.dumps(run))
+    records = build_config_datasets(smoke_config())["mini_minerva"]
+    table = {format_prompt(r["problem"]): ["no"] for r in records}
+    monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: SlowEngine(table))
+    assert main(["evaluate", "--config", "config/smoke.yaml", "--checkpoint", str(fake_checkpoint),
+                 "--benchmark", "mini_minerva", "--out", str(tmp_path / "r.json"), "--cache-dir", str(tmp_path / "c"),
+                 "--set", "tracking.system_metrics.enabled=true",
+                 "--set", "tracking.system_metrics.interval_s=0.1"]) == 0
+    assert history(run, "system/cpu_utilization_percentage"), "no system metrics sampled during the evaluation"
+
+
 def test_an_unreachable_tracking_server_keeps_the_scores_and_names_the_store(tmp_path, fake_checkpoint, monkeypatch,
                                                                              capsys):
     """The run's tracking server is gone (stopped after training): the evaluation's scores are written before MLflow
