@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-__all__ = ["file_sha256", "stream_into"]
+__all__ = ["file_sha256", "file_xxh3", "stream_into"]
 
 
 def stream_into(digest: "hashlib._Hash", path: str | os.PathLike) -> "hashlib._Hash":
@@ -21,3 +21,11 @@ def stream_into(digest: "hashlib._Hash", path: str | os.PathLike) -> "hashlib._H
 def file_sha256(path: str | os.PathLike) -> str:
     """Hex sha256 of a file, streamed."""
     return stream_into(hashlib.sha256(), path).hexdigest()
+
+
+def file_xxh3(path: str | os.PathLike) -> str:
+    """Hex xxh3-128 of a file, streamed: a checksum against truncation and bit rot, not a cryptographic hash, about
+    4.5x faster than sha256 here (benchmarks/bench_manifest.py), which matters for a 131 GB 8B checkpoint."""
+    import xxhash
+
+    return stream_into(xxhash.xxh3_128(), path).hexdigest()

@@ -1,7 +1,8 @@
 """Which checkpoint a training run resumes from, and whether the run may be resumed at all.
 
 A preempted job can die while it writes a checkpoint, and a disk can corrupt one later. So every checkpoint gets a
-manifest (``hara_manifest.json``: size and sha256 of each file) written last, after TRL/HF has saved everything;
+manifest (``hara_manifest.json``: size and xxh3-128 checksum of each file; manifests of older runs hold sha256,
+still verified) written last, after TRL/HF has saved everything;
 resuming picks the newest checkpoint that passes :func:`checkpoint_problem` and warns about every newer one it skips
 (moved aside to ``corrupt-checkpoint-<step>``, so HF's rotation and the next save never mistake it for a good one and
 nothing written is deleted). Checkpoints are also loaded the way the resume will load them: tensors through
@@ -27,7 +28,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from hara.config import ConfigError
-from hara.hashing import file_sha256
+from hara.hashing import file_sha256, file_xxh3
 from hara.layout import CANDIDATE
 
 __all__ = ["FINISHED_CHECKPOINTS", "MANIFEST", "RESUME_IGNORED", "CandidateCallback", "CheckpointWarning",
@@ -58,10 +59,17 @@ def _files(checkpoint: Path) -> list[Path]:
     return sorted(p for p in checkpoint.rglob("*") if p.is_file() and p.name != MANIFEST)
 
 
+#: checksum name in a manifest -> its function; the first is what new manifests record. A checksum, not a signature:
+#: it guards against truncation and corruption, and xxh3 reads a checkpoint 4.5x faster than sha256 (rank 0 hashes a
+#: 131 GB 8B checkpoint at every save while the other ranks wait).
+CHECKSUMS = {"xxh3_128": file_xxh3, "sha256": file_sha256}
+
+
 def write_manifest(checkpoint: str | Path) -> Path:
-    """Record size and sha256 of every file of a fully written checkpoint (written aside, then renamed)."""
+    """Record size and checksum of every file of a fully written checkpoint (written aside, then renamed)."""
     checkpoint = Path(checkpoint)
-    files = {str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+    name, checksum = next(iter(CHECKSUMS.items()))
+    files = {str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, name: checksum(p)}
              for p in _files(checkpoint)}
     partial = checkpoint / f"{MANIFEST}.partial"
     partial.write_text(json.dumps({"files": files}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -122,8 +130,11 @@ def _manifest_problem(checkpoint: Path) -> str | None:
             return f"{name} is missing"
         if file.stat().st_size != expected["bytes"]:
             return f"{name} has {file.stat().st_size} bytes, {expected['bytes']} were written (truncated)"
-        if file_sha256(file) != expected["sha256"]:
-            return f"{name} does not match its sha256 (corrupted)"
+        kind = next((kind for kind in CHECKSUMS if kind in expected), None)
+        if kind is None:
+            return f"{MANIFEST}: {name} has no checksum"
+        if CHECKSUMS[kind](file) != expected[kind]:
+            return f"{name} does not match its {kind} (corrupted)"
     return None
 
 

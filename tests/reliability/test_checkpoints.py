@@ -86,7 +86,7 @@ def plant_unsafe_pickle(file: Path) -> None:
 
 DAMAGE = {
     "truncated_weights": (lambda c: truncate(c / "model.safetensors"), "truncated"),
-    "corrupted_optimizer": (lambda c: flip_middle_byte(c / "optimizer.pt"), "does not match its sha256"),
+    "corrupted_optimizer": (lambda c: flip_middle_byte(c / "optimizer.pt"), "does not match its xxh3_128"),
     "half_written": (lambda c: (c / "trainer_state.json").unlink(), "the save did not finish"),
     "unsafe_pickle": (lambda c: plant_unsafe_pickle(c / "rng_state.pth"), "Weights only load failed"),
 }
