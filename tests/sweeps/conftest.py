@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -82,3 +83,10 @@ def mlflow_runs(results: Path) -> tuple[list, list]:
     sweep = [r for r in runs if r.data.tags.get("stage") == "sweep"]
     return ([r for r in sweep if "mlflow.parentRunId" not in r.data.tags],
             [r for r in sweep if "mlflow.parentRunId" in r.data.tags])
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)

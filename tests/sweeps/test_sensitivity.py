@@ -21,10 +21,10 @@ from conftest import (
     mlflow_runs,
     run_sweep,
     sweep_command,
+    wait_for,
     write_sensitivity_study,
     write_study,
 )
-from test_sweeps import wait_for
 
 from hara.sweeps.report_section import sweeps_html, sweeps_markdown
 

@@ -1,19 +1,16 @@
 """Issue 7's must-show points on the smoke study: parallel workers share one exact study (Optuna + MLflow), a
-SIGKILLed worker's trial is failed and the study goes on, a raising trial is FAIL with its message, and the summary
-draws the sensitivity figures from the real trials."""
+raising trial is FAIL with its message, and the summary draws the figures from the real trials. A SIGKILLed
+worker's trial failed and the restarted study going on: tests/sweeps/test_sensitivity.py (the same worker code for
+either kind of study)."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 
 import matplotlib.image
 import pytest
 import yaml
-from conftest import load_trials, mlflow_runs, run_sweep, sweep_command, write_study
+from conftest import load_trials, mlflow_runs, run_sweep, write_study
 
 from hara.cli import main
 from hara.sweeps.report_section import sweeps_html, sweeps_markdown
@@ -61,39 +58,6 @@ def test_two_parallel_workers_finish_exactly_the_budget_once_each(parallel_study
         assert "train/reward" in child.data.metrics  # the training curves went into the trial's child run
         if trial.state.name == "COMPLETE":
             assert child.data.metrics["sweep/objective"] == pytest.approx(trial.value)
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def test_sigkilled_worker_is_failed_and_the_restarted_study_continues(tmp_path, tiny_base):
-    study, results = write_study(tmp_path, trials=2, workers=1), tmp_path / "results"
-    trial_one = results / "sweeps" / "smoke" / "trials" / "trial0001"
-    worker = subprocess.Popen(sweep_command(study, results, tiny_base, "run"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:  # kill once trial 1 is in run_trial (it wrote run_info.json; model loading and training come next)
-        wait_for(lambda: (trial_one / "run_info.json").is_file(), 300, "trial 1 to start training")
-    finally:
-        worker.send_signal(signal.SIGKILL)
-        worker.wait()
-    before = load_trials(results)
-    assert [t.state.name for t in before] == ["COMPLETE", "RUNNING"]
-
-    run_sweep(study, results, tiny_base, "run")
-    after = load_trials(results)
-    assert [t.state.name for t in after] == ["COMPLETE", "FAIL", "COMPLETE"]
-    assert after[0].value == before[0].value and after[0].params == before[0].params
-    reason = after[1].user_attrs["fail_reason"]
-    assert f"pid {before[1].user_attrs['worker']['pid']} died" in reason
-    assert after[2].user_attrs["worker"]["pid"] != before[1].user_attrs["worker"]["pid"]
-    _, children = mlflow_runs(results)
-    status = {int(c.data.tags["sweep.trial_number"]): (c.info.status, c.data.tags.get("sweep.fail_reason"))
-              for c in children}
-    assert status == {0: ("FINISHED", None), 1: ("FAILED", reason), 2: ("FINISHED", None)}
 
 
 def test_raising_trial_is_fail_with_its_message_and_the_study_goes_on(tmp_path, tiny_base):
