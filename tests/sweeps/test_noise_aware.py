@@ -163,3 +163,29 @@ def test_wilcoxon_prunes_on_evidence_where_the_median_pruner_prunes_at_random():
     print(f"\nno effect: median pruner stops {median_null:.0%} of trials, Wilcoxon (p 0.01) {wilcoxon_null:.0%}; "
           f"5 points worse: Wilcoxon stops {wilcoxon_worse:.0%}")
     assert median_null > 0.45 and wilcoxon_null < 0.2 and wilcoxon_worse > 0.5
+
+
+def test_the_gp_sampler_takes_the_stored_constraints_and_the_choice_keeps_to_feasible_trials(tmp_path):
+    """sweeps/joint.yaml's sampler: GPSampler with hara.sweeps.study.stored_constraints. Trials above alpha 0.6 are
+    infeasible (as unconverged Sinkhorn plans would be) though their objective is the best: the choice never takes
+    one, and the sampler, told so, searches at the feasible optimum (the boundary, 0.6), never at the infeasible one
+    (1)."""
+    path = write_study(tmp_path, name="constrained", trials=14, pruner={"name": "none"}, reevaluate={"top": 0},
+                       space={"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0}},
+                       sampler={"name": "gp", "seed": 0, "options": {"n_startup_trials": 5}},
+                       constraints={"hara/sinkhorn_unconverged": 0.0})
+    spec = load_study(path)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(spec, 0))
+    while (claim := next_claim(spec, study.get_trials(deepcopy=False))).action == "ask":
+        study.sampler = make_sampler(spec, len(study.trials))
+        trial = study.ask(fixed_distributions=distributions(spec))
+        alpha = trial.params["hara.hara.alpha"]
+        trial.set_user_attr("constraints", [alpha - 0.6])  # what the worker stores: mean metric - its limit
+        study.tell(trial, alpha)  # the objective alone would pick alpha = 1
+    trials = study.get_trials()
+    choice = choose(trials, maximize=True)
+    assert choice.trial.params["hara.hara.alpha"] <= 0.6
+    assert choice.trial.params["hara.hara.alpha"] == max(t.params["hara.hara.alpha"] for t in trials
+                                                         if t.params["hara.hara.alpha"] <= 0.6)
+    guided = [t.params["hara.hara.alpha"] for t in trials[5:]]
+    assert max(guided) < 0.7 and min(guided) > 0.45, guided
