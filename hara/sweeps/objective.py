@@ -197,9 +197,10 @@ class TrialRun:
 
 
 def train_seed(spec, trial, config: Mapping, where: TrialRun, seed: int, run_dir: Path,
-               on_value: Callable[[float, int], None] | None) -> PruningCallback:
-    """Train one seed of the trial into ``run_dir``, measuring the objective (at every report step when
-    ``on_value`` is given, else at the end only); returns the callback holding the measurement."""
+               on_value: Callable[[float, int], None] | None, run=None) -> PruningCallback:
+    """Train one seed of the trial into ``run_dir`` (its training curves into ``run``, when given), measuring the
+    objective (at every report step when ``on_value`` is given, else at the end only); returns the callback holding
+    the measurement."""
     from hara.rlvr.train import (
         MetricsCallback,
         build_trainer,
@@ -218,7 +219,6 @@ def train_seed(spec, trial, config: Mapping, where: TrialRun, seed: int, run_dir
     model, tokenizer = load_policy(where.base_model, policy_dtype(config))
     metric = fields["objective"]["metric"]
     pruning = PruningCallback(trial, config, metric, spec.report_steps(config), run_dir, where.data_dir, on_value)
-    run = where.run if run_dir == where.run_dir else None  # the child run keeps one training curve: the first seed's
     trainer = build_trainer(config, fields["rlvr"], fields["method"], seed, model, tokenizer,
                             train_dataset(config, where.data_dir, where.prompts_dir), run_dir,
                             callbacks=[MetricsCallback(run_dir / "metrics.jsonl", run), pruning])
@@ -273,7 +273,8 @@ def run_trial(spec, trial, config: Mapping, where: TrialRun, seeds: list[int],
     values = []
     for index, seed in enumerate(seeds):
         run_dir = where.run_dir if len(seeds) == 1 else where.run_dir / f"seed{seed}"
-        pruning = train_seed(spec, trial, config, where, seed, run_dir, on_value if len(seeds) == 1 else None)
+        pruning = train_seed(spec, trial, config, where, seed, run_dir, on_value if len(seeds) == 1 else None,
+                             run=where.run if index == 0 else None)  # the child run keeps the first seed's curves
         if pruning.pruned_at is not None:
             step, value = pruning.pruned_at
             raise optuna.TrialPruned(f"pruned at step {step} ({metric} = {value:.4g})")

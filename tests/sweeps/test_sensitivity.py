@@ -103,6 +103,11 @@ def test_a_search_reevaluates_its_best_trial_on_fresh_seeds(tmp_path, tiny_base)
     values = list(fresh.user_attrs["seed_values"].values())  # the objective is the mean of the seeds, with its se
     assert fresh.value == pytest.approx(sum(values) / 2) and fresh.user_attrs["se"] >= 0
     assert (results / "sweeps" / "reevaluated" / "trials" / "trial0002" / "seed2" / "metrics.jsonl").is_file()
+    _, children = mlflow_runs(results)
+    child = next(c for c in children if c.data.tags["sweep.trial_number"] == "2")
+    assert child.data.tags["sweep.role"] == "reevaluation" and child.data.tags["sweep.seeds"] == "1,2"
+    assert "time/step_s" in child.data.metrics  # its first seed's training curves
+    assert child.data.metrics["sweep/objective_se"] == pytest.approx(fresh.user_attrs["se"])
     run_sweep(study, results, tiny_base, "report")
     out = results / "sweeps" / "reevaluated"
     summary = json.loads((out / "summary.json").read_text())
