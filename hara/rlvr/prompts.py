@@ -44,6 +44,19 @@ def pass_rates(model_dir: str | Path, records: list[dict], *, samples: int, temp
     return [sum(correct[i * samples:(i + 1) * samples]) / samples for i in range(len(records))]
 
 
+def of_levels(records: list[dict], levels: list[int]) -> list[dict]:
+    """The records of ``levels`` (all for none); problems without a level (hub data) cannot be filtered by it."""
+    if not levels:
+        return records
+    if any("level" not in record for record in records):
+        raise ConfigError("training.prompt_selection.levels: the training problems carry no level (synthetic "
+                          "data only); leave it empty")
+    kept = [record for record in records if record["level"] in levels]
+    if not kept:
+        raise ConfigError(f"training.prompt_selection.levels: no training problem of levels {levels}")
+    return kept
+
+
 def select_prompts(config: Mapping, model_dir: str | Path, train_records: list[dict], out_dir: str | Path) -> dict:
     """Measure pass rates on the pool, write the kept problems and the selection summary; return the summary."""
     from hara.data.format import prompt_format
@@ -54,7 +67,8 @@ def select_prompts(config: Mapping, model_dir: str | Path, train_records: list[d
         raise ConfigError(f"training.prompt_selection: min_pass {settings['min_pass']} is above max_pass "
                           f"{settings['max_pass']}")
     set_threads(config["threads"])
-    pool = random.Random(settings["seed"]).sample(train_records, min(settings["pool"], len(train_records)))
+    records = of_levels(train_records, settings["levels"])
+    pool = random.Random(settings["seed"]).sample(records, min(settings["pool"], len(records)))
     start = time.perf_counter()
     rates = pass_rates(model_dir, pool, samples=settings["samples"], temperature=training["temperature"],
                        top_p=training["top_p"], max_new_tokens=training["max_completion_length"],

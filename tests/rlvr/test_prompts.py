@@ -37,6 +37,16 @@ def test_keeps_exactly_the_problems_inside_the_band(tmp_path, monkeypatch):
     assert len(dataset) == 24 and set(dataset["answer"]) == {r["answer"] for r in kept}
 
 
+def test_levels_restrict_the_pool_and_hub_problems_without_a_level_are_refused(tmp_path, monkeypatch):
+    leveled = [dict(r, level=i % 5 + 1) for i, r in enumerate(RECORDS)]
+    monkeypatch.setattr(prompts, "pass_rates", lambda model, pool, **kw: [0.5 for _ in pool])
+    summary = prompts.select_prompts(config(levels=[4, 5]), "unused", leveled, tmp_path)
+    kept = prompts.read_prompts(tmp_path)
+    assert summary["pool_size"] == len(kept) == 16 and {r["level"] for r in kept} == {4, 5}
+    with pytest.raises(ConfigError, match="levels: the training problems carry no level"):
+        prompts.select_prompts(config(levels=[4]), "unused", RECORDS, tmp_path / "hub")
+
+
 def test_a_model_that_never_answers_right_stops_with_the_key(tiny_base, tmp_path):
     with pytest.raises(ConfigError, match=r"training.prompt_selection: only 0 of 8 problems"):
         prompts.select_prompts(config(pool=8, samples=2), tiny_base, RECORDS, tmp_path)
