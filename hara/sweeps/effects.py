@@ -7,7 +7,7 @@ problems (:func:`hara.report.paired.bootstrap_difference`), corrected over the s
 simultaneous max-T intervals of :func:`hara.report.paired.correct_family`, and stated with its minimum detectable
 effect (80% power at the corrected level). A listed value equal to the reference is the reference's own runs: its
 differences are all 0, and so are its effect and both ends of its interval. An objective without per-problem
-outcomes (train/reward) pairs seeds only. Pure functions of the trials; the figure is plain matplotlib.
+outcomes (train/reward) pairs seeds only. Pure functions of the trials (the figure: hara.sweeps.summary).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -23,7 +22,7 @@ from hara.report.paired import Bootstrap, Corrected, bootstrap_difference, corre
 from hara.sweeps.design import SENSITIVITY, point_key, role_of
 from hara.sweeps.study import OBJECTIVES, StudySpec, distinct_points, param_label
 
-__all__ = ["Effect", "Sensitivity", "plot_effects", "sensitivity"]
+__all__ = ["Effect", "Sensitivity", "point_label", "sensitivity"]
 
 
 @dataclass(frozen=True)
@@ -114,33 +113,3 @@ def sensitivity(spec: StudySpec, trials: Sequence, settings: Bootstrap) -> Sensi
     effects = [Effect(point, mean, c) for (point, mean, _), c in zip(paired, corrected)]
     return Sensitivity(spec.reference, mean_of(reference) if reference else math.nan, effects, missing,
                        objective.scale, objective.unit)
-
-
-def plot_effects(result: Sensitivity, metric: str, path: Path) -> Path:
-    """Effect against value: the raw interval as error bars, the corrected one as a band; 0 = the reference."""
-    from hara.sweeps.summary import _figure, _save
-
-    plt, fig, ax = _figure()
-    rows, names = result.rows(), list(result.reference)
-    numeric = len(names) == 1 and all(isinstance(r["point"][names[0]], (int, float)) and
-                                      not isinstance(r["point"][names[0]], bool) for r in rows)
-    points = sorted(rows + [{"point": result.reference, "effect": 0.0, "ci_low": 0.0, "ci_high": 0.0,
-                             "corrected_low": 0.0, "corrected_high": 0.0, "label": point_label(result.reference)}],
-                    key=lambda r: r["point"][names[0]] if numeric else 0)
-    x = [r["point"][names[0]] for r in points] if numeric else list(range(len(points)))
-    effect = [r["effect"] for r in points]
-    ax.fill_between(x, [r["corrected_low"] for r in points], [r["corrected_high"] for r in points], alpha=0.25,
-                    color="tab:blue", label=f"corrected interval ({len(rows)} values)")
-    ax.errorbar(x, effect, yerr=[[e - r["ci_low"] for e, r in zip(effect, points)],
-                                 [r["ci_high"] - e for e, r in zip(effect, points)]],
-                fmt="o-", color="tab:blue", capsize=3, label="effect, raw 95% interval")
-    ax.axhline(0.0, color="gray", lw=0.8)
-    if numeric and min(x) > 0 and max(x) / min(x) >= 10:
-        ax.set_xscale("log")
-    if not numeric:
-        ax.set_xticks(x, [r["label"] for r in points], rotation=20, fontsize=7)
-    unit = f" ({result.unit})" if result.unit else ""
-    ax.set(xlabel=names[0] if numeric else "value", ylabel=f"{metric} - reference{unit}",
-           title=f"Effect against the reference {point_label(result.reference)}")
-    ax.legend(fontsize=8)
-    return _save(plt, fig, path)

@@ -203,10 +203,40 @@ def search_summary(spec, study, trials) -> dict:
     return {"best": best, "importances": importances, "figures": {k: p.name for k, p in figures.items()}}
 
 
+def plot_effects(result, metric: str, path: Path) -> Path:
+    """Effect against value: the raw interval as error bars, the corrected one as a band; 0 = the reference."""
+    from hara.sweeps.effects import point_label
+
+    plt, fig, ax = _figure()
+    rows, names = result.rows(), list(result.reference)
+    numeric = len(names) == 1 and all(isinstance(r["point"][names[0]], (int, float)) and
+                                      not isinstance(r["point"][names[0]], bool) for r in rows)
+    points = sorted(rows + [{"point": result.reference, "effect": 0.0, "ci_low": 0.0, "ci_high": 0.0,
+                             "corrected_low": 0.0, "corrected_high": 0.0, "label": point_label(result.reference)}],
+                    key=lambda r: r["point"][names[0]] if numeric else 0)
+    x = [r["point"][names[0]] for r in points] if numeric else list(range(len(points)))
+    effect = [r["effect"] for r in points]
+    ax.fill_between(x, [r["corrected_low"] for r in points], [r["corrected_high"] for r in points], alpha=0.25,
+                    color="tab:blue", label=f"corrected interval ({len(rows)} values)")
+    ax.errorbar(x, effect, yerr=[[e - r["ci_low"] for e, r in zip(effect, points)],
+                                 [r["ci_high"] - e for e, r in zip(effect, points)]],
+                fmt="o-", color="tab:blue", capsize=3, label="effect, raw 95% interval")
+    ax.axhline(0.0, color="gray", lw=0.8)
+    if numeric and min(x) > 0 and max(x) / min(x) >= 10:
+        ax.set_xscale("log")
+    if not numeric:
+        ax.set_xticks(x, [r["label"] for r in points], rotation=20, fontsize=7)
+    unit = f" ({result.unit})" if result.unit else ""
+    ax.set(xlabel=names[0] if numeric else "value", ylabel=f"{metric} - reference{unit}",
+           title=f"Effect against the reference {point_label(result.reference)}")
+    ax.legend(fontsize=8)
+    return _save(plt, fig, path)
+
+
 def sensitivity_summary(spec, study, trials) -> dict:
     """Each value's corrected effect against the reference, the figure and the conclusion line."""
     from hara.report.paired import Bootstrap
-    from hara.sweeps.effects import plot_effects, point_label, sensitivity
+    from hara.sweeps.effects import point_label, sensitivity
 
     result = sensitivity(spec, trials, Bootstrap.from_config(spec.base_config))
     figures = {}
