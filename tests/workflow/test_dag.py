@@ -7,11 +7,11 @@ from pathlib import Path
 
 import yaml
 
-from hara.config import load_config
+from hara.config import load_config, validate_config
 from hara.rlvr.presets import PRESETS
 from hara.methods import methods
 from hara.rlvr.train import METHOD_SECTIONS
-from tests.workflow.conftest import REPO, job_counts, snakemake
+from tests.workflow.conftest import REPO, job_counts, merged, read, snakemake
 
 PAPER = REPO / "config" / "paper.yaml"
 
@@ -187,6 +187,20 @@ def test_seeds_overlay_and_sweeps_add_only_their_jobs(tmp_path):
     assert counts["sweep_worker"] == 2 + 2 and counts["sweep_summary"] == 2  # smoke: 2 workers, alpha (sensitivity): 2
     report = job_blocks(output, "report")[0]
     assert "results/sweeps/smoke/summary.json" in report and "results/sweeps/alpha/summary.json" in report
+
+
+def test_control_levels_overlay_trains_none_and_the_oracle_on_level_4_5_prompts_in_its_own_folder(tmp_path):
+    """config/control_levels.yaml after the default and the control: GRPO only, none and oracle_steps over three
+    seeds, the candidate world's warm-up, skills and prompt levels, under results/control_levels."""
+    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"),
+                                 str(REPO / "config" / "control.yaml"), str(REPO / "config" / "control_levels.yaml")))
+    assert job_counts(output)["train"] == 2 * 3
+    trained = set(re.findall(r"output: results/control_levels/train/tiny-s/(\w+)/(\w+)/seed(\d+)/final\n", output))
+    assert trained == {("grpo", method, seed) for method in ("none", "oracle_steps") for seed in "012"}
+    raw = merged(merged(read(REPO / "config" / "default.yaml"), read(REPO / "config" / "control.yaml")),
+                 read(REPO / "config" / "control_levels.yaml"))
+    config = validate_config(raw, source="control_levels")
+    assert config["training"]["prompt_selection"]["levels"] == [4, 5] and config["warmup"]["direct_fraction"] == 0
 
 
 def test_control_overlay_trains_the_oracle_beside_none_and_hara_tok_in_its_own_folder(tmp_path):
