@@ -40,10 +40,11 @@ comparison's df for several: all m intervals cover their truths together with pr
 family-wise error is controlled, whatever the correlation between the comparisons). c_j is never below the
 comparison's own critical value: with a few seeds and no problems to resample (a per-seed objective), the
 replicates take a handful of values and their max-T quantile falls below the t quantile of the raw interval, which
-a simultaneous interval must contain. Its minimum detectable effect
-is ``(c_j + q_0.8) * se_j`` (q_0.8 the 80% quantile of the same t or normal): the true difference that its corrected
-verdict detects with 80% power (Miller 2024, with the family's critical value in place of 1.96). Max-T rather than Holm on bootstrap p-values because the latter need
-p-values far below alpha / m (0.0007 for 72 comparisons), which a few thousand replicates cannot resolve.
+a simultaneous interval must contain. Its minimum detectable effect is ``(c_j + q_0.8) * se_j`` (q_0.8 the 80%
+quantile of the same t or normal): the true difference that its corrected verdict detects with 80% power (Miller
+2024, with the family's critical value in place of 1.96). Max-T rather than Holm on bootstrap p-values because the
+latter need p-values far below alpha / m (0.0007 for 72 comparisons), which a few thousand replicates cannot
+resolve.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from typing import Any
 
 from hara.sweeps.study import StudySpec, distinct_points
 
-__all__ = ["REEVALUATION", "SEARCH", "SENSITIVITY", "Choice", "Claim", "choose", "next_claim", "reevaluation_candidates",
-           "point_key", "role_of", "seeds_of"]
+__all__ = ["REEVALUATION", "SEARCH", "SENSITIVITY", "Choice", "Claim", "choose", "next_claim", "point_key",
+           "reevaluation_candidates", "role_of", "seeds_of"]
 
 SEARCH, REEVALUATION, SENSITIVITY = "search", "reevaluation", "sensitivity"
 ACTIVE = ("COMPLETE", "RUNNING")

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hara.report.paired import Bootstrap, Corrected, bootstrap_difference, correct_family, paired_matrix
+from hara.report.paired import (
+    WITHIN_NOISE,
+    Bootstrap,
+    Corrected,
+    bootstrap_difference,
+    correct_family,
+    paired_matrix,
+)
 from hara.sweeps.design import SENSITIVITY, point_key, role_of
 from hara.sweeps.study import OBJECTIVES, StudySpec, distinct_points, param_label
 
@@ -61,14 +68,15 @@ class Sensitivity:
         unit = f" {self.unit}" if self.unit else ""
         family = len(self.effects)
         seeds = min(e.corrected.difference.seeds for e in self.effects)
-        detected = [e for e in self.effects if e.corrected.verdict != "within noise"]
+        detected = [e for e in self.effects if e.corrected.verdict != WITHIN_NOISE]
         mde = max(e.corrected.mde for e in self.effects) * self.scale
         where = f"after correction over {family} value{'s' * (family > 1)}, {seeds} seed{'s' * (seeds > 1)} each"
         if not detected:
             return (f"No value differs from the reference {point_label(self.reference)} {where}: the study would "
                     f"have detected an effect of {mde:.2g}{unit} (the largest MDE, 80% power).")
-        found = "; ".join(f"{point_label(e.point)} is {e.corrected.verdict} by {e.corrected.difference.mean * self.scale:+.2g}"
-                          f"{unit} [{e.corrected.low * self.scale:+.2g}, {e.corrected.high * self.scale:+.2g}]"
+        found = "; ".join(f"{point_label(e.point)} is {e.corrected.verdict} by "
+                          f"{e.corrected.difference.mean * self.scale:+.2g}{unit} "
+                          f"[{e.corrected.low * self.scale:+.2g}, {e.corrected.high * self.scale:+.2g}]"
                           for e in detected)
         return (f"Against the reference {point_label(self.reference)} ({where}): {found}; the other values are "
                 f"within noise (MDE up to {mde:.2g}{unit}).")

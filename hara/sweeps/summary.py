@@ -266,11 +266,11 @@ def log_summary(spec, summary: Mapping, trials) -> None:
         run.set_tags({"sweep.best_trial": summary["best"]["trial"]})
     else:
         log_effects(spec, summary, trials, run)
+        run.set_tags({"sweep.conclusion": summary["conclusion"][:5000]})
     files = ["summary.json", "trials.csv", *summary["figures"].values()]
     files += ["best_params.yaml"] if summary["kind"] == "search" else []
     for name in files:
         run.client.log_artifact(run.run_id, str(spec.study_dir / name), artifact_path="summary")
-    run.set_tags({"sweep.conclusion": summary.get("conclusion", "")[:5000]} if "conclusion" in summary else {})
     run.finish()
 
 

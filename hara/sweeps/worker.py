@@ -45,6 +45,7 @@ from hara.sweeps.study import (
 
 __all__ = ["WorkerIdentity", "open_study", "run_worker", "trial_dir"]
 
+
 def process_start_time(pid: int) -> str | None:
     """Start time of a live process (clock ticks since boot, from /proc): None if it is gone or a zombie. With the
     pid it identifies a process even after the pid is reused."""
@@ -212,11 +213,12 @@ class Worker:
             self.prompts_dir = write_trial_prompts(self.config, self.base_model, self.data_dir,
                                                    self.spec.study_dir / PROMPTS)
             self.study.sampler = make_sampler(self.spec, len(trials))
-            if claim.action == "run":
+            if claim.action == "run":  # the planned trial carries its role and seeds from the queue
                 self.study.enqueue_trial(claim.params, user_attrs=claim.user_attrs, skip_if_exists=False)
             trial = self.study.ask(fixed_distributions=distributions(self.spec))
-            for key, value in claim.user_attrs.items():
-                trial.set_user_attr(key, value)
+            if claim.action == "ask":
+                for key, value in claim.user_attrs.items():
+                    trial.set_user_attr(key, value)
             trial.set_user_attr("worker", self.identity.as_dict())
             return trial, claim
 

@@ -82,8 +82,8 @@ def test_reevaluated_choice_beats_the_plain_best_trial_and_is_not_inflated(spec)
     print(f"\nover {STUDIES} studies: true objective of the choice {np.mean(chosen_true):+.3f} (plain best trial "
           f"{np.mean(plain_true):+.3f}, optimum 0); reported value's inflation {np.mean(chosen_inflation):+.3f} "
           f"(plain best trial {np.mean(plain_inflation):+.3f}); mean shrinkage {np.mean(shrinkage):+.3f}; noise sd "
-          f"{NOISE_SD} per (point, seed); paired gain {gain.mean():+.3f} +- {gain.std(ddof=1) / math.sqrt(STUDIES):.3f} "
-          "(Monte Carlo se)")
+          f"{NOISE_SD} per (point, seed); paired gain {gain.mean():+.3f} "
+          f"+- {gain.std(ddof=1) / math.sqrt(STUDIES):.3f} (Monte Carlo se)")
     assert np.mean(chosen_true) >= np.mean(plain_true)
     assert np.mean(chosen_inflation) < np.mean(plain_inflation)
     # the plain best of 16 one-seed trials is inflated by about the expected maximum of 16 normals (1.77 sd; the
