@@ -53,7 +53,7 @@ METRIC_KEYS: dict[str, str] = {
     "completions/clipped_ratio": "train/truncated_fraction", "clip_ratio/region_mean": "train/clip_fraction",
     "kl": "train/kl", "step_time": "time/step_s", "hara/step_overhead_s": "time/hara_s",
 }
-_OWN_NAMESPACES = ("train/", "time/")
+_OWN_NAMESPACES = ("train/", "time/", "memory/")
 
 
 def own_namespaces() -> tuple[str, ...]:

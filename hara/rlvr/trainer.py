@@ -44,6 +44,7 @@ from trl.models.utils import disable_gradient_checkpointing
 from hara.groups import group_max, group_min, prompt_index
 from hara.methods import methods
 from hara.models.capture import ENTROPY_CHUNK, FINAL_NORM, GenerationRecorder, PassRecorder, capture_context
+from hara.rlvr.phases import StepPhases, StepPhasesCallback, probe_for
 from hara.weighting import WeightingContext, apply_weighting, get_weighting
 
 __all__ = ["CONTEXT_NEEDS", "HOST_WEIGHTING", "HaraGRPOTrainer", "equal_reward_groups", "group_ids_of"]
@@ -122,6 +123,12 @@ class HaraGRPOTrainer(GRPOTrainer):
         self._record_logprob_pass = False
         self.last_advantages: dict[str, Tensor] = {}  # the latest step's (B,) and (B, T) advantages, for tests
         self._warned_unconverged = False
+        # time and peak device memory of each phase of hara plan: time/<phase>_s, memory/<phase>_peak_gib (CUDA)
+        self.phases = StepPhases(probe_for(self.accelerator.device))
+        self.add_callback(StepPhasesCallback(self.phases, self._log_train_metric))
+
+    def _log_train_metric(self, key: str, value: float) -> None:
+        self._metrics["train"][key].append(value)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's rewards (B_global, F), kept so the hook can read each rollout's outcome reward."""
@@ -139,6 +146,7 @@ class HaraGRPOTrainer(GRPOTrainer):
             start = time.perf_counter()
             self._reweight_advantages(output, inputs)
             self._metrics["train"]["hara/step_overhead_s"].append(time.perf_counter() - start)
+            self.phases.end("scoring")
         return output
 
     def _records_during_generation(self) -> bool:
@@ -174,9 +182,12 @@ class HaraGRPOTrainer(GRPOTrainer):
         self._recorded = None
         record = bool(needs) and self._records_during_generation()
         recorder = GenerationRecorder(self.accelerator.unwrap_model(self.model), self.hidden_layer, needs)
+        self.phases.start()
         with self._stop_strings_for_generate(), recorder if record else contextlib.nullcontext():
             completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
                                                                      num_generations, has_tool_images)
+        if self.model.training:
+            self.phases.end("generation")
         if record:
             self._recorded = (len(prompt_ids), recorder.result())
         return self._without_stop_padding(completion_ids), logprobs

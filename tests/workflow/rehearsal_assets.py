@@ -67,19 +67,25 @@ def _lay_out_repo(hub_cache: Path, repo_type: str, repo_id: str, files: dict[str
     return commit
 
 
-def tiny_qwen3(seed: int = 0):
-    """A random tiny Qwen3 and the real Qwen3 tokenizer (Qwen3-Base's special tokens)."""
+def tiny_qwen3(seed: int = 0, arch=None, device: str = "cpu"):
+    """A random Qwen3 with the real Qwen3 tokenizer (Qwen3-Base's special tokens): tiny, or of the shapes of ``arch``
+    (a :class:`hara.planning.Architecture`, e.g. Qwen3-1.7B's for benchmarks/stack_check.py)."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from hara.models.tokenizer import build_tokenizer
 
     tokenizer = build_tokenizer("qwen3")
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
-                         tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, dtype="float32")
-    with torch.random.fork_rng(devices=[]):
+    shape = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
+                 tie_word_embeddings=True)
+    if arch is not None:
+        shape = dict(vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
+                     num_hidden_layers=arch.layers, num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads,
+                     head_dim=arch.head_dim, max_position_embeddings=arch.max_positions, tie_word_embeddings=arch.tied)
+    config = Qwen3Config(**shape, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, dtype="float32")
+    with torch.random.fork_rng(devices=[]), torch.device(device):
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -87,8 +93,11 @@ def tiny_qwen3(seed: int = 0):
     return model, tokenizer
 
 
-def _model_files(seed: int) -> dict[str, bytes]:
-    model, tokenizer = tiny_qwen3(seed)
+def _model_files(seed: int, arch=None, dtype: str = "float32", device: str = "cpu") -> dict[str, bytes]:
+    import torch
+
+    model, tokenizer = tiny_qwen3(seed, arch, device)
+    model = model.to(getattr(torch, dtype))  # the hub's Qwen3 Base snapshots are bf16
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -128,11 +137,13 @@ def _prepare_datasets_cache(datasets_cache: Path, hub_id: str, config: str | Non
         shutil.copytree(builder.cache_dir, target)
 
 
-def build_hub_cache(hf_home: Path, model_ids: list[str] = (REHEARSAL_MODEL,), seed: int = 0) -> Path:
-    """Write the model snapshot(s) and the six datasets under ``hf_home`` (hub/ and datasets/); returns it."""
+def build_hub_cache(hf_home: Path, model_ids: list[str] = (REHEARSAL_MODEL,), seed: int = 0, arch=None,
+                    dtype: str = "float32", device: str = "cpu") -> Path:
+    """Write the model snapshot(s) and the six datasets under ``hf_home`` (hub/ and datasets/); returns it. ``arch``,
+    ``dtype`` and ``device``: the model's shapes (default tiny), saved dtype and where it is initialised."""
     hub, datasets_cache = hf_home / "hub", hf_home / "datasets"
     for model_id in model_ids:
-        _lay_out_repo(hub, "model", model_id, _model_files(seed))
+        _lay_out_repo(hub, "model", model_id, _model_files(seed, arch, dtype, device))
     for hub_id, config, split, name, rows in DATASETS:
         commit = _lay_out_repo(hub, "dataset", hub_id, {name: _dataset_file(name, rows)})
         snapshot = hub / f"datasets--{hub_id.replace('/', '--')}" / "snapshots" / commit / name
