@@ -43,6 +43,9 @@ AUTH_FUNCTION = "mlflow.server.auth:authenticate_request_basic_auth"
 #: worker in this window; a password changed through the API is dropped at once by the worker that changed it, the
 #: other worker keeps accepting the old one for at most this long (MLflow's basic_auth.ini documents the trade-off).
 AUTH_CACHE_SECONDS = 300
+#: At a stop (scancel, kill) uvicorn otherwise waits until every client's idle keep-alive connection closes: 30 s after
+#: an MLflow client's last request. Requests in flight still get this long to finish.
+SHUTDOWN_GRACE_SECONDS = 5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -160,6 +163,7 @@ def server_command(args: argparse.Namespace, cert: Path, key: Path) -> list[str]
 
     _ensure_sqlite_folder(args.backend_store_uri)
     tls = f"--ssl-certfile {shlex.quote(str(cert.resolve()))} --ssl-keyfile {shlex.quote(str(key.resolve()))}"
+    tls += f" --timeout-graceful-shutdown {SHUTDOWN_GRACE_SECONDS}"
     return ["mlflow", "server", "--app-name", "basic-auth", "--host", args.host, "--port", str(args.port),
             "--workers", str(args.workers), "--backend-store-uri", args.backend_store_uri,
             "--artifacts-destination", args.artifacts_destination, "--uvicorn-opts", tls]

@@ -15,6 +15,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from hara.tracking_server import SHUTDOWN_GRACE_SECONDS
+
 BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Headless and quiet: no sandbox (CI runs as root), no GPU, and nothing that phones home.
@@ -65,7 +67,9 @@ def tracking_server(folder: Path, port: int | None = None, auth: bool = True, ti
                "--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts")]
     else:
         cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-               "--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts")]
+               "--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts"),
+               # as `hara tracking-server` does: a stop does not wait 30 s for the clients' idle connections
+               "--uvicorn-opts", f"--timeout-graceful-shutdown {SHUTDOWN_GRACE_SECONDS}"]
     uri = f"{'https' if auth else 'http'}://127.0.0.1:{port}"
     log = folder / f"server-{port}-{time.monotonic_ns()}.log"
     with open(log, "w", encoding="utf-8") as out:

@@ -281,5 +281,6 @@ def test_mlflow_ui_opens_on_the_runs_table_with_each_runs_scores(server_dag):
     # wide enough for every picked column beside MLflow's assistant panel; charts draw lazily, hence more time
     for url, path, budget in ((by_method, RUNS_SCREENSHOT, 30000), (charts, CHARTS_SCREENSHOT, 60000)):
         path.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)  # Chromium writes no screenshot into a missing folder
         chromium(f"{uri}/{url}", f"--screenshot={path}", window="2400,1000", budget_ms=budget)
         assert path.stat().st_size > 20_000, path  # a drawn page, not a blank one

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import base64
 import errno
+import http.client
 import json
 import math
 import os
+import signal
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -20,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from hara.tracking import TrackingError, absolute_uri, resolve_uri
+from hara.tracking_server import SHUTDOWN_GRACE_SECONDS
 from tests.reliability.servers import (BIN, PASSWORD, free_port, password_file, server_certificate, ssl_context, stop,
                                       tls_client_env, tracking_server)
 
@@ -96,7 +100,7 @@ def test_authenticated_server_refuses_anonymous_clients_and_jobs(tmp_path, tiny_
     """`hara tracking-server` answers only with the right credentials, and a training job without them stops before
     it trains. (The rehearsal's DAG logs every job through such a server and greps every file it wrote for the
     password: tests/workflow/test_rehearsal.py.)"""
-    with tracking_server(tmp_path) as (uri, _):
+    with tracking_server(tmp_path) as (uri, server):
         cert = server_certificate(tmp_path)
         assert uri.startswith("https://")
         assert status_of(uri, cert=cert) == 401
@@ -121,6 +125,13 @@ def test_authenticated_server_refuses_anonymous_clients_and_jobs(tmp_path, tiny_
         created = subprocess.run([str(BIN / "python"), "-c", code], env=env, capture_output=True, text=True,
                                  timeout=300, check=False)
         assert created.returncode == 0 and created.stdout.split()[-1].isdigit(), created.stderr[-2000:]
+        # a stop does not wait for a client's idle keep-alive connection (uvicorn's default waited 30 s for it)
+        idle = http.client.HTTPSConnection(uri.split("://")[1], context=ssl.create_default_context(cafile=str(cert)))
+        idle.request("GET", "/health")
+        assert idle.getresponse().read() == b"OK"
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=SHUTDOWN_GRACE_SECONDS + 15)
+        idle.close()
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "mlflow.password"
                 and PASSWORD.encode() in p.read_bytes()]  # the server wrote it nowhere either
 
