@@ -94,10 +94,10 @@ def _final_engine(config: Mapping, args: argparse.Namespace):
     if not args.selection_out:
         yield None
         return
-    from hara.evaluation.models import checkpoint_fingerprint, load_engine, resolve_backend
+    from hara.evaluation.models import checkpoint_fingerprint, evaluation_backend, load_engine
     from hara.evaluation.runner import checkpoint_model_config
 
-    backend = resolve_backend(args.backend or config["evaluation"]["backend"])
+    backend = evaluation_backend(config, args.backend)
     cache_dir = args.cache_dir or Path(config["results_dir"]) / "lighteval_cache"
     engine = load_engine(checkpoint_model_config(config, args.checkpoint, args.benchmark[0], backend, cache_dir,
                                                  checkpoint_fingerprint(args.checkpoint)))

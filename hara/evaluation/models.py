@@ -26,7 +26,7 @@ import contextlib
 import gc
 import hashlib
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -41,7 +41,7 @@ from hara.evaluation.settings import SamplingSettings
 from hara.hashing import stream_into
 
 __all__ = ["ENGINES", "CheckpointModel", "CheckpointModelConfig", "TransformersEngine", "VLLMEngine",
-           "checkpoint_fingerprint", "load_engine", "make_model_config", "resolve_backend"]
+           "checkpoint_fingerprint", "evaluation_backend", "load_engine", "make_model_config", "resolve_backend"]
 
 # Provenance and logs written next to the weights: they do not change what the model generates.
 NOT_MODEL_FILES = frozenset({"run_info.json", "resolved_config.yaml", "warmup.json", "mlflow_run.json",
@@ -208,6 +208,8 @@ class VLLMEngine:
         import torch
         from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
 
+        if self.llm is None:
+            return  # closed already
         engine = getattr(self.llm, "llm_engine", None)
         shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
         if shutdown is not None:
@@ -270,13 +272,22 @@ class CheckpointModel(LightevalModel):
         raise NotImplementedError("hara evaluation tasks are generative only")
 
 
-def resolve_backend(name: str) -> str:
-    """``auto`` -> ``vllm`` where CUDA and vllm are present, else ``transformers`` (vllm is looked up, not imported).
+def resolve_backend(name: str, on_cpu: bool = False) -> str:
+    """``auto`` -> ``vllm`` where vllm is installed and CUDA present, else ``transformers`` (vllm is looked up, not
+    imported).
 
-    vLLM's CPU build does not make ``auto`` pick vllm: on a CPU each evaluation job would pay ~12 s of vllm import
-    and engine start for a tiny model (CI runs dozens); ``--backend vllm`` uses it."""
+    vLLM's CPU build makes ``auto`` pick vllm only with ``on_cpu`` (``evaluation.vllm_on_cpu``, the rehearsal's): on a
+    CPU each evaluation job would pay ~12 s of vllm import and engine start for a tiny model (CI runs dozens);
+    ``--backend vllm`` uses it too."""
     if name != "auto":
         return name
     import torch
 
-    return "vllm" if torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None else "transformers"
+    if importlib.util.find_spec("vllm") is None:
+        return "transformers"
+    return "vllm" if torch.cuda.is_available() or on_cpu else "transformers"
+
+
+def evaluation_backend(config: Mapping, override: str | None = None) -> str:
+    """The backend of an evaluation under ``config`` (``override``: a command's ``--backend``)."""
+    return resolve_backend(override or config["evaluation"]["backend"], config["evaluation"]["vllm_on_cpu"])

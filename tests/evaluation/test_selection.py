@@ -66,8 +66,12 @@ class KnowsEngine:
     problem texts; every other problem gets a wrong answer. Answers come from ``answers`` (problem -> answer)."""
 
     tokenizer = None
+    live: set = set()  # engines open at this moment, and the most open at once
+    most_live = 0
 
     def __init__(self, checkpoint: str, knows: dict, answers: dict, template: str, calls: list):
+        KnowsEngine.live.add(id(self))
+        KnowsEngine.most_live = max(KnowsEngine.most_live, len(KnowsEngine.live))
         self.known = knows[Path(checkpoint).name]
         self.answers = {format_prompt(problem, template): answer for problem, answer in answers.items()}
         self.problems = {format_prompt(problem, template): problem for problem in answers}
@@ -79,7 +83,7 @@ class KnowsEngine:
         return texts, [[] for _ in texts]
 
     def close(self):
-        pass
+        KnowsEngine.live.discard(id(self))
 
 
 def write_run_and_data(tmp_path: Path, config: dict) -> tuple[Path, Path, dict]:
@@ -170,6 +174,8 @@ def test_hara_evaluate_selects_the_checkpoint_in_the_same_process_as_select_chec
     knows = {"step-1": set(validation[:1]), "step-3": set(validation[:3]), "final": set(validation[:2])}
     answers = {row["problem"]: row["answer"] for rows in datasets.values() for row in rows}
     calls: list = []
+    monkeypatch.setattr(KnowsEngine, "live", set())
+    monkeypatch.setattr(KnowsEngine, "most_live", 0)
     monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: KnowsEngine(
         cfg.checkpoint, knows, answers, prompt_format(config).template, calls))
     common = ["--config", "config/smoke.yaml", *sets, "--backend", "transformers"]
@@ -179,8 +185,9 @@ def test_hara_evaluate_selects_the_checkpoint_in_the_same_process_as_select_chec
                  "--out", str(out / "scores.json"), "--no-mlflow", "--selection-out", str(out / "selection.json"),
                  "--selected-scores-out", str(out / "selected_scores.json")]) == 0
     # final/'s engine serves its test benchmarks and its validation (before: a second start, "final" twice), then
-    # the two candidates' validations and step-3's test evaluation
+    # the two candidates' validations and step-3's test evaluation, never two engines at once
     assert calls == ["final", "step-1", "step-3", "step-3"]
+    assert KnowsEngine.most_live == 1 and not KnowsEngine.live
     assert main(["select-checkpoint", *common, "--run", str(run), "--data", str(data), "--final-scores",
                  str(out / "scores.json"), "--out", str(tmp_path / "alone.json"), "--scores-out",
                  str(tmp_path / "alone_scores.json"), "--cache-dir", str(tmp_path / "other_cache")]) == 0

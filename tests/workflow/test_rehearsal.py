@@ -65,6 +65,8 @@ SCALE_KEYS = {
     "evaluation.max_new_tokens": "any",
     "evaluation.n": "any",
     "evaluation.benchmarks.*.n": "any",
+    # a CPU stand-in, not a path change: `auto` then picks vLLM (its CPU build) as it does on the GPU nodes
+    "evaluation.vllm_on_cpu": "any",
     "grid.methods": "subset",
     "grid.seeds": "subset",
     "training.group_size": "any",
@@ -345,7 +347,9 @@ def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env, tracking
     assert len(scores) == expected_counts(config)["evaluate"] + 1  # every cell + the Base model
     stop = config["prompt"]["stop"]
     for name, result in scores.items():
-        assert result["backend"] == "transformers" and result["model"]["vocab_size"] == 151669, name
+        # the GPU nodes' path: vLLM (its CPU build here, evaluation.vllm_on_cpu), read back from the fingerprint
+        assert result["backend"] == "vllm" and result["model"]["vocab_size"] == 151669, name
+        assert {e["eval_fingerprint"]["backend"] for e in result["benchmarks"].values()} == {"vllm"}, name
         assert set(result["benchmarks"]) == set(config["data"]["benchmarks"]), name
         for benchmark, entry in result["benchmarks"].items():
             assert entry["sampling"]["max_new_tokens"] == config["evaluation"]["max_new_tokens"]
