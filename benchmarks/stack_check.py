@@ -21,7 +21,7 @@ same commands and files, at the paper's shapes but for a few steps:
    plan.generation_tokens_per_s) and the training passes' achieved TFLOP/s against plan.mfu x plan.peak_tflops.
 
     python benchmarks/stack_check.py --device cuda --scale paper --out $OUT/stack_check.json   # one H200: ~6 min
-    python benchmarks/stack_check.py --device cpu --scale toy                                   # a CPU: ~1 min
+    python benchmarks/stack_check.py --device cpu --scale toy                                   # a CPU: ~2 min
 
 What a bare GPU machine lacks (TRL, datasets, MLflow, math-verify, lighteval, ...) travels as wheels:
 docs/gpu_check.md, "Real-stack check", says how. The last lines are ``key=value`` figures; ``--out`` writes them as
