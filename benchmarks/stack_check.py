@@ -46,13 +46,13 @@ sys.path.insert(0, str(REPO))  # a copied working tree, not an installed package
 
 import yaml  # noqa: E402
 
-from hara.planning import GB, PAPER_ARCHITECTURES, Architecture  # noqa: E402  (torch-free)
+from hara.planning import GB, PAPER_ARCHITECTURES, Architecture  # noqa: E402
+from hara.rlvr.phases import GIB, PHASES, memory_key, time_key  # noqa: E402  (the trainer's phase metrics)
+from tests.workflow.conftest import merged  # noqa: E402  (Snakemake's merge of --configfile files)
 
 METHODS = ("none", "hara_tok", "forking_tokens")  # the default, HarA's token level, an entropy baseline
 SIZE = "qwen3-1.7b"
 RLVR = "grpo"
-PHASES = ("generation", "scoring", "training", "optimizer")
-GIB = 1024**3
 
 
 @dataclass(frozen=True)
@@ -77,14 +77,6 @@ SCALES = {
     "paper": Scale("hara-stack/Qwen3-1.7B-shaped-Base", PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"], "bfloat16",
                    steps=3, group_size=8, prompts_per_step=4, grad_accum_steps=4, completion_tokens=512, threads=8),
 }
-
-
-def merged(base: dict, overlay: dict) -> dict:
-    """``overlay`` over ``base``, mappings merged key by key (as Snakemake merges --configfile files)."""
-    out = dict(base)
-    for key, value in overlay.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def longest_prompt_tokens(template: str) -> int:
@@ -140,15 +132,12 @@ def run_stage(name: str, args: list[str], work: Path, timings: dict) -> None:
 
 
 def copy_snapshot(work: Path, config: dict) -> None:
-    """What the DAG's download_model rule does (workflows/scripts/download_model.py), offline from the cache."""
-    import shutil
+    """What the DAG's download_model rule does, offline from the cache made in work/hf."""
+    from hara.models.base import download_snapshot
 
-    from huggingface_hub import snapshot_download
-
-    snapshot = snapshot_download(repo_id=config["models"]["hub_ids"][SIZE], cache_dir=work / "hf" / "hub",
-                                 local_files_only=True,  # HF_HUB_OFFLINE is read at import, before HF_HOME is set
-                                 allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken"])
-    shutil.copytree(snapshot, Path(config["models"]["local_dir"]) / SIZE, symlinks=False)
+    download_snapshot(config["models"]["hub_ids"][SIZE], Path(config["models"]["local_dir"]) / SIZE,
+                      cache_dir=work / "hf" / "hub",
+                      local_files_only=True)  # HF_HUB_OFFLINE is read at import, before HF_HOME is set here
 
 
 def read_metrics(run: Path) -> list[dict]:
@@ -178,7 +167,7 @@ def method_figures(method: str, lines: list[dict], plan: dict, cuda: bool) -> di
     """Medians over the steps after the first (which pays warm-up), peaks over all steps, next to the plan."""
     steady = lines[1:] or lines
     fig = {f"step_s_{method}": round(statistics.median(l["time/step_s"] for l in steady), 3)}
-    phase_s = {p: statistics.median(l.get(f"time/{p}_s", 0.0) for l in steady) for p in PHASES}
+    phase_s = {p: statistics.median(l.get(time_key(p), 0.0) for l in steady) for p in PHASES}
     fig.update({f"{p}_s_{method}": round(phase_s[p], 3) for p in PHASES})
     tokens = plan["rollouts"] * statistics.median(l["train/response_length"] for l in steady)
     fig[f"generation_tokens_per_s_{method}"] = round(tokens / phase_s["generation"], 1)
@@ -190,7 +179,7 @@ def method_figures(method: str, lines: list[dict], plan: dict, cuda: bool) -> di
     for p in PHASES:
         fig[f"plan_gib_{p}_{method}"] = round(plan["phase_gib"][p], 2)
         if cuda:
-            peak = max(l.get(f"memory/{p}_peak_gib", 0.0) for l in lines)
+            peak = max(l.get(memory_key(p), 0.0) for l in lines)
             fig[f"peak_gib_{p}_{method}"] = round(peak, 2)
             fig[f"peak_over_plan_{p}_{method}"] = round(peak / plan["phase_gib"][p], 3)
     if cuda:

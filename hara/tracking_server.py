@@ -162,11 +162,11 @@ def server_command(args: argparse.Namespace, cert: Path, key: Path) -> list[str]
     from hara.tracking import _ensure_sqlite_folder
 
     _ensure_sqlite_folder(args.backend_store_uri)
-    tls = f"--ssl-certfile {shlex.quote(str(cert.resolve()))} --ssl-keyfile {shlex.quote(str(key.resolve()))}"
-    tls += f" --timeout-graceful-shutdown {SHUTDOWN_GRACE_SECONDS}"
+    uvicorn = (f"--ssl-certfile {shlex.quote(str(cert.resolve()))} --ssl-keyfile {shlex.quote(str(key.resolve()))}"
+               f" --timeout-graceful-shutdown {SHUTDOWN_GRACE_SECONDS}")
     return ["mlflow", "server", "--app-name", "basic-auth", "--host", args.host, "--port", str(args.port),
             "--workers", str(args.workers), "--backend-store-uri", args.backend_store_uri,
-            "--artifacts-destination", args.artifacts_destination, "--uvicorn-opts", tls]
+            "--artifacts-destination", args.artifacts_destination, "--uvicorn-opts", uvicorn]
 
 
 def serve(args: argparse.Namespace) -> int:

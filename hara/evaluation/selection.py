@@ -83,11 +83,12 @@ def select_checkpoint(config: Mapping, run_dir: str | Path, data_dir: str | Path
     run_dir, backend = Path(run_dir), evaluation_backend(config, backend)
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "selection_cache")
     records = validation_records(Path(data_dir))
-    listed, by_step = candidates(config, run_dir), {}
+    listed, by_step, final_dir = candidates(config, run_dir), {}, run_dir / "final"
     # final/ first on its live engine, closed before another starts: one engine at a time (a GPU holds one engine's
     # memory share, and vLLM's parallel state is one per process: a second engine beside it failed on the CPU build)
-    for step, checkpoint in sorted(listed, key=lambda c: final_engine is None or c[1] != run_dir / "final"):
-        engine = final_engine if checkpoint == run_dir / "final" else None
+    order = listed if final_engine is None else sorted(listed, key=lambda c: c[1] != final_dir)
+    for step, checkpoint in order:
+        engine = final_engine if checkpoint == final_dir else None
         entry = validation_score(config, checkpoint, records, cache_dir, backend, engine_factory, engine)
         if engine is not None:
             engine.close()

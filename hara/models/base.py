@@ -17,6 +17,23 @@ from hara.runinfo import write_run_info
 
 WARMUP_KEYS = ("steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "weight_decay", "max_length",
                "direct_fraction", "threads")
+#: The files `from_pretrained` reads (config, safetensors weights, tokenizer), not the duplicate PyTorch .bin weights
+#: some hub repositories also hold.
+SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken"]
+
+
+def download_snapshot(hub_id: str, out_dir: str | Path, **hub_options) -> Path:
+    """Fetch the snapshot of ``hub_id`` through the Hugging Face cache (HF_HOME; offline, an earlier download found
+    there) and copy its files, not the cache's links, to ``out_dir``, renamed into place only when complete (the
+    workflow's download_model rule). ``hub_options``: more ``snapshot_download`` arguments (cache_dir, ...)."""
+    from huggingface_hub import snapshot_download
+
+    snapshot = snapshot_download(repo_id=hub_id, allow_patterns=SNAPSHOT_FILES, **hub_options)
+    partial = Path(f"{out_dir}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(snapshot, partial, symlinks=False)
+    partial.rename(out_dir)
+    return Path(snapshot)
 
 
 def config_datasets(config: Mapping, data_dir: str | Path | None) -> dict[str, list[dict]]:
