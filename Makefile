@@ -1,6 +1,6 @@
 # One-command setup and test on a fresh CPU machine.
 #   make setup      create .venv and install the pinned environment with the test tools (quick when already done)
-#   make test       setup, then the test suite
+#   make test       setup, lint (ruff, snakefmt), then the test suite
 #   make reproduce  the runtime part of setup only, then the embedded default run (CONFIG=... to use another config)
 PYTHON ?= python3.11
 VENV   := .venv
@@ -39,7 +39,7 @@ RESULTS ?= results
 CORES  ?= $(shell nproc)
 MEM_MB ?= $(shell awk '/^MemAvailable:/ {print int($$2 / 1024 * 0.9)}' /proc/meminfo)
 
-.PHONY: setup test reproduce venv gpu-resolves clean-venv
+.PHONY: setup test lint reproduce venv gpu-resolves clean-venv
 
 setup: $(STAMP)
 
@@ -61,8 +61,14 @@ $(STAMP): $(RUN_STAMP)
 	$(if $(VLLM_CPU),$(UV_PIP) uninstall --python $(PY) --quiet torchvision torchaudio torchcodec)
 	@touch $(STAMP)
 
-test: setup
+test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff (its default rules and the formatter, pyproject.toml) and snakefmt over the workflow: seconds, before the suite.
+lint: setup
+	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/snakefmt --check --quiet Snakefile workflows
 
 # The whole DAG (Snakefile): data -> base models -> training grid -> evaluation -> results/report/index.html.
 # The venv's bin/ goes first on PATH because the rules call the `hara` command.

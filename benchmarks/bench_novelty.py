@@ -33,12 +33,12 @@ import time
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
+import numpy as np
+import torch
+from scipy.stats import spearmanr
 
-from hara.novelty import NoveltyParams, compute_novelty  # noqa: E402
-from hara.ot.barycenter import BarycenterConfig  # noqa: E402
+from hara.novelty import NoveltyParams, compute_novelty
+from hara.ot.barycenter import BarycenterConfig
 
 try:
     from threadpoolctl import threadpool_limits
@@ -121,7 +121,7 @@ def run_point(d: int, n: int, seeds: list[int], pot: bool, repeats: int) -> dict
     ours, floor, pot_t, rhos = [], [], [], []
     for seed in seeds:
         batch = planted_batch(seed, n, d)
-        t, res = _best_of(lambda: compute_novelty(**batch), repeats)
+        t, res = _best_of(lambda batch=batch: compute_novelty(**batch), repeats)
         ours.append(t)
         floor.append(gemm_floor(batch, res.info, repeats))
         if pot:
@@ -169,7 +169,7 @@ def run_eps(args: argparse.Namespace) -> None:
             params = NoveltyParams(barycenter=BarycenterConfig(eps_rel=eps))
             times, errors, rhos, iters = [], [], [], []
             for batch, ref in zip(batches, exact):
-                t, res = _best_of(lambda: compute_novelty(**batch, params=params), 3)
+                t, res = _best_of(lambda batch=batch, params=params: compute_novelty(**batch, params=params), 3)
                 times.append(t)
                 errors.append(res.info["hara/sinkhorn_marginal_error"])
                 iters.append(res.info["hara/sinkhorn_iters"])

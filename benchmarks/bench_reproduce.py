@@ -172,13 +172,13 @@ def compare_generation(config: dict, model_dir: Path, problems: int, repeats: in
                     max_new_tokens=evaluation["max_new_tokens"], seed=evaluation["seed"], stop=form.stop)
     rates, outputs = {"sdpa": [], CPU_ATTENTION: []}, {}
     for _ in range(repeats):
-        for attention in rates:
+        for attention, rate in rates.items():
             model.set_attn_implementation(attention)
             start = time.perf_counter()
             outputs[attention] = generate_ids(model, tokenizer, prompts, **sampling)
             seconds = time.perf_counter() - start
             tokens = sum(map(len, outputs[attention]))
-            rates[attention].append(tokens / seconds)
+            rate.append(tokens / seconds)
             print(f"generation, {len(prompts)} completions, {attention}: {tokens} tokens in {seconds:.2f} s, "
                   f"{tokens / seconds:,.0f} tokens/s")
     if outputs["sdpa"] != outputs[CPU_ATTENTION]:

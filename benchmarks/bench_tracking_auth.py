@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import ssl
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -105,11 +105,11 @@ def main() -> None:
         os.environ.update(MLFLOW_TRACKING_USERNAME="hara", MLFLOW_TRACKING_PASSWORD=password.read_text())
         seconds: dict[int, list[float]] = {0: [], AUTH_CACHE_SECONDS: []}
         for round_ in range(args.repeats):
-            for cache in seconds:
+            for cache, spent in seconds.items():
                 folder = root / f"round{round_}-cache{cache}"
                 folder.mkdir()
-                seconds[cache].append(server_cpu_per_request(folder, password, cache, args.requests))
-                print(f"round {round_}: --auth-cache-seconds {cache:>3}: {seconds[cache][-1] * 1000:7.1f} ms of "
+                spent.append(server_cpu_per_request(folder, password, cache, args.requests))
+                print(f"round {round_}: --auth-cache-seconds {cache:>3}: {spent[-1] * 1000:7.1f} ms of "
                       f"server CPU per request", flush=True)
     off, on = (statistics.median(seconds[c]) for c in (0, AUTH_CACHE_SECONDS))
     print(f"server CPU per request: cache off {off * 1000:.1f} ms, on {on * 1000:.1f} ms, "

@@ -49,9 +49,9 @@ from torch.utils.checkpoint import checkpoint
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # a copied working tree, not an installed package
 
-from hara.novelty import compute_novelty  # noqa: E402
-from hara.planning import PAPER_ARCHITECTURES, Architecture  # noqa: E402  (torch-free)
-from hara.weighting import WeightingContext, apply_weighting  # noqa: E402
+from hara.novelty import compute_novelty
+from hara.planning import PAPER_ARCHITECTURES, Architecture
+from hara.weighting import WeightingContext, apply_weighting
 
 METHODS = ("none", "hara_tok")
 GIB = 1024**3

@@ -75,10 +75,10 @@ def instrument(ledger: Ledger) -> None:
     import transformers
     from transformers.generation.utils import GenerationMixin
 
-    import hara.evaluation.scoring  # noqa: F401  (imports math_reward by name: patched below)
-    import hara.models.warmup as warmup
+    import hara.evaluation.scoring
     import hara.reward
-    import hara.rlvr.trainer as trainer
+    from hara.models import warmup
+    from hara.rlvr import trainer
 
     patch(ledger, GenerationMixin, "generate", "generation")
     patch(ledger, transformers.Qwen3ForCausalLM, "forward", "forward")

@@ -44,11 +44,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # a copied working tree, not an installed package
 
-import yaml  # noqa: E402
+import yaml
 
-from hara.planning import GB, PAPER_ARCHITECTURES, Architecture  # noqa: E402
-from hara.rlvr.phases import GIB, PHASES, memory_key, time_key  # noqa: E402  (the trainer's phase metrics)
-from tests.workflow.conftest import merged  # noqa: E402  (Snakemake's merge of --configfile files)
+from hara.planning import GB, PAPER_ARCHITECTURES, Architecture
+from hara.rlvr.phases import GIB, PHASES, memory_key, time_key
+from tests.workflow.conftest import merged
 
 METHODS = ("none", "hara_tok", "forking_tokens")  # the default, HarA's token level, an entropy baseline
 SIZE = "qwen3-1.7b"
@@ -123,7 +123,7 @@ def run_stage(name: str, args: list[str], work: Path, timings: dict) -> None:
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as handle:
         done = subprocess.run([sys.executable, "-c", "import sys; from hara.cli import main; sys.exit(main())", *args],
-                              stdout=handle, stderr=subprocess.STDOUT, env=stage_env(work), cwd=work)
+                              stdout=handle, stderr=subprocess.STDOUT, env=stage_env(work), cwd=work, check=False)
     timings[name] = round(time.perf_counter() - start, 1)
     print(f"{name}: {timings[name]} s (rc {done.returncode})", flush=True)
     if done.returncode:

@@ -14,11 +14,11 @@ parts travel in separate calls when both do not fit; the sizes are printed.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata as metadata
 import json
 import re
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -81,7 +81,7 @@ def slim(wheel: Path, prefixes: tuple[str, ...]) -> None:
     """Rewrite ``wheel`` without the files under ``prefixes`` (and their RECORD lines, so pip installs it)."""
     import zipfile
 
-    keep = lambda name: not name.startswith(prefixes)  # noqa: E731
+    keep = lambda name: not name.startswith(prefixes)
     slimmed = wheel.with_suffix(".slim")
     with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(slimmed, "w", zipfile.ZIP_DEFLATED) as target:
         for item in source.infolist():

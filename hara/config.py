@@ -12,8 +12,9 @@ import copy
 import functools
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import jsonschema
 import yaml
@@ -36,13 +37,13 @@ ConfigLoader.add_implicit_resolver(
                    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
                    |\.[0-9_]+(?:[eE][-+][0-9]+)?
                    |[-+]?\.(?:inf|Inf|INF)
-                   |\.(?:nan|NaN|NAN))$""", re.X),
+                   |\.(?:nan|NaN|NAN))$""", re.VERBOSE),
     list("-+0123456789."))
 
 
 def load_yaml(stream: Any) -> Any:
     """``yaml.safe_load`` with :class:`ConfigLoader` (configs, overrides and study files)."""
-    return yaml.load(stream, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(stream, Loader=ConfigLoader)
 
 
 def load_schema() -> dict:
@@ -58,7 +59,7 @@ def _parsed_schema() -> dict:
     tests load hundreds; every `hara` process and Snakemake's parse load at least one)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(SCHEMA_PATH, encoding="utf-8") as handle:
-        schema = yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
+        schema = yaml.load(handle, Loader=loader)
     return inline_refs(schema, schema)
 
 

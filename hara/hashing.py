@@ -10,7 +10,7 @@ import os
 __all__ = ["file_sha256", "file_xxh3", "stream_into"]
 
 
-def stream_into(digest: "hashlib._Hash", path: str | os.PathLike) -> "hashlib._Hash":
+def stream_into(digest: hashlib._Hash, path: str | os.PathLike) -> hashlib._Hash:
     """Feed a file's bytes to ``digest`` in 1 MiB blocks (multi-GB weight shards never sit in memory at once)."""
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -20,8 +20,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BASE_EVAL", "CANDIDATE", "CELL", "Cell", "candidate_dir", "candidate_steps", "base_eval_dir", "base_model_dir", "eval_dir", "grid_cells", "method_seeds",
-           "run_dir"]
+__all__ = [
+    "BASE_EVAL",
+    "CANDIDATE",
+    "CELL",
+    "Cell",
+    "base_eval_dir",
+    "base_model_dir",
+    "candidate_dir",
+    "candidate_steps",
+    "eval_dir",
+    "grid_cells",
+    "method_seeds",
+    "run_dir",
+]
 
 #: A grid cell's folder below a stage folder; the MLflow run name (hara.tracking.run_name) has the same fields.
 CELL = "{size}/{rlvr}/{method}/seed{seed}"

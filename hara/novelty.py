@@ -72,7 +72,7 @@ class NoveltyParams:
             raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {self.backend!r}")
 
     @classmethod
-    def from_flat(cls, values: dict) -> "NoveltyParams":
+    def from_flat(cls, values: dict) -> NoveltyParams:
         """Build from one flat dict mixing these fields and :class:`BarycenterConfig` fields."""
         bary_keys = {f.name for f in fields(BarycenterConfig)}
         own = {k: v for k, v in values.items() if k not in bary_keys}

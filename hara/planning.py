@@ -34,8 +34,18 @@ from hara.evaluation.settings import benchmark_settings
 from hara.layout import candidate_steps, method_seeds
 from hara.methods import methods
 
-__all__ = ["Architecture", "CellPlan", "GridPlan", "PAPER_ARCHITECTURES", "architecture_of", "format_plan_table",
-           "plan_cell", "plan_grid", "setup_of", "write_plan"]
+__all__ = [
+    "PAPER_ARCHITECTURES",
+    "Architecture",
+    "CellPlan",
+    "GridPlan",
+    "architecture_of",
+    "format_plan_table",
+    "plan_cell",
+    "plan_grid",
+    "setup_of",
+    "write_plan",
+]
 
 GB = 1e9  # decimal gigabytes, as GPU data sheets and Slurm's MB count them
 FUSED_HEAD_TOKENS, FUSED_HEAD_VOCAB = 4096, 32768  # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE, chunk size

@@ -23,8 +23,17 @@ from dataclasses import dataclass
 
 from hara.report.paired import t_quantile
 
-__all__ = ["ALPHA", "Components", "Design", "POWER", "components_from_config", "estimate_components", "mde",
-           "seeds_needed", "samples_needed"]
+__all__ = [
+    "ALPHA",
+    "POWER",
+    "Components",
+    "Design",
+    "components_from_config",
+    "estimate_components",
+    "mde",
+    "samples_needed",
+    "seeds_needed",
+]
 
 ALPHA, POWER = 0.05, 0.8
 #: The largest seeds / samples per problem the plan searches when it says what would detect a claim.
@@ -107,7 +116,6 @@ def samples_needed(c: Components, design: Design, benchmarks: Sequence[str], fam
 
 def _anova(matrix) -> tuple[float, float, float]:
     """Mean squares (seeds, problems, residual) of an (S, P) matrix, S >= 2."""
-    import numpy as np
 
     s, p = matrix.shape
     grand, rows, cols = matrix.mean(), matrix.mean(axis=1), matrix.mean(axis=0)

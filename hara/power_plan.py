@@ -8,9 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.power import Components, Design, components_from_config, estimate_components, mde, samples_needed, seeds_needed
+from hara.power import (
+    Components,
+    Design,
+    components_from_config,
+    estimate_components,
+    mde,
+    samples_needed,
+    seeds_needed,
+)
 
-__all__ = ["claim_families", "design_of", "power_section", "format_power"]
+__all__ = ["claim_families", "design_of", "format_power", "power_section"]
 
 AVERAGE = "average"
 
@@ -106,9 +114,9 @@ def _pts(value: float | None) -> str:
 def format_power(section: Mapping) -> str:
     """The section as text: a table of MDEs and one line per claim."""
     c = section["components"]
-    lines = ["", "Power: the minimum detectable paired difference (MDE, pass@1 points) at 80% power, two-sided "
-             f"alpha 0.05, alone and corrected over a family of {section['family_of_table']} comparisons (the "
-             "claims' largest)",
+    lines = ["", ("Power: the minimum detectable paired difference (MDE, pass@1 points) at 80% power, two-sided "
+                  f"alpha 0.05, alone and corrected over a family of {section['family_of_table']} comparisons (the "
+                  "claims' largest)"),
              "  variance components: " + Components(**c).describe(),
              f"  {'benchmark':<16}{'problems':>9}{'samples':>8}{'seeds':>6}{'MDE':>7}{'MDE fam.':>9}"]
     for row in section["benchmarks"]:

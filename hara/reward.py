@@ -39,7 +39,7 @@ from pathlib import Path
 from latex2sympy2_extended import NormalizationConfig
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-__all__ = ["math_reward", "last_boxed", "too_costly", "MAX_ANSWER_CHARS", "SANDBOX_TIMEOUT_S"]
+__all__ = ["MAX_ANSWER_CHARS", "SANDBOX_TIMEOUT_S", "last_boxed", "math_reward", "too_costly"]
 
 MAX_ANSWER_CHARS = 300  # longer boxed contents are not parsed (a final answer is short; parsing cost grows fast)
 # math-verify's alarm per parse and per comparison. It is wall-clock time (signal.alarm), so on a loaded machine

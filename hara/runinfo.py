@@ -13,9 +13,9 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Mapping
 
 from hara.config import dump_config
 
@@ -61,7 +61,7 @@ def git_commit(repo: str | os.PathLike | None = None) -> str:
     """The commit of the working tree (suffixed -dirty when it has changes), or 'unknown' outside git."""
     repo = Path(repo or Path(__file__).resolve().parent.parent)
     try:
-        run = lambda *args: subprocess.run(  # noqa: E731
+        run = lambda *args: subprocess.run(
             ["git", *args], cwd=repo, capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
         commit = run("rev-parse", "HEAD")

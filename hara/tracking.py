@@ -39,9 +39,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXPERIMENT_KIND", "RUN_FILE", "TRAINING_UI_QUERY", "MlflowRun", "absolute_uri", "metric_name", "open_run",
-           "PASSWORD_FILE_ENV", "password_from_file", "read_password", "run_name", "start_run", "system_metrics",
-           "tracking_client", "ui_path"]
+__all__ = [
+    "EXPERIMENT_KIND",
+    "PASSWORD_FILE_ENV",
+    "RUN_FILE",
+    "TRAINING_UI_QUERY",
+    "MlflowRun",
+    "absolute_uri",
+    "metric_name",
+    "open_run",
+    "password_from_file",
+    "read_password",
+    "run_name",
+    "start_run",
+    "system_metrics",
+    "tracking_client",
+    "ui_path",
+]
 
 RUN_FILE = "mlflow_run.json"
 
@@ -239,7 +253,7 @@ class MlflowRun:
 
     def flush(self, seconds: float | None = None, interval: float = 5.0) -> bool:
         """Keep sending the kept batches for up to ``seconds`` (HARA_MLFLOW_FLUSH_SECONDS, default 600)."""
-        seconds = float(os.environ.get("HARA_MLFLOW_FLUSH_SECONDS", 600)) if seconds is None else seconds
+        seconds = float(os.environ.get("HARA_MLFLOW_FLUSH_SECONDS", "600")) if seconds is None else seconds
         deadline = time.monotonic() + seconds
         while not self._send_pending():
             if time.monotonic() >= deadline:

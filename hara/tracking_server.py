@@ -31,8 +31,16 @@ from pathlib import Path
 
 from hara.tracking import PASSWORD_FILE_ENV, read_password
 
-__all__ = ["PASSWORD_FILE_ENV", "add_arguments", "auth_config", "self_signed_certificate", "server_command",
-           "read_password", "serve", "tls_files"]
+__all__ = [
+    "PASSWORD_FILE_ENV",
+    "add_arguments",
+    "auth_config",
+    "read_password",
+    "self_signed_certificate",
+    "serve",
+    "server_command",
+    "tls_files",
+]
 
 CERTIFICATE_DAYS = 365
 
@@ -80,7 +88,7 @@ def self_signed_certificate(folder: Path, host: str) -> tuple[Path, Path]:
     from cryptography.x509.oid import NameOID
 
     cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     if cert_path.is_file() and key_path.is_file():
         existing = x509.load_pem_x509_certificate(cert_path.read_bytes())
         names = existing.extensions.get_extension_for_class(x509.SubjectAlternativeName).value

@@ -78,7 +78,7 @@ def test_console_script_prints_no_traceback(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("warmup:\n  lr: -3\n")
     run = subprocess.run([sys.executable, "-m", "hara.cli", "config", "--config", str(path)],
-                         capture_output=True, text=True, cwd=REPO)
+                         capture_output=True, text=True, cwd=REPO, check=False)
     assert run.returncode == 2
     assert run.stderr.strip().startswith("error:") and "warmup.lr" in run.stderr
     assert "Traceback" not in run.stderr and run.stderr.count("\n") == 1

@@ -37,8 +37,8 @@ def test_every_command_that_loads_a_model_is_guarded():
 
 
 @pytest.mark.parametrize("cuda_build,expected", [
-    (None, "a CPU build of torch is installed (was the .venv made on a node without nvidia-smi? run `make setup` on "
-           "a GPU node)"),
+    (None, ("a CPU build of torch is installed (was the .venv made on a node without nvidia-smi? run `make setup` "
+            "on a GPU node)")),
     ("13.0", "it is a CUDA 13.0 build and needs an NVIDIA driver of the 580 series or newer (CUDA 13.0)"),
 ])
 def test_a_gpu_node_whose_torch_sees_no_gpu_stops_training_in_one_line(gpu_node, tmp_path, capsys, monkeypatch,

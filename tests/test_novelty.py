@@ -9,7 +9,6 @@ from scipy.stats import spearmanr
 from hara.novelty import NoveltyParams, compute_novelty, outcome_groups, random_projection, whitening_stats
 from hara.ot.barycenter import BarycenterConfig
 
-
 # no batch-global early stop: results then do not depend on what else is in the batch
 NO_EARLY_STOP = NoveltyParams(barycenter=BarycenterConfig(barycenter_size=6, barycenter_tol=0.0, sinkhorn_tol=0.0))
 

@@ -16,7 +16,6 @@ import torch
 
 from hara.cli import main
 from hara.config import ConfigError, load_config, validate_config
-from tests.workflow.conftest import merged, read
 from hara.planning import (
     CONTEXT_NEEDS,
     GB,
@@ -32,6 +31,7 @@ from hara.planning import (
     setup_of,
     training_host_bytes,
 )
+from tests.workflow.conftest import merged, read
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER, REHEARSAL, DEFAULT = (REPO / "config" / f"{name}.yaml" for name in ("paper", "rehearsal", "default"))
@@ -301,7 +301,7 @@ def test_planned_cpu_peak_of_a_grpo_step_agrees_with_the_measured_peak(tmp_path)
     process: peak RSS minus the RSS before the model exists, against the plan's peak for the same run."""
     env = {key: os.environ[key] for key in MEASURING_ENV_KEYS if key in os.environ} | ALLOCATOR_ENV
     result = subprocess.run([sys.executable, str(REPO / "tests" / "planning_peak.py"), "hara_tok", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+                            capture_output=True, text=True, timeout=600, cwd=REPO, env=env, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     ratio = report["measured"] / report["planned"]

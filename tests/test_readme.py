@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 def layout_block() -> dict[str, str]:
     """The layout section's code block: top-level entry -> its description (continuation lines included)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"^## Layout\n\n```\n(.*?)```", readme, re.S | re.M).group(1)
+    block = re.search(r"^## Layout\n\n```\n(.*?)```", readme, re.DOTALL | re.MULTILINE).group(1)
     entries, current = {}, None
     for line in block.splitlines():
         if line and not line[0].isspace():

@@ -433,7 +433,7 @@ def test_hara_keeps_each_sign_subsets_mass_under_overlong_shaping(method, loss):
 def test_no_weight_exceeds_the_cap_and_the_mass_is_kept(formula):
     x = torch.tensor([[0.0] * 9 + [10.0]])  # softmax alone gives the last token ~7.6
     omega = torch.ones(1, 10)
-    w, flags = group_weights(x, omega, torch.tensor([0]), 1, ReweightParams(formula=formula))
+    w, _flags = group_weights(x, omega, torch.tensor([0]), 1, ReweightParams(formula=formula))
     assert float(w.max()) <= 5.0 + 1e-6 and float(w.mean()) == pytest.approx(1.0, abs=1e-6)
     w3, flags3 = group_weights(x, omega, torch.tensor([0]), 1, ReweightParams(formula=formula, max_weight=3.0))
     assert float(w3.max()) <= 3.0 + 1e-6 and float(w3.mean()) == pytest.approx(1.0, abs=1e-6)

@@ -56,8 +56,8 @@ def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, tem
     """``rollouts`` sampled completions per problem with their hidden states and stage labels (by ``labeller``);
     ``prompt`` is the config's :class:`hara.data.format.PromptFormat` (the training prompt)."""
     from hara.data.format import PromptFormat
-    from hara.models.generate import generate_ids
     from hara.models.capture import capture_context
+    from hara.models.generate import generate_ids
 
     prompt = prompt or PromptFormat()
     prompts = [prompt.prompt(p) for p in problems for _ in range(rollouts)]
@@ -104,9 +104,9 @@ def score_variants(data: Rollouts, alphas: Mapping[str, float], counts: list[int
 
 def interpretability_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
     """Sample, label, map and score (module docstring); writes the matrices CSV and two figures too."""
+    from hara.data.format import prompt_format
     from hara.data.io import read_jsonl
     from hara.models.generate import load_model
-    from hara.data.format import prompt_format
     from hara.runinfo import set_threads
 
     cfg = config["analyses"]["interpretability"]

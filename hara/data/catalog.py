@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import hara.data.hub as hub
+from hara.data import hub
 from hara.data.embedded import BENCHMARKS as MINI_BENCHMARKS
 from hara.data.hub import HubSchema, answer_list, solution_list
 

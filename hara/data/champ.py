@@ -19,7 +19,7 @@ import re
 
 from hara.data.io import DataError
 
-__all__ = ["load_champ", "simple_answer", "latex_exponents", "CHAMP_VERSION"]
+__all__ = ["CHAMP_VERSION", "latex_exponents", "load_champ", "simple_answer"]
 
 CHAMP_VERSION = "v0"
 _SIMPLE = re.compile(r"^[0-9a-z+\-*/^().! ]+$")  # digits, variables, arithmetic; no commas, words or upper case

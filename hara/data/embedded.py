@@ -21,7 +21,7 @@ from hara.data.io import lookup, write_jsonl
 from hara.data.synthetic import SKILLS, generate_problems, normalize_problem
 from hara.hashing import file_sha256
 
-__all__ = ["BenchmarkSpec", "BENCHMARKS", "TRAIN", "VALIDATION", "build_embedded_datasets", "write_datasets", "benchmark_spec"]
+__all__ = ["BENCHMARKS", "TRAIN", "VALIDATION", "BenchmarkSpec", "benchmark_spec", "build_embedded_datasets", "write_datasets"]
 
 TRAIN = "train"
 #: Training problems held out for model selection (checkpoints, sweep trials): never trained on, never a test set.

@@ -42,7 +42,7 @@ from typing import Any
 
 from hara.data.io import DataError, lookup, read_jsonl
 
-__all__ = ["HubSchema", "HUB_DATASETS", "TRAINING_DATASETS", "load_local_dataset"]  # and BENCHMARK_DATASETS (__getattr__)
+__all__ = ["HUB_DATASETS", "TRAINING_DATASETS", "HubSchema", "load_local_dataset"]  # and BENCHMARK_DATASETS (__getattr__)
 
 
 # ------------------------------------------------------------------------------------------------ value cleaning
@@ -151,7 +151,7 @@ def _rows_parquet(path: Path) -> list[dict]:
 
     try:
         return pq.read_table(path).to_pylist()
-    except Exception as err:  # pyarrow raises several types for corrupt files
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for corrupt files
         raise DataError(f"{path}: cannot read parquet ({err})") from None
 
 

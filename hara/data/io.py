@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["DataError", "UnknownNameError", "lookup", "write_jsonl", "read_jsonl", "dumps_record"]
+__all__ = ["DataError", "UnknownNameError", "dumps_record", "lookup", "read_jsonl", "write_jsonl"]
 
 T = TypeVar("T")
 

@@ -9,8 +9,8 @@ datasets, read from folders that `hara fetch-data` wrote; a hub dataset ``owner/
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from hara.data.catalog import HUB_BENCHMARKS
 from hara.data.embedded import TRAIN, VALIDATION, build_embedded_datasets, write_datasets

@@ -26,7 +26,7 @@ from fractions import Fraction
 
 from hara.data.io import lookup
 
-__all__ = ["SKILLS", "LEVELS", "RECORD_KEYS", "generate_problems", "make_record", "normalize_problem", "format_number"]
+__all__ = ["LEVELS", "RECORD_KEYS", "SKILLS", "format_number", "generate_problems", "make_record", "normalize_problem"]
 
 LEVELS = (1, 2, 3, 4, 5)
 RECORD_KEYS = ("id", "problem", "solution", "answer", "skill", "level", "source")

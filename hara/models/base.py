@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from hara.config import ConfigError, valid_model_sizes
 from hara.runinfo import write_run_info

@@ -9,7 +9,7 @@ that never hold (rows, T, V) logits.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Self
 
 import torch
 from torch import Tensor
@@ -97,14 +97,14 @@ class GenerationRecorder:
         self.entropies: list[Tensor] = []
         self._handles: list[Any] = []
 
-    def __enter__(self) -> "GenerationRecorder":
+    def __enter__(self) -> Self:
         if "hidden" in self.needs:
             self._handles.append(hidden_module(self.model, self.layer).register_forward_hook(self._keep_hidden))
         if "entropy" in self.needs:
             self._handles.append(self.model.get_output_embeddings().register_forward_hook(self._keep_entropy))
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -138,12 +138,12 @@ class PassRecorder:
         self.parts: dict[str, list[Tensor]] = {"hidden": [], "entropy": []}
         self._handles: list[Any] = []
 
-    def __enter__(self) -> "PassRecorder":
+    def __enter__(self) -> Self:
         self._handles = [m.register_forward_hook(functools.partial(self._keep, name))
                          for name, m in self.modules.items() if m is not None]
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()

@@ -41,7 +41,7 @@ def order_reversing_mass(plan: Tensor, p: Tensor, s: Tensor) -> Tensor:
     p = p - 0.5
     s = (s - 0.5).to(plan.dtype)
     pp, ss = p[..., :, None], s
-    quadrant = lambda x: _prefix_cols(_suffix_rows(x))  # noqa: E731 - small local helper
+    quadrant = lambda x: _prefix_cols(_suffix_rows(x))
     s0, sp = quadrant(plan), quadrant(plan * pp)
     s_s, sps = quadrant(plan * ss), quadrant(plan * pp * ss)
     inner = ss * sp - sps - pp * ss * s0 + pp * s_s

@@ -22,15 +22,15 @@ does not depend on which other problems share the batch. Both run with fp32 deno
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import torch
 from torch import Tensor
 
 __all__ = [
-    "SinkhornResult",
     "SOLVERS",
+    "SinkhornResult",
     "denormals_flushed",
     "flush_denormals",
     "plan_from_potentials",

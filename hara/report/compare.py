@@ -65,8 +65,8 @@ def fingerprint_differences(a: Mapping | None, b: Mapping | None, descriptive: b
     """``field (a vs b)`` for every fingerprint field that differs (a missing fingerprint is a difference): the
     fields that decide comparability, or with ``descriptive`` those of :data:`DESCRIPTIVE_FIELDS`."""
     if a is None or b is None:
-        return [] if descriptive else [f"{FINGERPRINT_KEY} (missing: evaluated before fingerprints were recorded; "
-                                       "evaluate again)"]
+        return [] if descriptive else [(f"{FINGERPRINT_KEY} (missing: evaluated before fingerprints were recorded; "
+                                        "evaluate again)")]
     flat_a, flat_b = flatten(a), flatten(b)
     return [f"{key} ({flat_a.get(key, 'absent')} vs {flat_b.get(key, 'absent')})"
             for key in sorted(flat_a.keys() | flat_b.keys())

@@ -111,8 +111,8 @@ def describe(cell: Cell, average: float | None, comparisons: Iterable[Mapping], 
              else "**Average pass@1**: n/a (not scored on every benchmark of the config).")
     if cell.method == BASELINE:
         score += f" This is the baseline ({BASELINE}) that the other methods are compared with."
-    parts = [f"{NOTE_HEADER}: size `{cell.size}`, RLVR `{cell.rlvr}`, method `{cell.method}`, seed {cell.seed} "
-             f"(`train/{cell.path()}`).",
+    parts = [(f"{NOTE_HEADER}: size `{cell.size}`, RLVR `{cell.rlvr}`, method `{cell.method}`, seed {cell.seed} "
+              f"(`train/{cell.path()}`)."),
              f"**Report**: `{report_file}` ([open in MLflow]({links['report']}))", score,
              *map(_comparison_line, of_cell(cell, comparisons)), f"**Compare in MLflow**: {views}"]
     return "\n\n".join(parts)

@@ -57,9 +57,25 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["BETTER", "WITHIN_NOISE", "WORSE", "Bootstrap", "Corrected", "Difference", "Interval", "Z_POWER",
-           "block_bootstrap_ratio", "bootstrap_difference", "correct_family", "max_t_critical", "paired_matrix",
-           "satterthwaite_df", "t_interval", "t_quantile", "verdict_of"]
+__all__ = [
+    "BETTER",
+    "WITHIN_NOISE",
+    "WORSE",
+    "Z_POWER",
+    "Bootstrap",
+    "Corrected",
+    "Difference",
+    "Interval",
+    "block_bootstrap_ratio",
+    "bootstrap_difference",
+    "correct_family",
+    "max_t_critical",
+    "paired_matrix",
+    "satterthwaite_df",
+    "t_interval",
+    "t_quantile",
+    "verdict_of",
+]
 
 BETTER, WORSE, WITHIN_NOISE = "better", "worse", "within noise"
 #: z of the power every minimum detectable effect is stated at (80%, Miller 2024; ../shared/statistics.md).

@@ -26,9 +26,17 @@ from hara.analysis.claims import CLAIMS_PATH
 from hara.config import ConfigError
 from hara.report.collect import Cell, Run, collect_runs, read_run
 from hara.report.compare import Comparison, compare_cells
+from hara.report.paired import (
+    BETTER,
+    WITHIN_NOISE,
+    WORSE,
+    Bootstrap,
+    Interval,
+    block_bootstrap_ratio,
+    correct_family,
+    t_interval,
+)
 from hara.report.stats import step_costs
-from hara.report.paired import (BETTER, WITHIN_NOISE, WORSE, Bootstrap, Interval, block_bootstrap_ratio,
-                                 correct_family, t_interval)
 
 __all__ = ["MEASURES", "Claim", "Outcome", "check_claims", "claims_table", "format_checks", "load_claims"]
 

@@ -14,11 +14,26 @@ from dataclasses import dataclass
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.layout import method_seeds
 from hara.report.collect import Cell, Run, seed_runs
-from hara.report.compare import (BASELINE, CORRECTED_MARK, LOW_POWER_MARK, MISMATCH_MARK, GridComparisons,
-                                 grid_comparisons, is_control)
+from hara.report.compare import (
+    BASELINE,
+    CORRECTED_MARK,
+    LOW_POWER_MARK,
+    MISMATCH_MARK,
+    GridComparisons,
+    grid_comparisons,
+    is_control,
+)
 from hara.report.paired import Bootstrap, bootstrap_difference, correct_family, paired_matrix
-from hara.report.stats import (NA, Estimate, cumulative_time, final_value, mean_se, step_costs, step_reaching,
-                               value_at_time)
+from hara.report.stats import (
+    NA,
+    Estimate,
+    cumulative_time,
+    final_value,
+    mean_se,
+    step_costs,
+    step_reaching,
+    value_at_time,
+)
 
 __all__ = ["TABLES", "Table", "build_tables"]
 

@@ -43,7 +43,7 @@ def _slurm_job_active(job: str) -> bool:
         raise UserError(f"{OWNER_FILE}: the run folder is claimed by Slurm job {job}, and squeue is not on PATH to "
                         "check it; run where squeue works")
     listed = subprocess.run([squeue, "--noheader", "--states=all", "--jobs", job, "--format=%T"],
-                            capture_output=True, text=True, timeout=60).stdout.split()
+                            capture_output=True, text=True, timeout=60, check=False).stdout.split()
     return any(state in ACTIVE_STATES for state in listed)
 
 

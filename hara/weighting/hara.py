@@ -5,8 +5,9 @@ hara_exact_tok / hara_exact_seq."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import Tensor

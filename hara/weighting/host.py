@@ -3,7 +3,7 @@ HarA keeps each sign subset's advantage mass under it (hara.weighting.hara)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torch import Tensor
 

@@ -3,8 +3,9 @@ of a method: its config section, context needs, metric namespace and kind)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any
 
 from torch import Tensor
 

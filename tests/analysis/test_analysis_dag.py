@@ -4,7 +4,6 @@ from hara.analysis.plan). The smoke DAG with a small analyses override runs for 
 
 from __future__ import annotations
 
-
 import pytest
 import yaml
 

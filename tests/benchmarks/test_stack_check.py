@@ -24,7 +24,7 @@ def test_toy_run_on_cpu_trains_every_method_and_evaluates(tmp_path, stack):
     out = tmp_path / "stack_check.json"
     run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--scale", "toy", "--work",
                           str(tmp_path / "work"), "--out", str(out)],
-                         capture_output=True, text=True, timeout=900, cwd=tmp_path)
+                         capture_output=True, text=True, timeout=900, cwd=tmp_path, check=False)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     fig = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line and " " not in line)
     for method in stack.METHODS:

@@ -9,9 +9,8 @@ import json
 import pytest
 from eval_helpers import StandInEngine, hub_config
 
-import hara.data.catalog as catalog
-import hara.data.hub as hub
 from hara.config import ConfigError, validate_config
+from hara.data import catalog, hub
 from hara.data.catalog import Benchmark, get_benchmark, register_benchmark
 from hara.data.format import format_prompt
 from hara.data.hub import HubSchema

@@ -89,10 +89,10 @@ def test_hub_records_from_a_data_folder_equal_the_fetched_ones(tmp_path):
     """The workflow evaluates with `--data results/data` (the canonical records prepare_data wrote): for the hub
     source too, that folder gives the same problems as the fetched hub folders (it was read as the hub root before,
     and stopped with 'results/data/HuggingFaceH4/MATH-500: not a directory')."""
+    import json
+
     from hara.data.pipeline import write_config_datasets
     from hara.evaluation.tasks import benchmark_records
-
-    import json
 
     root = write_hub_fixtures(tmp_path / "hub")
     train = root / "hiyouga" / "math12k" / "train.jsonl"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_validation_split_is_held_out_of_training_and_seeded():
     config = smoke_config(*SELECTION)
     datasets = selection_datasets(config)
     everything = selection_datasets(smoke_config("selection.enabled=false"))[TRAIN]
-    ids = lambda rows: [row["id"] for row in rows]  # noqa: E731
+    ids = lambda rows: [row["id"] for row in rows]
     assert len(datasets[VALIDATION]) == 4
     assert not set(ids(datasets[VALIDATION])) & set(ids(datasets[TRAIN]))
     assert sorted(ids(datasets[VALIDATION]) + ids(datasets[TRAIN])) == sorted(ids(everything))
@@ -66,7 +67,7 @@ class KnowsEngine:
     problem texts; every other problem gets a wrong answer. Answers come from ``answers`` (problem -> answer)."""
 
     tokenizer = None
-    live: set = set()  # engines open at this moment, and the most open at once
+    live: ClassVar[set] = set()  # engines open at this moment, and the most open at once
     most_live = 0
 
     def __init__(self, checkpoint: str, knows: dict, answers: dict, template: str, calls: list):
@@ -193,7 +194,7 @@ def test_hara_evaluate_selects_the_checkpoint_in_the_same_process_as_select_chec
                  str(tmp_path / "alone_scores.json"), "--cache-dir", str(tmp_path / "other_cache")]) == 0
     merged, alone = (json.loads(p.read_text()) for p in (out / "selection.json", tmp_path / "alone.json"))
     assert merged["selected_step"] == alone["selected_step"] == 3
-    strip = lambda s: [{k: v for k, v in c.items() if k != "cached"} for c in s["candidates"]]  # noqa: E731
+    strip = lambda s: [{k: v for k, v in c.items() if k != "cached"} for c in s["candidates"]]
     assert strip(merged) == strip(alone)
     selected, selected_alone = (json.loads(p.read_text()) for p in (out / "selected_scores.json",
                                                                      tmp_path / "alone_scores.json"))

@@ -76,7 +76,7 @@ def test_measure_accuracy_scores_each_benchmark(model_dir):
 
 
 def test_direct_answers_are_counted_with_their_correctness(model_dir, monkeypatch):
-    import hara.models.generate as generate
+    from hara.models import generate
 
     benchmarks = {"b": generate_problems(4, seed=1, levels=(1,))}
     answers = [r["answer"] for r in benchmarks["b"]]
@@ -115,7 +115,7 @@ def test_stop_strings_are_prepared_once_per_tokenizer_and_generate_as_transforme
     import torch
     from transformers.generation.stopping_criteria import StopStringCriteria
 
-    import hara.models.generate as generate
+    from hara.models import generate
 
     model, tokenizer = loaded
     monkeypatch.setattr(generate, "_STOP_CRITERIA", weakref.WeakKeyDictionary(), raising=False)  # none built yet

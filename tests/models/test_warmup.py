@@ -1,3 +1,4 @@
+import itertools
 import json
 from pathlib import Path
 
@@ -6,8 +7,7 @@ import torch
 
 from hara.data.synthetic import generate_problems
 from hara.models.tokenizer import build_tokenizer
-from hara.models.warmup import (WARMUP_DEFAULTS, cosine_schedule, direct_answer_mask, encode_records,
-                                 warmup_base_model)
+from hara.models.warmup import WARMUP_DEFAULTS, cosine_schedule, direct_answer_mask, encode_records, warmup_base_model
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = dict(batch_size=8, lr=3e-3, warmup_steps=2, min_lr_ratio=0.1, weight_decay=0.1, max_length=256, threads=1,
@@ -23,7 +23,7 @@ def test_cosine_schedule_shape():
     kw = dict(steps=100, warmup_steps=10, min_lr_ratio=0.05)
     values = [cosine_schedule(s, **kw) for s in range(100)]
     assert values[0] == pytest.approx(0.1) and values[9] == pytest.approx(1.0)
-    assert all(a >= b for a, b in zip(values[9:], values[10:]))  # non-increasing after the warm-up
+    assert all(a >= b for a, b in itertools.pairwise(values))  # non-increasing after the warm-up
     assert cosine_schedule(100, **kw) == pytest.approx(0.05)
     assert cosine_schedule(0, steps=10, warmup_steps=0, min_lr_ratio=0.0) == pytest.approx(1.0)
 

@@ -162,6 +162,6 @@ def test_linearized_path_imports_and_runs_without_pot_or_numpy():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _TORCH_ONLY], capture_output=True, text=True, timeout=600)  # hang guard
+    out = subprocess.run([sys.executable, "-c", _TORCH_ONLY], capture_output=True, text=True, timeout=600, check=False)  # hang guard
     assert out.returncode == 0, out.stderr[-3000:]
     assert "torch-only ok" in out.stdout

@@ -24,8 +24,17 @@ import pytest
 
 from hara.tracking import TrackingError, absolute_uri, resolve_uri
 from hara.tracking_server import SHUTDOWN_GRACE_SECONDS
-from tests.reliability.servers import (BIN, PASSWORD, free_port, password_file, server_certificate, ssl_context, stop,
-                                      tls_client_env, tracking_server)
+from tests.reliability.servers import (
+    BIN,
+    PASSWORD,
+    free_port,
+    password_file,
+    server_certificate,
+    ssl_context,
+    stop,
+    tls_client_env,
+    tracking_server,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "config" / "smoke.yaml"

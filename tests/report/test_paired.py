@@ -10,8 +10,17 @@ from hara.config import load_config
 from hara.layout import grid_cells
 from hara.report.collect import Cell, Run
 from hara.report.compare import MISMATCH_MARK, ComparisonError, compare_cells
-from hara.report.paired import (BETTER, WITHIN_NOISE, WORSE, Bootstrap, Interval, block_bootstrap_ratio,
-                                 bootstrap_difference, paired_matrix, t_interval)
+from hara.report.paired import (
+    BETTER,
+    WITHIN_NOISE,
+    WORSE,
+    Bootstrap,
+    Interval,
+    block_bootstrap_ratio,
+    bootstrap_difference,
+    paired_matrix,
+    t_interval,
+)
 from hara.report.tables import main_table
 from tests.workflow.conftest import REPO
 

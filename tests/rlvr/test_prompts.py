@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import hara.rlvr.prompts as prompts
 from hara.config import ConfigError, load_config
+from hara.rlvr import prompts
 from hara.rlvr.train import train_dataset
 
 SMOKE = Path(__file__).resolve().parents[2] / "config" / "smoke.yaml"

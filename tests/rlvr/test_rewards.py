@@ -6,13 +6,13 @@ from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import pytest
+from math_verify import parse
 
+from hara import reward
 from hara.data.format import format_completion
 from hara.data.synthetic import format_number, generate_problems
-from hara import reward
 from hara.reward import last_boxed, math_reward, too_costly
 from hara.rlvr.rewards import accuracy_reward
-from math_verify import parse
 
 HAND_CASES = [
     (r"so \boxed{1/2}", "0.5", 1.0),

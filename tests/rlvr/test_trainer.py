@@ -22,9 +22,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hara.cli import main
 from hara.config import ConfigError, load_config
+from hara.models.capture import GenerationRecorder, capture_context, chunked_token_entropies
 from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import build_trainer
-from hara.models.capture import GenerationRecorder, capture_context, chunked_token_entropies
 from hara.rlvr.trainer import equal_reward_groups, group_ids_of
 from hara.weighting import available_weightings
 
@@ -305,8 +305,8 @@ def oracle_trainer(tiny_base, tmp_path):
 def test_the_step_oracle_reaches_the_method_as_the_token_where_the_wrong_step_starts(tiny_base, tmp_path):
     trainer = oracle_trainer(tiny_base, tmp_path)
     assert trainer.needs == frozenset() and trainer.reads_steps  # nothing is captured from the model for it
-    texts = [" 3 * 4 = 12. 12 + 5 = 18. The answer is \\boxed{18}.", " 3 * 4 = 12. 12 + 5 = 17. The answer is "
-             "\\boxed{17}.", " The answer is \\boxed{9}.", " zzz"]
+    texts = [" 3 * 4 = 12. 12 + 5 = 18. The answer is \\boxed{18}.", (" 3 * 4 = 12. 12 + 5 = 17. The answer is "
+                                                                          "\\boxed{17}."), " The answer is \\boxed{9}.", " zzz"]
     rows = [trainer.processing_class(t, add_special_tokens=False)["input_ids"] for t in texts]
     ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
     mask = torch.zeros_like(ids)

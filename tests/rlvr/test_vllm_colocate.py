@@ -16,13 +16,13 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from torch._dynamo.utils import counters as dynamo_counters
 from datasets import Dataset
+from torch._dynamo.utils import counters as dynamo_counters
 
 from hara import vllm_cpu
 from hara.config import load_config
-from hara.rlvr.train import build_trainer, grpo_args, load_policy, reserve_master_port
 from hara.models.capture import GenerationRecorder
+from hara.rlvr.train import build_trainer, grpo_args, load_policy, reserve_master_port
 from hara.rlvr.trainer import CONTEXT_NEEDS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,6 @@ import optuna
 import yaml
 from mlflow.tracking import MlflowClient
 
-
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_STUDY = REPO / "sweeps" / "smoke.yaml"
 

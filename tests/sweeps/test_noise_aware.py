@@ -156,7 +156,7 @@ def test_wilcoxon_prunes_on_evidence_where_the_median_pruner_prunes_at_random():
     so its threshold must be strict."""
     from optuna.pruners import MedianPruner, WilcoxonPruner
 
-    worse_third = lambda n: -0.05 if n % 3 == 2 else 0.0  # noqa: E731
+    worse_third = lambda n: -0.05 if n % 3 == 2 else 0.0
     median_null, _ = pruned_share(MedianPruner(n_startup_trials=2, n_warmup_steps=0), lambda n: 0.0, 0.02, False)
     wilcoxon_null, _ = pruned_share(WilcoxonPruner(p_threshold=0.01), lambda n: 0.0, 0.02, True)
     _, wilcoxon_worse = pruned_share(WilcoxonPruner(p_threshold=0.01), worse_third, 0.02, True)
@@ -176,7 +176,7 @@ def test_the_gp_sampler_takes_the_stored_constraints_and_the_choice_keeps_to_fea
                        constraints={"hara/sinkhorn_unconverged": 0.0})
     spec = load_study(path)
     study = optuna.create_study(direction="maximize", sampler=make_sampler(spec, 0))
-    while (claim := next_claim(spec, study.get_trials(deepcopy=False))).action == "ask":
+    while next_claim(spec, study.get_trials(deepcopy=False)).action == "ask":
         study.sampler = make_sampler(spec, len(study.trials))
         trial = study.ask(fixed_distributions=distributions(spec))
         alpha = trial.params["hara.hara.alpha"]

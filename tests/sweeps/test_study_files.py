@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import KNOB, REFERENCE, write_sensitivity_study, REPO, write_study
+from conftest import KNOB, REFERENCE, REPO, write_sensitivity_study, write_study
 
 from hara.cli import main
 from hara.config import ConfigError

@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 
 from hara.config import load_config, validate_config
-from hara.rlvr.presets import PRESETS
 from hara.methods import methods
+from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import METHOD_SECTIONS
 from tests.workflow.conftest import REPO, job_counts, merged, read, snakemake
 

@@ -351,7 +351,7 @@ def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env, tracking
         assert result["backend"] == "vllm" and result["model"]["vocab_size"] == 151669, name
         assert {e["eval_fingerprint"]["backend"] for e in result["benchmarks"].values()} == {"vllm"}, name
         assert set(result["benchmarks"]) == set(config["data"]["benchmarks"]), name
-        for benchmark, entry in result["benchmarks"].items():
+        for entry in result["benchmarks"].values():
             assert entry["sampling"]["max_new_tokens"] == config["evaluation"]["max_new_tokens"]
             for prediction in entry["predictions"]:
                 assert prediction["prompt"].endswith("within \\boxed{}.\nAnswer:")
@@ -426,7 +426,7 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     for cell in slurm_cells(config):  # the same checkpoint selected, from the same validation scores
         here, there = (json.loads((w / "results" / "eval" / cell / "selection.json").read_text(encoding="utf-8"))
                        for w in (workdir, local_workdir))
-        scored = lambda s: [(c["step"], c["fingerprint"], c["validation_pass_at_1"]) for c in s["candidates"]]  # noqa: E731
+        scored = lambda s: [(c["step"], c["fingerprint"], c["validation_pass_at_1"]) for c in s["candidates"]]
         assert scored(here) == scored(there) and here["selected_step"] == there["selected_step"], cell
     check_tracking(workdir, env, tracking["store"], len(slurm_cells(config)))
 

@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from hara.config import load_config
-
 from tests.workflow.conftest import SMOKE, job_counts, snakemake
 from tests.workflow.test_dag import expected_counts
 
@@ -64,7 +63,7 @@ def test_each_run_selects_its_checkpoint_on_the_held_out_validation_split(smoke_
     averages; the selected checkpoint's test scores are the final's own when final/ was selected."""
     workdir, config, _ = smoke_run
     data = workdir / config["results_dir"] / "data"
-    ids = lambda name: {json.loads(line)["id"] for line in (data / name).read_text().splitlines()}  # noqa: E731
+    ids = lambda name: {json.loads(line)["id"] for line in (data / name).read_text().splitlines()}
     assert len(ids("validation.jsonl")) == config["selection"]["validation_problems"]
     assert not ids("validation.jsonl") & ids("train.jsonl")
     for train_dir, eval_dir in zip(cell_dirs(config, "train"), cell_dirs(config, "eval")):
@@ -125,7 +124,7 @@ def test_repro_check_gives_every_claim_a_status_on_the_dags_results(smoke_run, c
     results = workdir / config["results_dir"]
     assert main(["repro-check", "--config", str(SMOKE), "--results", str(results)]) == 0
     printed, claims = capsys.readouterr().out, load_claims()
-    status = dict((key, found) for found, key in re.findall(r"^\[(.+?)\] (\S+)$", printed, re.M))
+    status = {key: found for found, key in re.findall(r"^\[(.+?)\] (\S+)$", printed, re.MULTILINE)}
     assert list(status) == [claim.key for claim in claims]
     assert set(status.values()) <= {"reproduced", "within noise", "contradicted", "not measured"}
     assert status["gain_vs_grpo"] != "not measured" and "largest: hara_tok vs none (tiny-s, grpo) " in printed
