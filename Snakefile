@@ -32,6 +32,8 @@ config.update(_resolved)
 
 
 include: "workflows/common.smk"
+
+
 # Wildcards match only the config's own names, so a path can never be claimed by the wrong rule.
 wildcard_constraints:
     size=alternatives(SIZES),
@@ -45,6 +47,8 @@ include: "workflows/models.smk"
 include: "workflows/train.smk"
 include: "workflows/evaluate.smk"
 include: "workflows/analyses.smk"  # before report.smk: the report reads every enabled analysis
+
+
 if SWEEPS:  # the config lists study files
 
     include: "workflows/sweeps.smk"
@@ -54,12 +58,14 @@ include: "workflows/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         final_targets(),
         SWEEP_TARGETS,
-    default_target: True
 
 
 onsuccess:
-    print(f"Report: {REPORT_DIR}/index.html. Runs, verdicts and minimum detectable effects in the MLflow UI: "
-          f"hara ui --config {CONFIG_FILE} (prints the link that opens the runs table, then serves the store)")
+    print(
+        f"Report: {REPORT_DIR}/index.html. Runs, verdicts and minimum detectable effects in the MLflow UI: "
+        f"hara ui --config {CONFIG_FILE} (prints the link that opens the runs table, then serves the store)"
+    )

@@ -50,7 +50,7 @@ def _inputs(args: argparse.Namespace, length: int) -> tuple[torch.Tensor, torch.
     gen = torch.Generator().manual_seed(args.seed)
     lm_head = torch.nn.Linear(args.hidden, args.vocab, bias=False)
     with torch.no_grad():
-        lm_head.weight.normal_(0.0, 2.0 / args.hidden ** 0.5, generator=gen)
+        lm_head.weight.normal_(0.0, 2.0 / args.hidden**0.5, generator=gen)
     return torch.randn(args.rows, length, args.hidden, generator=gen), lm_head
 
 
@@ -65,8 +65,9 @@ def _measure(args: argparse.Namespace, length: int, chunk: int | None, queue) ->
     with torch.no_grad():
         chunked_token_entropies(hidden[:, :1], lm_head, 1)  # warm the allocator and kernels before the baseline
         before = _peak_mb()
-        entropies = (full_logits_entropies(hidden, lm_head) if chunk is None
-                     else chunked_token_entropies(hidden, lm_head, chunk))
+        entropies = (
+            full_logits_entropies(hidden, lm_head) if chunk is None else chunked_token_entropies(hidden, lm_head, chunk)
+        )
     queue.put((_peak_mb() - before, entropies.numpy()))  # by value: the child exits before the parent reads
 
 
@@ -83,8 +84,11 @@ def run_variant(args: argparse.Namespace, length: int, chunk: int | None) -> tup
 def main() -> None:
     args = parse_args()
     half = args.length // 2
-    print(f"rows={args.rows} T={args.length} V={args.vocab} d={args.hidden}; "
-          f"full fp32 logits: {args.rows * args.length * args.vocab * 4 / 2**20:.0f} MB per tensor", flush=True)
+    print(
+        f"rows={args.rows} T={args.length} V={args.vocab} d={args.hidden}; "
+        f"full fp32 logits: {args.rows * args.length * args.vocab * 4 / 2**20:.0f} MB per tensor",
+        flush=True,
+    )
     print(f"{'variant':>8} {'T':>6} {'chunk':>6} {'peak_MB':>9} {'max|dH|':>10}", flush=True)
     full_peak, reference = run_variant(args, args.length, None)
     print(f"{'full':>8} {args.length:>6} {'-':>6} {full_peak:>9.0f} {0.0:>10.2e}", flush=True)
@@ -96,12 +100,17 @@ def main() -> None:
         print(f"{'chunked':>8} {args.length:>6} {chunk:>6} {peaks[chunk]:>9.0f} {diff:>10.2e}", flush=True)
     short_peak, short = run_variant(args, half, ENTROPY_CHUNK)
     worst = max(worst, float((short - reference[:, :half]).abs().max()))
-    print(f"{'chunked':>8} {half:>6} {ENTROPY_CHUNK:>6} {short_peak:>9.0f} "
-          f"{float((short - reference[:, :half]).abs().max()):>10.2e}", flush=True)
+    print(
+        f"{'chunked':>8} {half:>6} {ENTROPY_CHUNK:>6} {short_peak:>9.0f} "
+        f"{float((short - reference[:, :half]).abs().max()):>10.2e}",
+        flush=True,
+    )
     default = peaks.get(ENTROPY_CHUNK, next(iter(peaks.values())))
-    print(f"full_over_chunked_peak@{args.length}={full_peak / max(default, 1.0):.1f} "
-          f"chunked_peak_T{args.length}_over_T{half}={default / max(short_peak, 1.0):.2f} "
-          f"max_abs_entropy_diff={worst:.2e}")
+    print(
+        f"full_over_chunked_peak@{args.length}={full_peak / max(default, 1.0):.1f} "
+        f"chunked_peak_T{args.length}_over_T{half}={default / max(short_peak, 1.0):.2f} "
+        f"max_abs_entropy_diff={worst:.2e}"
+    )
 
 
 if __name__ == "__main__":

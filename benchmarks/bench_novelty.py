@@ -69,13 +69,15 @@ def planted_batch(seed: int, n: int, d: int, stages: int = 5) -> dict[str, torch
             h = protos[torch.tensor(path)[stage]] + 0.5 * torch.randn(n, d, generator=g)
             length = max(1, int(detours[r] * n))
             begin = int(torch.randint(0, n - length + 1, (1,), generator=g))
-            h[begin:begin + length] += 1.5 * torch.randn(d, generator=g)
+            h[begin : begin + length] += 1.5 * torch.randn(d, generator=g)
             hidden.append(h + offset)
             rewards.append(1.0 - outcome)
     rewards_t = torch.tensor(rewards)
     return {
-        "hidden_states": torch.stack(hidden), "completion_mask": torch.ones(2 * ROLLOUTS, n, dtype=torch.bool),
-        "group_ids": torch.zeros(2 * ROLLOUTS, dtype=torch.long), "rewards": rewards_t,
+        "hidden_states": torch.stack(hidden),
+        "completion_mask": torch.ones(2 * ROLLOUTS, n, dtype=torch.bool),
+        "group_ids": torch.zeros(2 * ROLLOUTS, dtype=torch.long),
+        "rewards": rewards_t,
         "advantages": rewards_t - rewards_t.mean(),
     }
 
@@ -129,9 +131,14 @@ def run_point(d: int, n: int, seeds: list[int], pot: bool, repeats: int) -> dict
             exact = compute_novelty(**batch, params=NoveltyParams(backend="exact"))
             pot_t.append(time.perf_counter() - start)
             rhos += spearman_per_group(res.sequence, exact.sequence, batch["rewards"])
-    return {"d": d, "n": n, "ours": statistics.median(ours), "floor": statistics.median(floor),
-            "pot": statistics.median(pot_t) if pot_t else math.nan,
-            "rho": statistics.mean(rhos) if rhos else math.nan}
+    return {
+        "d": d,
+        "n": n,
+        "ours": statistics.median(ours),
+        "floor": statistics.median(floor),
+        "pot": statistics.median(pot_t) if pot_t else math.nan,
+        "rho": statistics.mean(rhos) if rhos else math.nan,
+    }
 
 
 def fit_exponent(rows: list[dict], d: int) -> float:
@@ -174,8 +181,11 @@ def run_eps(args: argparse.Namespace) -> None:
                 errors.append(res.info["hara/sinkhorn_marginal_error"])
                 iters.append(res.info["hara/sinkhorn_iters"])
                 rhos += spearman_per_group(res.sequence, ref, batch["rewards"])
-            print(f"{eps:>7g} {n:>5} {max(errors):>12.4f} {statistics.mean(rhos):>8.3f} {min(rhos):>6.3f} "
-                  f"{1e3 * statistics.median(times):>8.1f} {statistics.median(iters):>6.0f}", flush=True)
+            print(
+                f"{eps:>7g} {n:>5} {max(errors):>12.4f} {statistics.mean(rhos):>8.3f} {min(rhos):>6.3f} "
+                f"{1e3 * statistics.median(times):>8.1f} {statistics.median(iters):>6.0f}",
+                flush=True,
+            )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -202,13 +212,19 @@ def run(args: argparse.Namespace) -> None:
 def print_row(r: dict, header: bool) -> None:
     """One table line; POT columns are '-' where POT was not run."""
     if header:
-        print(f"{'d':>5} {'n':>5} {'ours_ms':>9} {'floor_ms':>9} {'ours/floor':>10} {'pot_s':>8} "
-              f"{'speedup':>8} {'spearman':>8}", flush=True)
+        print(
+            f"{'d':>5} {'n':>5} {'ours_ms':>9} {'floor_ms':>9} {'ours/floor':>10} {'pot_s':>8} "
+            f"{'speedup':>8} {'spearman':>8}",
+            flush=True,
+        )
     pot = "-" if math.isnan(r["pot"]) else f"{r['pot']:.2f}"
     speed = "-" if math.isnan(r["pot"]) else f"{r['pot'] / r['ours']:.1f}"
     rho = "-" if math.isnan(r["rho"]) else f"{r['rho']:.3f}"
-    print(f"{r['d']:>5} {r['n']:>5} {1e3 * r['ours']:>9.1f} {1e3 * r['floor']:>9.1f} "
-          f"{r['ours'] / r['floor']:>10.2f} {pot:>8} {speed:>8} {rho:>8}", flush=True)
+    print(
+        f"{r['d']:>5} {r['n']:>5} {1e3 * r['ours']:>9.1f} {1e3 * r['floor']:>9.1f} "
+        f"{r['ours'] / r['floor']:>10.2f} {pot:>8} {speed:>8} {rho:>8}",
+        flush=True,
+    )
 
 
 def summary(rows: list[dict]) -> None:
@@ -216,9 +232,11 @@ def summary(rows: list[dict]) -> None:
     at = {(r["d"], r["n"]): r for r in rows}
     r256, r1024 = at[(256, 1024)], at[(1024, 1024)]
     rhos = [r["rho"] for r in rows if r["d"] == 256 and not math.isnan(r["rho"])]
-    print(f"speedup_vs_pot@1024={r256['pot'] / r256['ours']:.1f} spearman_vs_exact={statistics.mean(rhos):.3f} "
-          f"length_exponent={fit_exponent(rows, 256):.3f} "
-          f"ratio_to_gemm_floor@1024={r1024['ours'] / r1024['floor']:.2f}")
+    print(
+        f"speedup_vs_pot@1024={r256['pot'] / r256['ours']:.1f} spearman_vs_exact={statistics.mean(rhos):.3f} "
+        f"length_exponent={fit_exponent(rows, 256):.3f} "
+        f"ratio_to_gemm_floor@1024={r1024['ours'] / r1024['floor']:.2f}"
+    )
 
 
 if __name__ == "__main__":

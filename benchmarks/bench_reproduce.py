@@ -64,8 +64,9 @@ def job_times(log_text: str) -> dict[str, list[float]]:
 
 def dag_wall_seconds(log_text: str) -> float:
     """From the log's first stamp to its last."""
-    stamps = [datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
-              for m in map(STAMP.match, log_text.splitlines()) if m]
+    stamps = [
+        datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y") for m in map(STAMP.match, log_text.splitlines()) if m
+    ]
     return (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
 
 
@@ -153,8 +154,10 @@ def compare_reward_memo(scores: Path, repeats: int) -> dict[str, float]:
             raise SystemExit("the memoised scoring rule disagrees with the plain one")
         seconds["memoised"].append(time.perf_counter() - start)
     ratio = statistics.median(seconds["plain"]) / statistics.median(seconds["memoised"])
-    print(f"scoring {len(pairs)} answers of {scores}: plain {statistics.median(seconds['plain']):.2f} s, memoised "
-          f"{statistics.median(seconds['memoised']):.2f} s ({len(set(pairs))} distinct): {ratio:.2f}x faster")
+    print(
+        f"scoring {len(pairs)} answers of {scores}: plain {statistics.median(seconds['plain']):.2f} s, memoised "
+        f"{statistics.median(seconds['memoised']):.2f} s ({len(set(pairs))} distinct): {ratio:.2f}x faster"
+    )
     return {"reward_pairs": len(pairs), "reward_speedup_vs_plain": ratio}
 
 
@@ -168,8 +171,14 @@ def compare_generation(config: dict, model_dir: Path, problems: int, repeats: in
     records = build_config_datasets(config)["train"][:problems]
     prompts = [form.prompt(record["problem"]) for record in records for _ in range(evaluation["n"])]
     model, tokenizer = load_model(model_dir)
-    sampling = dict(greedy=False, temperature=evaluation["temperature"], top_p=evaluation["top_p"],
-                    max_new_tokens=evaluation["max_new_tokens"], seed=evaluation["seed"], stop=form.stop)
+    sampling = dict(
+        greedy=False,
+        temperature=evaluation["temperature"],
+        top_p=evaluation["top_p"],
+        max_new_tokens=evaluation["max_new_tokens"],
+        seed=evaluation["seed"],
+        stop=form.stop,
+    )
     rates, outputs = {"sdpa": [], CPU_ATTENTION: []}, {}
     for _ in range(repeats):
         for attention, rate in rates.items():
@@ -179,13 +188,17 @@ def compare_generation(config: dict, model_dir: Path, problems: int, repeats: in
             seconds = time.perf_counter() - start
             tokens = sum(map(len, outputs[attention]))
             rate.append(tokens / seconds)
-            print(f"generation, {len(prompts)} completions, {attention}: {tokens} tokens in {seconds:.2f} s, "
-                  f"{tokens / seconds:,.0f} tokens/s")
+            print(
+                f"generation, {len(prompts)} completions, {attention}: {tokens} tokens in {seconds:.2f} s, "
+                f"{tokens / seconds:,.0f} tokens/s"
+            )
     if outputs["sdpa"] != outputs[CPU_ATTENTION]:
         raise SystemExit("the CPU attention generated other tokens than transformers' sdpa")
     new, old = statistics.median(rates[CPU_ATTENTION]), statistics.median(rates["sdpa"])
-    print(f"generation tokens/s, {CPU_ATTENTION} vs sdpa: {new:,.0f} vs {old:,.0f}, {new / old:.2f}x "
-          f"(median of {repeats}, same tokens)")
+    print(
+        f"generation tokens/s, {CPU_ATTENTION} vs sdpa: {new:,.0f} vs {old:,.0f}, {new / old:.2f}x "
+        f"(median of {repeats}, same tokens)"
+    )
     return {"generation_tokens_per_s": new, "generation_speedup_vs_sdpa": new / old}
 
 
@@ -217,8 +230,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         threads = args.threads or config["warmup"]["threads"]
         results.update(compare_warmup_threads(config, args.warmup_steps, args.repeats, threads))
     results["bench_s"] = time.perf_counter() - start
-    print(" ".join(f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"
-                   for key, value in results.items()))
+    print(
+        " ".join(
+            f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}" for key, value in results.items()
+        )
+    )
     return results
 
 

@@ -77,8 +77,10 @@ def main() -> None:
     set_threads(config["threads"])
     base = Path(args.base_model or Path(config["results_dir"]) / "base_model" / "tiny-s")
     if not (base / "config.json").is_file():
-        raise SystemExit(f"no base model at {base}: run `hara base-model --config {args.config} --size tiny-s "
-                         f"--out {base}` (or `make reproduce`) first, or pass --base-model")
+        raise SystemExit(
+            f"no base model at {base}: run `hara base-model --config {args.config} --size tiny-s "
+            f"--out {base}` (or `make reproduce`) first, or pass --base-model"
+        )
     out = Path(config["results_dir"]) / "bench_step"
     trainers = make_trainers(config, base, args.seed, out)
     batches = iter(trainers["none"].get_train_dataloader())
@@ -90,17 +92,21 @@ def main() -> None:
         if step >= args.warmup_steps:
             for method in METHODS:
                 times[method].append(elapsed[method])
-            print(f"step {step - args.warmup_steps + 1:3d}: grpo {elapsed['none']:.3f} s  "
-                  f"hara_tok {elapsed['hara_tok']:.3f} s  ratio {elapsed['hara_tok'] / elapsed['none']:.3f}",
-                  flush=True)
+            print(
+                f"step {step - args.warmup_steps + 1:3d}: grpo {elapsed['none']:.3f} s  "
+                f"hara_tok {elapsed['hara_tok']:.3f} s  ratio {elapsed['hara_tok'] / elapsed['none']:.3f}",
+                flush=True,
+            )
     hara_metrics = trainers["hara_tok"]._metrics["train"]
     hook = statistics.median(hara_metrics["hara/step_overhead_s"])
     source = "generation" if statistics.mean(hara_metrics["hara/capture_from_generation"]) == 1 else "extra forward"
     ratios = [h / g for h, g in zip(times["hara_tok"], times["none"])]
-    print(f"median step: grpo {statistics.median(times['none']):.3f} s, hara_tok "
-          f"{statistics.median(times['hara_tok']):.3f} s; HarA hook {hook:.3f} s per step; hidden states from "
-          f"{source}; {config['training']['prompts_per_step']} prompts x {config['training']['group_size']} rollouts, "
-          f"threads={config['threads']}, base model {base}")
+    print(
+        f"median step: grpo {statistics.median(times['none']):.3f} s, hara_tok "
+        f"{statistics.median(times['hara_tok']):.3f} s; HarA hook {hook:.3f} s per step; hidden states from "
+        f"{source}; {config['training']['prompts_per_step']} prompts x {config['training']['group_size']} rollouts, "
+        f"threads={config['threads']}, base model {base}"
+    )
     print(f"hara_tok_step_ratio={statistics.median(ratios):.3f}")
 
 

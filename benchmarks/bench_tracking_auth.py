@@ -49,10 +49,26 @@ def group_cpu_seconds(group: int) -> float:
 
 def start_server(folder: Path, password: Path, cache_seconds: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    cmd = [str(BIN / "hara"), "tracking-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-           "--password-file", str(password), "--auth-dir", str(folder / "auth"),
-           "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
-           "--artifacts-destination", str(folder / "artifacts"), "--auth-cache-seconds", str(cache_seconds)]
+    cmd = [
+        str(BIN / "hara"),
+        "tracking-server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--password-file",
+        str(password),
+        "--auth-dir",
+        str(folder / "auth"),
+        "--backend-store-uri",
+        f"sqlite:///{folder / 'server.db'}",
+        "--artifacts-destination",
+        str(folder / "artifacts"),
+        "--auth-cache-seconds",
+        str(cache_seconds),
+    ]
     log = open(folder / "server.log", "w", encoding="utf-8")  # noqa: SIM115 (closed with the process)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     uri, deadline = f"https://127.0.0.1:{port}", time.monotonic() + 180
@@ -109,11 +125,16 @@ def main() -> None:
                 folder = root / f"round{round_}-cache{cache}"
                 folder.mkdir()
                 spent.append(server_cpu_per_request(folder, password, cache, args.requests))
-                print(f"round {round_}: --auth-cache-seconds {cache:>3}: {spent[-1] * 1000:7.1f} ms of "
-                      f"server CPU per request", flush=True)
+                print(
+                    f"round {round_}: --auth-cache-seconds {cache:>3}: {spent[-1] * 1000:7.1f} ms of "
+                    f"server CPU per request",
+                    flush=True,
+                )
     off, on = (statistics.median(seconds[c]) for c in (0, AUTH_CACHE_SECONDS))
-    print(f"server CPU per request: cache off {off * 1000:.1f} ms, on {on * 1000:.1f} ms, "
-          f"ratio {off / max(on, 1e-9):.1f}x")
+    print(
+        f"server CPU per request: cache off {off * 1000:.1f} ms, on {on * 1000:.1f} ms, "
+        f"ratio {off / max(on, 1e-9):.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -79,13 +79,33 @@ class Scale:
 
 SCALES = {
     # Qwen3-1.7B(-Base): hidden 2048, 28 layers, 16/8 heads of 128, intermediate 6144, vocab 151936, tied embeddings
-    "paper": Scale(PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"], prompts=4, group_size=16, prompt_len=256,
-                   completion_len=3072, micro_batch=8, logit_chunk=256, warmup_steps=1, steps=4,
-                   novelty_d=2048, novelty_lengths=(1024, 2048, 4096, 8192)),
-    "toy": Scale(Architecture(64, 2, 4, 2, 16, 128, 512, tied=True), prompts=2, group_size=16, prompt_len=8,
-                 completion_len=48,
-                 micro_batch=8, logit_chunk=16, warmup_steps=1, steps=2, novelty_d=32, novelty_lengths=(64, 256),
-                 bandwidth_bytes=64 * 1024**2),
+    "paper": Scale(
+        PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"],
+        prompts=4,
+        group_size=16,
+        prompt_len=256,
+        completion_len=3072,
+        micro_batch=8,
+        logit_chunk=256,
+        warmup_steps=1,
+        steps=4,
+        novelty_d=2048,
+        novelty_lengths=(1024, 2048, 4096, 8192),
+    ),
+    "toy": Scale(
+        Architecture(64, 2, 4, 2, 16, 128, 512, tied=True),
+        prompts=2,
+        group_size=16,
+        prompt_len=8,
+        completion_len=48,
+        micro_batch=8,
+        logit_chunk=16,
+        warmup_steps=1,
+        steps=2,
+        novelty_d=32,
+        novelty_lengths=(64, 256),
+        bandwidth_bytes=64 * 1024**2,
+    ),
 }
 
 
@@ -161,7 +181,9 @@ class Decoder(nn.Module):
     def forward(self, ids: Tensor) -> Tensor:
         """Final-norm hidden states (B, L, d) of token ids (B, L)."""
         x = self.embed(ids)
-        inv = 1.0 / self.s.rope_theta ** (torch.arange(0, self.s.arch.head_dim, 2, device=ids.device) / self.s.arch.head_dim)
+        inv = 1.0 / self.s.rope_theta ** (
+            torch.arange(0, self.s.arch.head_dim, 2, device=ids.device) / self.s.arch.head_dim
+        )
         angles = torch.outer(torch.arange(ids.shape[1], device=ids.device, dtype=torch.float32), inv)
         angles = torch.cat([angles, angles], -1)
         cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
@@ -223,16 +245,27 @@ def _chunk_logprobs(h: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
 def token_logprobs(hidden: Tensor, weight: Tensor, targets: Tensor, chunk: int) -> Tensor:
     """log p(target) (b, T) fp32 from final-norm states (b, T, d): (b, chunk, V) logits at a time, each chunk
     checkpointed so backward recomputes its logits instead of keeping them."""
-    return torch.cat([checkpoint(_chunk_logprobs, hidden[:, i:i + chunk], weight, targets[:, i:i + chunk],
-                                 use_reentrant=False) for i in range(0, hidden.shape[1], chunk)], 1)
+    return torch.cat(
+        [
+            checkpoint(
+                _chunk_logprobs, hidden[:, i : i + chunk], weight, targets[:, i : i + chunk], use_reentrant=False
+            )
+            for i in range(0, hidden.shape[1], chunk)
+        ],
+        1,
+    )
 
 
 @torch.no_grad()
 def capture_hidden(model: Decoder, batch: Batch, s: Scale) -> Tensor:
     """Final-norm hidden states (B, T, d) in bf16 at the positions that predict the completion tokens."""
     P, T = s.prompt_len, s.completion_len
-    parts = [model(torch.cat([batch.prompt[i:i + s.micro_batch], batch.completion[i:i + s.micro_batch]], 1))
-             [:, P - 1:P + T - 1] for i in range(0, batch.prompt.shape[0], s.micro_batch)]
+    parts = [
+        model(torch.cat([batch.prompt[i : i + s.micro_batch], batch.completion[i : i + s.micro_batch]], 1))[
+            :, P - 1 : P + T - 1
+        ]
+        for i in range(0, batch.prompt.shape[0], s.micro_batch)
+    ]
     return torch.cat(parts).to(torch.bfloat16)
 
 
@@ -259,8 +292,14 @@ def bf16_autocast(like: Tensor):
     return torch.autocast(device_type=like.device.type, dtype=torch.bfloat16, enabled=like.is_cuda)
 
 
-def policy_update(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, token_adv: Tensor, s: Scale,
-                  meter: PhasePeaks | None = None) -> float:
+def policy_update(
+    model: Decoder,
+    opt: torch.optim.Optimizer,
+    batch: Batch,
+    token_adv: Tensor,
+    s: Scale,
+    meter: PhasePeaks | None = None,
+) -> float:
     """GRPO loss -A ratio, ratio = exp(log p - log p.detach()) (on-policy: ratio = 1 and the clip never binds, so
     only its gradient, A grad log p, matters), sequence mean of token means, accumulated over micro-batches; then
     one AdamW step. Returns the loss. Autocast covers each micro-batch's forward and loss, not its backward, as in
@@ -273,7 +312,7 @@ def policy_update(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, toke
         rows = slice(i, i + s.micro_batch)
         with meter.phase("forward"), bf16_autocast(batch.mask):
             ids = torch.cat([batch.prompt[rows], batch.completion[rows]], 1)
-            hidden = model(ids)[:, P - 1:P + T - 1]
+            hidden = model(ids)[:, P - 1 : P + T - 1]
             logp = token_logprobs(hidden, model.embed.weight, batch.completion[rows], s.logit_chunk)
             mask = batch.mask[rows].float()
             ratio = torch.exp(logp - logp.detach())
@@ -303,8 +342,14 @@ def grpo_step(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, method: 
     captured = time.perf_counter()
     with meter.phase("weighting"):
         adv = grpo_advantages(batch.rewards, s.group_size)
-        token_adv, info = apply_weighting(method, adv, batch.mask, batch.group_ids, batch.rewards,
-                                          WeightingContext(hidden_states=hidden, loss_type="grpo"))
+        token_adv, info = apply_weighting(
+            method,
+            adv,
+            batch.mask,
+            batch.group_ids,
+            batch.rewards,
+            WeightingContext(hidden_states=hidden, loss_type="grpo"),
+        )
     del hidden
     sync()
     weighted = time.perf_counter()
@@ -314,12 +359,20 @@ def grpo_step(model: Decoder, opt: torch.optim.Optimizer, batch: Batch, method: 
     live = batch.mask & (adv.abs() > 0)[:, None]
     seq = adv[:, None].expand_as(token_adv)
     moved = ((token_adv - seq).abs() > 1e-4 * seq.abs()) & live
-    return {"method": method, "step_s": end - start, "capture_s": captured - start, "capture_forwards": len(forwards),
-            "weighting_s": weighted - captured,
-            "update_s": end - weighted, "loss": loss, "finite": bool(torch.isfinite(token_adv).all()),
-            "reweighted_fraction": float(moved.sum() / live.sum().clamp_min(1)),
-            "peak_memory_gib": max(meter.peaks.values()) if meter.peaks else None, "phase_peaks_gib": meter.peaks,
-            "w_std": info.get("hara/w_std", 0.0)}
+    return {
+        "method": method,
+        "step_s": end - start,
+        "capture_s": captured - start,
+        "capture_forwards": len(forwards),
+        "weighting_s": weighted - captured,
+        "update_s": end - weighted,
+        "loss": loss,
+        "finite": bool(torch.isfinite(token_adv).all()),
+        "reweighted_fraction": float(moved.sum() / live.sum().clamp_min(1)),
+        "peak_memory_gib": max(meter.peaks.values()) if meter.peaks else None,
+        "phase_peaks_gib": meter.peaks,
+        "w_std": info.get("hara/w_std", 0.0),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -355,9 +408,13 @@ def planted_hidden(rollouts: int, n: int, d: int, seed: int, device: torch.devic
     detour = torch.rand(rollouts, 1, 1, generator=g, device=device) * 0.4 + 0.05  # share of tokens off-path
     off = torch.rand(rollouts, n, 1, generator=g, device=device) < detour
     h += off * 1.5 * torch.randn(rollouts, 1, d, generator=g, device=device)
-    return {"hidden_states": h.to(torch.bfloat16), "completion_mask": torch.ones(rollouts, n, dtype=torch.bool,
-            device=device), "group_ids": torch.zeros(rollouts, dtype=torch.long, device=device),
-            "rewards": rewards, "advantages": grpo_advantages(rewards, rollouts)}
+    return {
+        "hidden_states": h.to(torch.bfloat16),
+        "completion_mask": torch.ones(rollouts, n, dtype=torch.bool, device=device),
+        "group_ids": torch.zeros(rollouts, dtype=torch.long, device=device),
+        "rewards": rewards,
+        "advantages": grpo_advantages(rewards, rollouts),
+    }
 
 
 def novelty_kernel(s: Scale, device: torch.device, sync, bandwidth: float, seed: int, repeats: int = 3) -> list[dict]:
@@ -375,14 +432,26 @@ def novelty_kernel(s: Scale, device: torch.device, sync, bandwidth: float, seed:
             best = min(best, time.perf_counter() - start)
         nbytes = batch["hidden_states"].numel() * batch["hidden_states"].element_size()
         floor = nbytes / bandwidth
-        row = {"n": n, "d": s.novelty_d, "rollouts": s.novelty_rollouts, "time_s": best, "floor_s": floor,
-               "ratio_to_floor": best / floor, "bytes_read": nbytes, "groups": res.info["hara/groups"],
-               "sinkhorn_iters": res.info["hara/sinkhorn_iters"], "barycenter_iters": res.info["hara/barycenter_iters"],
-               "finite": bool(torch.isfinite(res.token).all() and torch.isfinite(res.sequence).all())}
+        row = {
+            "n": n,
+            "d": s.novelty_d,
+            "rollouts": s.novelty_rollouts,
+            "time_s": best,
+            "floor_s": floor,
+            "ratio_to_floor": best / floor,
+            "bytes_read": nbytes,
+            "groups": res.info["hara/groups"],
+            "sinkhorn_iters": res.info["hara/sinkhorn_iters"],
+            "barycenter_iters": res.info["hara/barycenter_iters"],
+            "finite": bool(torch.isfinite(res.token).all() and torch.isfinite(res.sequence).all()),
+        }
         rows.append(row)
-        print(f"  novelty n={n:5d}: {1e3 * best:8.2f} ms, floor {1e3 * floor:7.3f} ms, "
-              f"ratio {best / floor:8.1f}, {row['sinkhorn_iters']:.0f} Sinkhorn / {row['barycenter_iters']:.0f} "
-              f"barycenter iterations", flush=True)
+        print(
+            f"  novelty n={n:5d}: {1e3 * best:8.2f} ms, floor {1e3 * floor:7.3f} ms, "
+            f"ratio {best / floor:8.1f}, {row['sinkhorn_iters']:.0f} Sinkhorn / {row['barycenter_iters']:.0f} "
+            f"barycenter iterations",
+            flush=True,
+        )
         del batch, res
     return rows
 
@@ -414,8 +483,11 @@ def step_flops(s: Scale) -> dict[str, float]:
 
 PLAN_PHASES = ("scoring", "training", "optimizer")  # hara plan's phases that this script runs
 #: which measured phases (PhasePeaks) each plan phase covers
-MEASURED_PHASES = {"scoring": ("capture", "weighting"), "training": ("forward", "backward"),
-                   "optimizer": ("optimizer",)}
+MEASURED_PHASES = {
+    "scoring": ("capture", "weighting"),
+    "training": ("forward", "backward"),
+    "optimizer": ("optimizer",),
+}
 
 
 def plan_prediction(s: Scale) -> tuple[dict[str, dict[str, float]], str]:
@@ -430,16 +502,35 @@ def plan_prediction(s: Scale) -> tuple[dict[str, dict[str, float]], str]:
     out: dict[str, dict[str, float]] = {}
     for method in METHODS:
         setup = planning.Setup(
-            gpu=True, world=1, rollouts=s.prompts * s.group_size, micro_batch=s.micro_batch,
-            prompt_tokens=s.prompt_len, completion_tokens=s.completion_len, steps=s.warmup_steps + s.steps,
-            compute_bytes=2, master_bytes=4, sharded=False, checkpointing=True, use_vllm=False, vllm_share=0.0,
-            vllm_sleep=False, vllm_tp=1, vllm_max_len=None, reference_model=False, old_logps_pass=False,
-            capture_forward=method != "none", entropy_chunk=s.logit_chunk, save_total_limit=1,
-            cpu_ram_efficient_loading=False)
+            gpu=True,
+            world=1,
+            rollouts=s.prompts * s.group_size,
+            micro_batch=s.micro_batch,
+            prompt_tokens=s.prompt_len,
+            completion_tokens=s.completion_len,
+            steps=s.warmup_steps + s.steps,
+            compute_bytes=2,
+            master_bytes=4,
+            sharded=False,
+            checkpointing=True,
+            use_vllm=False,
+            vllm_share=0.0,
+            vllm_sleep=False,
+            vllm_tp=1,
+            vllm_max_len=None,
+            reference_model=False,
+            old_logps_pass=False,
+            capture_forward=method != "none",
+            entropy_chunk=s.logit_chunk,
+            save_total_limit=1,
+            cpu_ram_efficient_loading=False,
+        )
         mem = planning.training_memory(s.arch, setup, method, 0.0, 0.0)
         resident = sum(mem.resident.values())
-        out[method] = {"resident": resident / GIB, **{p: (resident + sum(mem.phases[p].values())) / GIB
-                                                      for p in PLAN_PHASES}}
+        out[method] = {
+            "resident": resident / GIB,
+            **{p: (resident + sum(mem.phases[p].values())) / GIB for p in PLAN_PHASES},
+        }
         out[method]["peak"] = max(out[method][p] for p in PLAN_PHASES)
     return out, "hara.planning.training_memory, generation phase and runtime overhead left out"
 
@@ -451,8 +542,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="timed steps per method (default: the scale's)")
     parser.add_argument("--prompts", type=int, help="prompts per step, 16 rollouts each (default: the scale's)")
     parser.add_argument("--micro-batch", type=int, help="rows per forward/backward (default: the scale's)")
-    parser.add_argument("--logit-chunk", type=int, help="completion positions per LM-head chunk (default: the "
-                        "scale's; the training phase's peak against it says what the head holds)")
+    parser.add_argument(
+        "--logit-chunk",
+        type=int,
+        help="completion positions per LM-head chunk (default: the "
+        "scale's; the training phase's peak against it says what the head holds)",
+    )
     parser.add_argument("--tflops", type=float, default=400.0, help="effective TFLOP/s assumed by the estimate")
     parser.add_argument("--budget-s", type=float, default=360.0, help="no further timed step pair past this")
     parser.add_argument("--threads", type=int, default=1, help="torch threads on --device cpu")
@@ -465,8 +560,19 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     t0 = time.perf_counter()
     s = SCALES[args.scale]
-    s = replace(s, **{k: v for k, v in {"steps": args.steps, "prompts": args.prompts, "micro_batch": args.micro_batch,
-                                        "logit_chunk": args.logit_chunk}.items() if v is not None})
+    s = replace(
+        s,
+        **{
+            k: v
+            for k, v in {
+                "steps": args.steps,
+                "prompts": args.prompts,
+                "micro_batch": args.micro_batch,
+                "logit_chunk": args.logit_chunk,
+            }.items()
+            if v is not None
+        },
+    )
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device (use --device cpu --scale toy on a CPU machine)")
     device = torch.device(args.device)
@@ -480,13 +586,18 @@ def main(argv: list[str] | None = None) -> dict:
     pairs = s.warmup_steps + s.steps
     estimate = pairs * (flops["none"] + flops["hara_tok"]) / (args.tflops * 1e12)
     n_all, _ = parameter_count(s)
-    print(f"gpu_check: {name}, torch {torch.__version__}, scale {args.scale}: {n_all / 1e6:.1f} M parameters, "
-          f"{s.prompts} prompts x {s.group_size} rollouts, prompt {s.prompt_len} + completion {s.completion_len} "
-          f"tokens, micro-batch {s.micro_batch}, {s.warmup_steps} warm-up + {s.steps} timed steps per method",
-          flush=True)
-    print(f"estimate: {flops['none'] / 1e15:.2f} / {flops['hara_tok'] / 1e15:.2f} PFLOP per none / hara_tok step, "
-          f"{estimate:.0f} s of GRPO steps at {args.tflops:.0f} TFLOP/s effective (+ model init and the novelty "
-          f"kernel, ~1 min on one H200); timed steps stop at --budget-s {args.budget_s:.0f} s", flush=True)
+    print(
+        f"gpu_check: {name}, torch {torch.__version__}, scale {args.scale}: {n_all / 1e6:.1f} M parameters, "
+        f"{s.prompts} prompts x {s.group_size} rollouts, prompt {s.prompt_len} + completion {s.completion_len} "
+        f"tokens, micro-batch {s.micro_batch}, {s.warmup_steps} warm-up + {s.steps} timed steps per method",
+        flush=True,
+    )
+    print(
+        f"estimate: {flops['none'] / 1e15:.2f} / {flops['hara_tok'] / 1e15:.2f} PFLOP per none / hara_tok step, "
+        f"{estimate:.0f} s of GRPO steps at {args.tflops:.0f} TFLOP/s effective (+ model init and the novelty "
+        f"kernel, ~1 min on one H200); timed steps stop at --budget-s {args.budget_s:.0f} s",
+        flush=True,
+    )
 
     print("bandwidth: device-to-device copy ...", flush=True)
     bandwidth = copy_bandwidth(s.bandwidth_bytes, device, sync)
@@ -511,16 +622,30 @@ def main(argv: list[str] | None = None) -> dict:
         for method in order:
             rec = {**grpo_step(model, opt, batch, method, s, sync), "step": step, "warmup": step < s.warmup_steps}
             records.append(rec)
-            print(f"  step {step} {method:8s}: {rec['step_s']:.3f} s (capture {rec['capture_s']:.3f}, weighting "
-                  f"{rec['weighting_s']:.3f}, update {rec['update_s']:.3f}), loss {rec['loss']:+.3e}"
-                  + (f", peak {rec['peak_memory_gib']:.1f} GiB" if cuda else ""), flush=True)
+            print(
+                f"  step {step} {method:8s}: {rec['step_s']:.3f} s (capture {rec['capture_s']:.3f}, weighting "
+                f"{rec['weighting_s']:.3f}, update {rec['update_s']:.3f}), loss {rec['loss']:+.3e}"
+                + (f", peak {rec['peak_memory_gib']:.1f} GiB" if cuda else ""),
+                flush=True,
+            )
         del batch
     resident = torch.cuda.memory_allocated() / GIB if cuda else None  # weights + AdamW states between steps
     figures = summarise(records, novelty, bandwidth, s, cuda, resident, time.perf_counter() - t0, estimate)
     if args.out:
-        args.out.write_text(json.dumps({"figures": figures, "device": name, "torch": torch.__version__,
-                                        "scale": asdict(s), "args": {k: str(v) for k, v in vars(args).items()},
-                                        "steps": records, "novelty": novelty}, indent=2))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "figures": figures,
+                    "device": name,
+                    "torch": torch.__version__,
+                    "scale": asdict(s),
+                    "args": {k: str(v) for k, v in vars(args).items()},
+                    "steps": records,
+                    "novelty": novelty,
+                },
+                indent=2,
+            )
+        )
     for key, value in figures.items():
         print(f"{key}={value}")
     return figures
@@ -539,12 +664,22 @@ def phase_figures(records: list[dict], plan: dict, method: str) -> dict:
     return fig
 
 
-def summarise(records: list[dict], novelty: list[dict], bandwidth: float, s: Scale, cuda: bool,
-              resident: float | None, wall: float, estimate: float) -> dict:
+def summarise(
+    records: list[dict],
+    novelty: list[dict],
+    bandwidth: float,
+    s: Scale,
+    cuda: bool,
+    resident: float | None,
+    wall: float,
+    estimate: float,
+) -> dict:
     """The key=value figures: medians over the timed steps, peaks over all steps, the novelty kernel's ratios."""
     timed = {m: [r for r in records if r["method"] == m and not r["warmup"]] for m in METHODS}
-    med = {m: {k: statistics.median(r[k] for r in timed[m]) for k in ("step_s", "capture_s", "weighting_s")}
-           for m in METHODS}
+    med = {
+        m: {k: statistics.median(r[k] for r in timed[m]) for k in ("step_s", "capture_s", "weighting_s")}
+        for m in METHODS
+    }
     plan, plan_note = plan_prediction(s)
     fig: dict = {"timed_steps": len(timed["none"]), "wall_s": round(wall, 1), "estimate_s": round(estimate, 1)}
     for m in METHODS:
@@ -565,15 +700,18 @@ def summarise(records: list[dict], novelty: list[dict], bandwidth: float, s: Sca
         fig[f"plan_memory_gib_{m}"] = float(f"{plan[m]['peak']:.4g}")
         if cuda:
             fig[f"peak_over_plan_{m}"] = round(fig[f"peak_memory_gib_{m}"] / plan[m]["peak"], 3)
-        print(f"peak GPU memory of {m} (max_memory_allocated): {fig[f'peak_memory_gib_{m}']} GiB; plan "
-              f"{fig[f'plan_memory_gib_{m}']} GiB", flush=True)
+        print(
+            f"peak GPU memory of {m} (max_memory_allocated): {fig[f'peak_memory_gib_{m}']} GiB; plan "
+            f"{fig[f'plan_memory_gib_{m}']} GiB",
+            flush=True,
+        )
         if cuda:
             fig.update(phase_figures(records, plan, m))
     print(f"plan: {plan_note}", flush=True)
-    fig["hara_tok_reweighted_fraction"] = round(min(r["reweighted_fraction"] for r in records
-                                                    if r["method"] == "hara_tok"), 4)
-    fig["none_reweighted_fraction"] = round(max(r["reweighted_fraction"] for r in records
-                                                if r["method"] == "none"), 4)
+    fig["hara_tok_reweighted_fraction"] = round(
+        min(r["reweighted_fraction"] for r in records if r["method"] == "hara_tok"), 4
+    )
+    fig["none_reweighted_fraction"] = round(max(r["reweighted_fraction"] for r in records if r["method"] == "none"), 4)
     fig["token_advantages_finite"] = int(all(r["finite"] for r in records))
     fig["bandwidth_gb_s"] = round(bandwidth / 1e9, 1)
     fig["novelty_finite"] = int(all(r["finite"] for r in novelty))

@@ -136,21 +136,85 @@ def main() -> None:
     instrument(ledger)  # imports torch, transformers, TRL and hara's trainer: what every training job pays first
     rows.append(row("imports", time.perf_counter() - start, {}))
     work = Path(args.out or tempfile.mkdtemp(prefix="hara-profile-"))
-    common = ["--config", args.config, "--set", f"results_dir={work}", "--set",
-              f"tracking.mlflow_uri=sqlite:///{work}/mlflow.db", "--set", "selection.enabled=false", "--set",
-              f"data.benchmark_size={args.eval_problems}"]
+    common = [
+        "--config",
+        args.config,
+        "--set",
+        f"results_dir={work}",
+        "--set",
+        f"tracking.mlflow_uri=sqlite:///{work}/mlflow.db",
+        "--set",
+        "selection.enabled=false",
+        "--set",
+        f"data.benchmark_size={args.eval_problems}",
+    ]
     stage(ledger, "data", ["data", *common, "--out", str(work / "data")], rows)
-    stage(ledger, "warm-up", ["base-model", *common, "--set", f"warmup.steps={args.warmup_steps}", "--size",
-                              "tiny-s", "--data", str(work / "data"), "--out", str(work / "base"), "--skip-accuracy"],
-          rows)
+    stage(
+        ledger,
+        "warm-up",
+        [
+            "base-model",
+            *common,
+            "--set",
+            f"warmup.steps={args.warmup_steps}",
+            "--size",
+            "tiny-s",
+            "--data",
+            str(work / "data"),
+            "--out",
+            str(work / "base"),
+            "--skip-accuracy",
+        ],
+        rows,
+    )
     base = Path(args.base_model) if args.base_model else work / "base"
     run = work / "train"
-    stage(ledger, "train", ["train", *common, "--set", f"training.steps={args.train_steps}", "--set",
-                            f"training.save_steps={args.train_steps}", "--set", "training.prompt_selection.enabled=false",
-                            "--size", "tiny-s", "--rlvr", "grpo", "--method", args.method, "--seed", "0",
-                            "--base-model", str(base), "--data", str(work / "data"), "--out", str(run)], rows)
-    stage(ledger, "evaluate", ["evaluate", *common, "--checkpoint", str(run / "final"), "--benchmark", "mini_math500",
-                               "--data", str(work / "data"), "--out", str(work / "scores.json")], rows)
+    stage(
+        ledger,
+        "train",
+        [
+            "train",
+            *common,
+            "--set",
+            f"training.steps={args.train_steps}",
+            "--set",
+            f"training.save_steps={args.train_steps}",
+            "--set",
+            "training.prompt_selection.enabled=false",
+            "--size",
+            "tiny-s",
+            "--rlvr",
+            "grpo",
+            "--method",
+            args.method,
+            "--seed",
+            "0",
+            "--base-model",
+            str(base),
+            "--data",
+            str(work / "data"),
+            "--out",
+            str(run),
+        ],
+        rows,
+    )
+    stage(
+        ledger,
+        "evaluate",
+        [
+            "evaluate",
+            *common,
+            "--checkpoint",
+            str(run / "final"),
+            "--benchmark",
+            "mini_math500",
+            "--data",
+            str(work / "data"),
+            "--out",
+            str(work / "scores.json"),
+        ],
+        rows,
+    )
     print_table(rows)
 
 

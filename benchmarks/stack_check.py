@@ -70,12 +70,30 @@ class Scale:
 
 
 SCALES = {
-    "toy": Scale("hara-stack/Qwen3-tiny-Base", None, "float32", steps=2, group_size=2, prompts_per_step=2,
-                 grad_accum_steps=1, completion_tokens=16, threads=1),
+    "toy": Scale(
+        "hara-stack/Qwen3-tiny-Base",
+        None,
+        "float32",
+        steps=2,
+        group_size=2,
+        prompts_per_step=2,
+        grad_accum_steps=1,
+        completion_tokens=16,
+        threads=1,
+    ),
     # 32 rollouts per step, 8 per backward pass as the paper's 1.7B runs (64 x 8 over 32 micro-batches x 2 GPUs);
     # 512 tokens: a random model never stops, and 3 steps of 3072 would not end within the 8 minutes.
-    "paper": Scale("hara-stack/Qwen3-1.7B-shaped-Base", PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"], "bfloat16",
-                   steps=3, group_size=8, prompts_per_step=4, grad_accum_steps=4, completion_tokens=512, threads=8),
+    "paper": Scale(
+        "hara-stack/Qwen3-1.7B-shaped-Base",
+        PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"],
+        "bfloat16",
+        steps=3,
+        group_size=8,
+        prompts_per_step=4,
+        grad_accum_steps=4,
+        completion_tokens=512,
+        threads=8,
+    ),
 }
 
 
@@ -93,15 +111,30 @@ def stack_config(work: Path, s: Scale, gpu_memory_gb: float) -> dict:
     """config/paper.yaml with this check's scale keys, the machine's two forced path keys and local folders."""
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text(encoding="utf-8"))
     overlay = {
-        "results_dir": str(work / "results"), "threads": s.threads,
+        "results_dir": str(work / "results"),
+        "threads": s.threads,
         "data": {"local_dir": str(work / "data" / "hub")},
-        "models": {"sizes": [SIZE], "hub_ids": {SIZE: s.hub_id}, "local_dir": str(work / "models"),
-                   "train_gpus": {SIZE: 1}},
-        "training": {"steps": s.steps, "group_size": s.group_size, "prompts_per_step": s.prompts_per_step,
-                     "grad_accum_steps": s.grad_accum_steps, "max_completion_length": s.completion_tokens,
-                     "save_steps": s.steps + 1, "use_vllm": False},
-        "evaluation": {"max_new_tokens": s.completion_tokens, "n": 1, "backend": "transformers",
-                       "benchmarks": {"aime24": {"n": 1}, "amc23": {"n": 1}}},
+        "models": {
+            "sizes": [SIZE],
+            "hub_ids": {SIZE: s.hub_id},
+            "local_dir": str(work / "models"),
+            "train_gpus": {SIZE: 1},
+        },
+        "training": {
+            "steps": s.steps,
+            "group_size": s.group_size,
+            "prompts_per_step": s.prompts_per_step,
+            "grad_accum_steps": s.grad_accum_steps,
+            "max_completion_length": s.completion_tokens,
+            "save_steps": s.steps + 1,
+            "use_vllm": False,
+        },
+        "evaluation": {
+            "max_new_tokens": s.completion_tokens,
+            "n": 1,
+            "backend": "transformers",
+            "benchmarks": {"aime24": {"n": 1}, "amc23": {"n": 1}},
+        },
         "selection": {"validation_problems": 2, "candidates": 2},
         "grid": {"rlvr": [RLVR], "methods": list(METHODS), "seeds": [0]},
         "tracking": {"mlflow_uri": f"sqlite:///{work / 'mlflow.db'}"},
@@ -112,8 +145,14 @@ def stack_config(work: Path, s: Scale, gpu_memory_gb: float) -> dict:
 
 def stage_env(work: Path) -> dict:
     paths = [str(REPO), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "HF_HOME": str(work / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "PYTHONPATH": os.pathsep.join(p for p in paths if p), "PYTHONUNBUFFERED": "1"}
+    return {
+        **os.environ,
+        "HF_HOME": str(work / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in paths if p),
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def run_stage(name: str, args: list[str], work: Path, timings: dict) -> None:
@@ -122,22 +161,32 @@ def run_stage(name: str, args: list[str], work: Path, timings: dict) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as handle:
-        done = subprocess.run([sys.executable, "-c", "import sys; from hara.cli import main; sys.exit(main())", *args],
-                              stdout=handle, stderr=subprocess.STDOUT, env=stage_env(work), cwd=work, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", "import sys; from hara.cli import main; sys.exit(main())", *args],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=stage_env(work),
+            cwd=work,
+            check=False,
+        )
     timings[name] = round(time.perf_counter() - start, 1)
     print(f"{name}: {timings[name]} s (rc {done.returncode})", flush=True)
     if done.returncode:
-        raise SystemExit(f"stack check: `hara {args[0]}` failed; its log: {log}\n"
-                         + log.read_text(encoding="utf-8")[-3000:])
+        raise SystemExit(
+            f"stack check: `hara {args[0]}` failed; its log: {log}\n" + log.read_text(encoding="utf-8")[-3000:]
+        )
 
 
 def copy_snapshot(work: Path, config: dict) -> None:
     """What the DAG's download_model rule does, offline from the cache made in work/hf."""
     from hara.models.base import download_snapshot
 
-    download_snapshot(config["models"]["hub_ids"][SIZE], Path(config["models"]["local_dir"]) / SIZE,
-                      cache_dir=work / "hf" / "hub",
-                      local_files_only=True)  # HF_HUB_OFFLINE is read at import, before HF_HOME is set here
+    download_snapshot(
+        config["models"]["hub_ids"][SIZE],
+        Path(config["models"]["local_dir"]) / SIZE,
+        cache_dir=work / "hf" / "hub",
+        local_files_only=True,
+    )  # HF_HUB_OFFLINE is read at import, before HF_HOME is set here
 
 
 def read_metrics(run: Path) -> list[dict]:
@@ -156,11 +205,15 @@ def plan_of(config: dict, method: str) -> dict:
     mem = planning.training_memory(arch, setup, method, resolved["plan"]["gpu_memory_gb"] * GB, 0.0)
     resident = sum(mem.resident.values())
     passes = 3 + setup.checkpointing + setup.old_logps_pass + setup.capture_forward
-    return {"phase_gib": {p: (resident + sum(mem.phases[p].values())) / GIB for p in PHASES},
-            "peak_gib": mem.peak / GIB, "rollouts": setup.rollouts, "context": setup.context,
-            "flops_per_step": setup.rollouts * setup.context * arch.forward_flops_per_token(setup.context) * passes,
-            "generation_tokens_per_s": planning.by_size(resolved["plan"]["generation_tokens_per_s"], SIZE),
-            "planned_tflops": resolved["plan"]["peak_tflops"] * resolved["plan"]["mfu"]}
+    return {
+        "phase_gib": {p: (resident + sum(mem.phases[p].values())) / GIB for p in PHASES},
+        "peak_gib": mem.peak / GIB,
+        "rollouts": setup.rollouts,
+        "context": setup.context,
+        "flops_per_step": setup.rollouts * setup.context * arch.forward_flops_per_token(setup.context) * passes,
+        "generation_tokens_per_s": planning.by_size(resolved["plan"]["generation_tokens_per_s"], SIZE),
+        "planned_tflops": resolved["plan"]["peak_tflops"] * resolved["plan"]["mfu"],
+    }
 
 
 def method_figures(method: str, lines: list[dict], plan: dict, cuda: bool) -> dict:
@@ -171,8 +224,9 @@ def method_figures(method: str, lines: list[dict], plan: dict, cuda: bool) -> di
     fig.update({f"{p}_s_{method}": round(phase_s[p], 3) for p in PHASES})
     tokens = plan["rollouts"] * statistics.median(l["train/response_length"] for l in steady)
     fig[f"generation_tokens_per_s_{method}"] = round(tokens / phase_s["generation"], 1)
-    fig[f"generation_over_plan_{method}"] = round(fig[f"generation_tokens_per_s_{method}"]
-                                                  / plan["generation_tokens_per_s"], 3)
+    fig[f"generation_over_plan_{method}"] = round(
+        fig[f"generation_tokens_per_s_{method}"] / plan["generation_tokens_per_s"], 3
+    )
     compute_s = phase_s["scoring"] + phase_s["training"] + phase_s["optimizer"]
     fig[f"achieved_tflops_{method}"] = round(plan["flops_per_step"] / compute_s / 1e12, 3)
     fig[f"tflops_over_plan_{method}"] = round(fig[f"achieved_tflops_{method}"] / plan["planned_tflops"], 4)
@@ -192,12 +246,29 @@ def evaluate(c: list[str], results: Path, trained: bool, work: Path, timings: di
     """`hara evaluate` of `none`'s final/ (or, the training part not run, of the Base model: the DAG's evaluate_base
     job) on MATH-500's fixture."""
     checkpoint = results / "train" / "none" / "final" if trained else results / "base_model" / SIZE
-    run_stage("evaluate", ["evaluate", *c, "--checkpoint", str(checkpoint), "--benchmark", "math500",
-                           "--out", str(results / "eval.json"), "--no-mlflow"], work, timings)
+    run_stage(
+        "evaluate",
+        [
+            "evaluate",
+            *c,
+            "--checkpoint",
+            str(checkpoint),
+            "--benchmark",
+            "math500",
+            "--out",
+            str(results / "eval.json"),
+            "--no-mlflow",
+        ],
+        work,
+        timings,
+    )
     scores = json.loads((results / "eval.json").read_text(encoding="utf-8"))
-    return {"evaluate_backend": scores["backend"], "evaluate_device": scores["cost"]["device"],
-            "evaluate_problems": scores["benchmarks"]["math500"]["n_problems"],
-            "evaluate_s": round(scores["benchmarks"]["math500"]["seconds"], 2)}
+    return {
+        "evaluate_backend": scores["backend"],
+        "evaluate_device": scores["cost"]["device"],
+        "evaluate_problems": scores["benchmarks"]["math500"]["n_problems"],
+        "evaluate_s": round(scores["benchmarks"]["math500"]["seconds"], 2),
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -207,9 +278,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--work", help="working folder (default: a temporary one, removed at the end)")
     parser.add_argument("--out", help="write the figures and per-step records here (JSON)")
     parser.add_argument("--seed", type=int, default=0, help="the random model's initialisation")
-    parser.add_argument("--part", choices=("all", "train", "evaluate"), default="all",
-                        help="train: the three `hara train` runs; evaluate: `hara evaluate` of the Base model. On a "
-                        "lent machine each part travels with its own wheels (benchmarks/stack_wheels.py)")
+    parser.add_argument(
+        "--part",
+        choices=("all", "train", "evaluate"),
+        default="all",
+        help="train: the three `hara train` runs; evaluate: `hara evaluate` of the Base model. On a "
+        "lent machine each part travels with its own wheels (benchmarks/stack_wheels.py)",
+    )
     return parser.parse_args(argv)
 
 
@@ -219,8 +294,10 @@ def device_memory_gb(device: str) -> float:
     if device == "cpu":
         return 80.0  # the plan's GPU, for a CPU run that only checks the plumbing
     if not torch.cuda.is_available():
-        raise SystemExit("stack check: --device cuda but torch sees no CUDA device (torch.cuda.is_available() is "
-                         "False); run it on the GPU machine, or --device cpu --scale toy")
+        raise SystemExit(
+            "stack check: --device cuda but torch sees no CUDA device (torch.cuda.is_available() is "
+            "False); run it on the GPU machine, or --device cpu --scale toy"
+        )
     return torch.cuda.get_device_properties(0).total_memory / GB
 
 
@@ -238,20 +315,52 @@ def check(args: argparse.Namespace, work: Path) -> dict:
     run_stage("fetch-data", ["fetch-data", *c], work, timings)
     copy_snapshot(work, config)
     run_stage("data", ["data", *c, "--out", str(results / "data")], work, timings)
-    run_stage("base-model", ["base-model", *c, "--size", SIZE, "--data", str(results / "data"),
-                             "--out", str(results / "base_model" / SIZE), "--skip-accuracy"], work, timings)
+    run_stage(
+        "base-model",
+        [
+            "base-model",
+            *c,
+            "--size",
+            SIZE,
+            "--data",
+            str(results / "data"),
+            "--out",
+            str(results / "base_model" / SIZE),
+            "--skip-accuracy",
+        ],
+        work,
+        timings,
+    )
     figures, records = {}, {}
     for method in METHODS if args.part in ("all", "train") else ():
         run = results / "train" / method
-        run_stage(f"train-{method}", ["train", *c, "--size", SIZE, "--rlvr", RLVR, "--method", method, "--seed", "0",
-                                      "--data", str(results / "data"), "--out", str(run)], work, timings)
+        run_stage(
+            f"train-{method}",
+            [
+                "train",
+                *c,
+                "--size",
+                SIZE,
+                "--rlvr",
+                RLVR,
+                "--method",
+                method,
+                "--seed",
+                "0",
+                "--data",
+                str(results / "data"),
+                "--out",
+                str(run),
+            ],
+            work,
+            timings,
+        )
         records[method] = read_metrics(run)
         figures.update(method_figures(method, records[method], plan_of(config, method), cuda))
     if args.part in ("all", "evaluate"):
         figures.update(evaluate(c, results, trained=args.part == "all", work=work, timings=timings))
     figures.update({f"wall_s_{name}": value for name, value in timings.items()})
-    return {"scale": args.scale, "device": args.device, "figures": figures, "records": records,
-            "config": config}
+    return {"scale": args.scale, "device": args.device, "figures": figures, "records": records, "config": config}
 
 
 def main(argv: list[str] | None = None) -> dict:

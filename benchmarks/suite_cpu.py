@@ -36,8 +36,10 @@ def main() -> None:
     print(f"{'file':60} {'tests':>5} {'wall s':>8} {'CPU s':>8} {'CPU %':>6}")
     for name, (wall, cpu, tests) in sorted(files.items(), key=lambda kv: -kv[1][1])[: args.top]:
         print(f"{name:60} {tests:5d} {wall:8.0f} {cpu:8.0f} {100 * cpu / total_cpu:6.1f}")
-    print(f"{'total':60} {sum(t for *_, t in files.values()):5d} {'':8} {total_cpu:8.0f}   "
-          f"(at least {total_cpu / 2 / 60:.1f} min on 2 cores)")
+    print(
+        f"{'total':60} {sum(t for *_, t in files.values()):5d} {'':8} {total_cpu:8.0f}   "
+        f"(at least {total_cpu / 2 / 60:.1f} min on 2 cores)"
+    )
 
 
 if __name__ == "__main__":

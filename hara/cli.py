@@ -30,15 +30,27 @@ class Command:
 COMMANDS: dict[str, Command] = {}
 
 
-def register_command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None],
-                     skip_checks: tuple[str, ...] = (), own_config: bool = False, places_work: bool = False):
+def register_command(
+    name: str,
+    help: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    skip_checks: tuple[str, ...] = (),
+    own_config: bool = False,
+    places_work: bool = False,
+):
     """Decorator adding a subcommand; a second registration under the same name is a bug."""
 
     def decorate(run: Callable[[argparse.Namespace, dict], int]):
         if name in COMMANDS:
             raise ValueError(f"command {name!r} registered twice")
-        COMMANDS[name] = Command(help=help, add_arguments=add_arguments, run=run, skip_checks=skip_checks,
-                                 own_config=own_config, places_work=places_work)
+        COMMANDS[name] = Command(
+            help=help,
+            add_arguments=add_arguments,
+            run=run,
+            skip_checks=skip_checks,
+            own_config=own_config,
+            places_work=places_work,
+        )
         return run
 
     return decorate
@@ -92,8 +104,12 @@ def run_data(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
-@register_command("base-model", "build the base model of one size (tiny: build + SFT warm-up)",
-                  size_and_output_arguments, places_work=True)
+@register_command(
+    "base-model",
+    "build the base model of one size (tiny: build + SFT warm-up)",
+    size_and_output_arguments,
+    places_work=True,
+)
 def run_base_model(args: argparse.Namespace, config: dict) -> int:
     from hara.models.base import make_base_model
 
@@ -102,8 +118,12 @@ def run_base_model(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
-@register_command("accuracy", "greedy and sampled accuracy of a model on the config's benchmarks", accuracy_arguments,
-                  places_work=True)
+@register_command(
+    "accuracy",
+    "greedy and sampled accuracy of a model on the config's benchmarks",
+    accuracy_arguments,
+    places_work=True,
+)
 def run_accuracy(args: argparse.Namespace, config: dict) -> int:
     from hara.models.base import accuracy_report, format_accuracy_table
 
@@ -126,12 +146,20 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-model", help="folder of the base model (default: <results_dir>/base_model/<size>)")
     parser.add_argument("--data", help="folder written by `hara data` (default: generate in memory from the config)")
     parser.add_argument("--prompts", help="folder written by `hara select-prompts` (default: all training problems)")
-    parser.add_argument("--processes", type=int, help="training processes (default: training.processes; >1 runs "
-                        "under accelerate launch, one per GPU, or gloo processes on CPU)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        help="training processes (default: training.processes; >1 runs "
+        "under accelerate launch, one per GPU, or gloo processes on CPU)",
+    )
 
 
-@register_command("train", "RL-train one size x rlvr x method x seed (resumes from the last checkpoint)",
-                  train_arguments, places_work=True)
+@register_command(
+    "train",
+    "RL-train one size x rlvr x method x seed (resumes from the last checkpoint)",
+    train_arguments,
+    places_work=True,
+)
 def run_train(args: argparse.Namespace, config: dict) -> int:
     from hara.rlvr.launch import inside_launched_process, relaunch
     from hara.rlvr.ownership import claimed
@@ -143,16 +171,28 @@ def run_train(args: argparse.Namespace, config: dict) -> int:
         return _train(args, config)
     with claimed(args.out):  # one job per run folder (hara/rlvr/ownership.py)
         if processes > 1:
-            return relaunch(processes, config["training"]["accelerate_config"],
-                            [*args.argv, "--set", f"training.processes={processes}"])
+            return relaunch(
+                processes,
+                config["training"]["accelerate_config"],
+                [*args.argv, "--set", f"training.processes={processes}"],
+            )
         return _train(args, config)
 
 
 def _train(args: argparse.Namespace, config: dict) -> int:
     from hara.rlvr.train import train
 
-    summary = train(config, args.size, args.rlvr, args.method, args.seed, args.out, base_model=args.base_model,
-                    data_dir=args.data, prompts_dir=args.prompts)
+    summary = train(
+        config,
+        args.size,
+        args.rlvr,
+        args.method,
+        args.seed,
+        args.out,
+        base_model=args.base_model,
+        data_dir=args.data,
+        prompts_dir=args.prompts,
+    )
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -163,8 +203,12 @@ def select_prompts_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder (prompts.jsonl, selection.json)")
 
 
-@register_command("select-prompts", "keep the training problems the base model solves sometimes (pass-rate "
-                  "selection of the RL prompts)", select_prompts_arguments, places_work=True)
+@register_command(
+    "select-prompts",
+    "keep the training problems the base model solves sometimes (pass-rate selection of the RL prompts)",
+    select_prompts_arguments,
+    places_work=True,
+)
 def run_select_prompts(args: argparse.Namespace, config: dict) -> int:
     from hara.models.base import config_datasets
     from hara.rlvr.prompts import select_prompts
@@ -176,22 +220,35 @@ def run_select_prompts(args: argparse.Namespace, config: dict) -> int:
 
 def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="model folder (config.json + weights + tokenizer)")
-    parser.add_argument("--benchmark", required=True, action="append",
-                        help="benchmark name (repeat to evaluate several with one model load and one import)")
+    parser.add_argument(
+        "--benchmark",
+        required=True,
+        action="append",
+        help="benchmark name (repeat to evaluate several with one model load and one import)",
+    )
     parser.add_argument("--out", required=True, help="result JSON file")
-    parser.add_argument("--backend", choices=["auto", "transformers", "vllm"],
-                        help="generation backend (default: evaluation.backend)")
+    parser.add_argument(
+        "--backend", choices=["auto", "transformers", "vllm"], help="generation backend (default: evaluation.backend)"
+    )
     parser.add_argument("--data", help="`hara data` folder (mini) or fetched hub folder (default: from the config)")
     parser.add_argument("--cache-dir", help="lighteval prediction cache (default: <results_dir>/lighteval_cache)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log into the checkpoint's MLflow run")
-    parser.add_argument("--selection-out", help="also select the run's checkpoint (as `hara select-checkpoint`; "
-                        "--checkpoint is the run's final/, --data holds validation.jsonl): the selection JSON")
-    parser.add_argument("--selected-scores-out", help="with --selection-out: test result JSON of the selected "
-                        "checkpoint")
+    parser.add_argument(
+        "--selection-out",
+        help="also select the run's checkpoint (as `hara select-checkpoint`; "
+        "--checkpoint is the run's final/, --data holds validation.jsonl): the selection JSON",
+    )
+    parser.add_argument(
+        "--selected-scores-out", help="with --selection-out: test result JSON of the selected checkpoint"
+    )
 
 
-@register_command("evaluate", "pass@1 (avg@n) of a checkpoint on benchmarks with lighteval; JSON + MLflow",
-                  evaluate_arguments, places_work=True)
+@register_command(
+    "evaluate",
+    "pass@1 (avg@n) of a checkpoint on benchmarks with lighteval; JSON + MLflow",
+    evaluate_arguments,
+    places_work=True,
+)
 def run_evaluate(args: argparse.Namespace, config: dict) -> int:
     from hara.evaluation.cli import evaluate_command
 
@@ -205,20 +262,37 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--final-scores", required=True, help="`hara evaluate` result of the run's final/ checkpoint")
     parser.add_argument("--out", required=True, help="selection JSON (validation pass@1 per candidate, the choice)")
     parser.add_argument("--scores-out", required=True, help="test result JSON of the selected checkpoint")
-    parser.add_argument("--backend", choices=["auto", "transformers", "vllm"],
-                        help="generation backend (default: evaluation.backend)")
+    parser.add_argument(
+        "--backend", choices=["auto", "transformers", "vllm"], help="generation backend (default: evaluation.backend)"
+    )
     parser.add_argument("--cache-dir", help="validation score cache (default: <results_dir>/selection_cache)")
 
 
-@register_command("select-checkpoint", "pick a run's checkpoint on the validation split (never the test benchmarks) "
-                  "and give its test scores", selection_arguments)
+@register_command(
+    "select-checkpoint",
+    "pick a run's checkpoint on the validation split (never the test benchmarks) and give its test scores",
+    selection_arguments,
+)
 def run_select_checkpoint(args: argparse.Namespace, config: dict) -> int:
     from hara.evaluation.selection import write_selection
 
     if not config["selection"]["enabled"]:
         raise UserError("selection.enabled is false: the run kept no candidates and the data no validation split")
-    print(json.dumps(write_selection(config, args.run, args.data, args.final_scores, args.out, args.scores_out,
-                                     backend=args.backend, cache_dir=args.cache_dir), indent=2))
+    print(
+        json.dumps(
+            write_selection(
+                config,
+                args.run,
+                args.data,
+                args.final_scores,
+                args.out,
+                args.scores_out,
+                backend=args.backend,
+                cache_dir=args.cache_dir,
+            ),
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -227,8 +301,12 @@ def fetch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the plan, download nothing")
 
 
-@register_command("fetch-data", "download the five benchmarks and the training set into local folders (hub access)",
-                  fetch_arguments, skip_checks=("check_local_folders",))
+@register_command(
+    "fetch-data",
+    "download the five benchmarks and the training set into local folders (hub access)",
+    fetch_arguments,
+    skip_checks=("check_local_folders",),
+)
 def run_fetch_data(args: argparse.Namespace, config: dict) -> int:
     from hara.evaluation.cli import fetch_command
 
@@ -240,20 +318,30 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
     parser.add_argument("--out", help="report folder (default: <results>/report)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log the report to MLflow")
-    parser.add_argument("--allow-fingerprint-mismatch", action="store_true",
-                        help="compare evaluations whose fingerprints differ, marked (report.allow_fingerprint_mismatch)")
+    parser.add_argument(
+        "--allow-fingerprint-mismatch",
+        action="store_true",
+        help="compare evaluations whose fingerprints differ, marked (report.allow_fingerprint_mismatch)",
+    )
 
 
-@register_command("report", "tables and figures of the paper over the grid's results (HTML + Markdown + MLflow)",
-                  report_arguments, skip_checks=("check_local_folders",))
+@register_command(
+    "report",
+    "tables and figures of the paper over the grid's results (HTML + Markdown + MLflow)",
+    report_arguments,
+    skip_checks=("check_local_folders",),
+)
 def run_report(args: argparse.Namespace, config: dict) -> int:
     from hara.report import build_report
 
     results = args.results or config["results_dir"]
     if args.allow_fingerprint_mismatch:
         config["report"]["allow_fingerprint_mismatch"] = True
-    print(json.dumps(build_report(config, results, args.out or Path(results) / "report", mlflow=not args.no_mlflow),
-                     indent=2))
+    print(
+        json.dumps(
+            build_report(config, results, args.out or Path(results) / "report", mlflow=not args.no_mlflow), indent=2
+        )
+    )
     return 0
 
 
@@ -265,9 +353,14 @@ def analysis_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="output folder (default: <results>/analysis/<name>)")
 
 
-@register_command("analysis", "one of the paper's analyses (workflows/analyses.smk): its CSV, JSON and figures from "
-                  "the results (docs/analyses.md)", analysis_arguments, skip_checks=("check_local_folders",),
-                  places_work=True)
+@register_command(
+    "analysis",
+    "one of the paper's analyses (workflows/analyses.smk): its CSV, JSON and figures from "
+    "the results (docs/analyses.md)",
+    analysis_arguments,
+    skip_checks=("check_local_folders",),
+    places_work=True,
+)
 def run_analysis_command(args: argparse.Namespace, config: dict) -> int:
     from hara.analysis.run import run_analysis
 
@@ -282,9 +375,13 @@ def repro_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", dest="json_out", help="also write the checks as JSON to this file")
 
 
-@register_command("repro-check", "each of the paper's claims (config/paper_claims.yaml) checked on the results: "
-                  "reproduced / within noise / contradicted / not measured", repro_check_arguments,
-                  skip_checks=("check_local_folders",))
+@register_command(
+    "repro-check",
+    "each of the paper's claims (config/paper_claims.yaml) checked on the results: "
+    "reproduced / within noise / contradicted / not measured",
+    repro_check_arguments,
+    skip_checks=("check_local_folders",),
+)
 def run_repro_check(args: argparse.Namespace, config: dict) -> int:
     from hara.report.repro import check_claims, format_checks, load_claims
 
@@ -292,8 +389,10 @@ def run_repro_check(args: argparse.Namespace, config: dict) -> int:
     checks = check_claims(config, args.results or config["results_dir"], claims=claims)
     print(format_checks(checks))
     if args.json_out:
-        rows = [{"claim": c.key, "paper": c.paper, "status": o.status, "ours": o.ours, "numbers": o.numbers,
-                 "how": c.how} for c, o in checks]
+        rows = [
+            {"claim": c.key, "paper": c.paper, "status": o.status, "ours": o.ours, "numbers": o.numbers, "how": c.how}
+            for c, o in checks
+        ]
         Path(args.json_out).write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 
@@ -304,8 +403,13 @@ def sweep_arguments(parser: argparse.ArgumentParser) -> None:
     add_sweep_arguments(parser)
 
 
-@register_command("sweep", "Optuna sweeps: `run` workers on a study file (sweeps/*.yaml), or `report` its figures",
-                  sweep_arguments, own_config=True, places_work=True)
+@register_command(
+    "sweep",
+    "Optuna sweeps: `run` workers on a study file (sweeps/*.yaml), or `report` its figures",
+    sweep_arguments,
+    own_config=True,
+    places_work=True,
+)
 def run_sweep(args: argparse.Namespace, config: dict) -> int:
     from hara.sweeps.cli import sweep_command
 
@@ -315,13 +419,20 @@ def run_sweep(args: argparse.Namespace, config: dict) -> int:
 
 def plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="write the plan as JSON here")
-    parser.add_argument("--results", help="estimate the power section's variance components from the per-problem "
-                        "outcomes of finished runs under this results folder (default: config plan.power)")
+    parser.add_argument(
+        "--results",
+        help="estimate the power section's variance components from the per-problem "
+        "outcomes of finished runs under this results folder (default: config plan.power)",
+    )
 
 
-@register_command("plan", "resources per grid cell: GPU memory per rank, host memory, checkpoint disk, tokens and "
-                  "device-hours, and the power of the grid's comparisons (docs/plan.md)", plan_arguments,
-                  skip_checks=("check_local_folders",))
+@register_command(
+    "plan",
+    "resources per grid cell: GPU memory per rank, host memory, checkpoint disk, tokens and "
+    "device-hours, and the power of the grid's comparisons (docs/plan.md)",
+    plan_arguments,
+    skip_checks=("check_local_folders",),
+)
 def run_plan(args: argparse.Namespace, config: dict) -> int:
     from hara.planning import format_plan_table, plan_grid, write_plan
     from hara.power_plan import format_power, power_section
@@ -342,9 +453,13 @@ def ui_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-link", action="store_true", help="print the link only, serve nothing")
 
 
-@register_command("ui", "the MLflow UI on the config's tracking store: prints the link that opens the runs table "
-                  "with scores, verdicts and MDEs, then serves it (docs/mlflow.md)", ui_arguments,
-                  skip_checks=("check_local_folders",))
+@register_command(
+    "ui",
+    "the MLflow UI on the config's tracking store: prints the link that opens the runs table "
+    "with scores, verdicts and MDEs, then serves it (docs/mlflow.md)",
+    ui_arguments,
+    skip_checks=("check_local_folders",),
+)
 def run_ui(args: argparse.Namespace, config: dict) -> int:
     from hara.mlflow_ui import serve_ui
 
@@ -357,8 +472,12 @@ def tracking_server_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
 
 
-@register_command("tracking-server", "the MLflow tracking server of a cluster run: a cluster address, basic auth, "
-                  "password from a private file", tracking_server_arguments, own_config=True)
+@register_command(
+    "tracking-server",
+    "the MLflow tracking server of a cluster run: a cluster address, basic auth, password from a private file",
+    tracking_server_arguments,
+    own_config=True,
+)
 def run_tracking_server(args: argparse.Namespace, config: dict) -> int:
     from hara.tracking_server import serve
 
@@ -372,8 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub = subparsers.add_parser(name, help=command.help, description=command.help)
         if not command.own_config:
             sub.add_argument("--config", required=True, help="YAML config (validated against config/schema.yaml)")
-            sub.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
-                             help="override a config value")
+            sub.add_argument(
+                "--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value"
+            )
         command.add_arguments(sub)
     return parser
 
@@ -388,8 +508,9 @@ def main(argv: list[str] | None = None) -> int:
 
             require_device()
             prepare_job_environment()
-        config = {} if command.own_config else load_config(args.config, overrides=args.set,
-                                                           skip_checks=command.skip_checks)
+        config = (
+            {} if command.own_config else load_config(args.config, overrides=args.set, skip_checks=command.skip_checks)
+        )
         return COMMANDS[args.command].run(args, config)
     except user_error_types() as error:
         message = " ".join(str(error).split())

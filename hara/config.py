@@ -33,12 +33,16 @@ class ConfigLoader(yaml.SafeLoader):
 
 ConfigLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
                    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
                    |\.[0-9_]+(?:[eE][-+][0-9]+)?
                    |[-+]?\.(?:inf|Inf|INF)
-                   |\.(?:nan|NaN|NAN))$""", re.VERBOSE),
-    list("-+0123456789."))
+                   |\.(?:nan|NaN|NAN))$""",
+        re.VERBOSE,
+    ),
+    list("-+0123456789."),
+)
 
 
 def load_yaml(stream: Any) -> Any:
@@ -218,12 +222,13 @@ def check_methods(config: Mapping) -> str | None:
             return f"grid.methods[{index}]: unknown method {name!r} (valid: {', '.join(known)})"
         for need in sorted(known[name].needs & set(NEED_SOURCES)):
             if source not in NEED_SOURCES[need]:
-                return (f"grid.methods[{index}]: {name} needs {need} that only data.source "
-                        f"{' or '.join(NEED_SOURCES[need])} supplies, not {source!r}")
+                return (
+                    f"grid.methods[{index}]: {name} needs {need} that only data.source "
+                    f"{' or '.join(NEED_SOURCES[need])} supplies, not {source!r}"
+                )
     for name in config["grid"]["extra_seeds"]:
         if name not in config["grid"]["methods"]:
-            return (f"grid.extra_seeds.{name}: not a method of grid.methods "
-                    f"({', '.join(config['grid']['methods'])})")
+            return f"grid.extra_seeds.{name}: not a method of grid.methods ({', '.join(config['grid']['methods'])})"
     return None
 
 
@@ -238,17 +243,25 @@ def check_vllm_mode(config: Mapping) -> str | None:
     """vLLM server mode needs a server that lives as long as the training job; no rule of the DAG provides one."""
     training = config["training"]
     if training["use_vllm"] and training["vllm_mode"] == "server":
-        return ("training.vllm_mode: 'server' is not supported (no rule starts and stops a `trl vllm-serve` "
-                "around a training job); use 'colocate'")
+        return (
+            "training.vllm_mode: 'server' is not supported (no rule starts and stops a `trl vllm-serve` "
+            "around a training job); use 'colocate'"
+        )
     return None
 
 
-SEMANTIC_CHECKS: list[Callable[[Mapping], str | None]] = [check_model_sizes, check_methods, check_benchmarks,
-                                                          check_local_folders, check_vllm_mode]
+SEMANTIC_CHECKS: list[Callable[[Mapping], str | None]] = [
+    check_model_sizes,
+    check_methods,
+    check_benchmarks,
+    check_local_folders,
+    check_vllm_mode,
+]
 
 
-def validate_config(config: Any, source: str = "<config>", schema: Mapping | None = None,
-                    skip_checks: Iterable[str] = ()) -> dict:
+def validate_config(
+    config: Any, source: str = "<config>", schema: Mapping | None = None, skip_checks: Iterable[str] = ()
+) -> dict:
     """Fill defaults, validate against the schema and the registries; return the resolved config."""
     schema = schema or load_schema()
     resolved = fill_defaults(config, schema)

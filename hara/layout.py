@@ -67,9 +67,11 @@ def method_seeds(config: Mapping, method: str) -> list[int]:
 def grid_cells(config: Mapping) -> list[Cell]:
     """Every training run of the grid, in report order (sizes, rlvr presets, methods, each method's seeds)."""
     grid = config["grid"]
-    return [Cell(size, rlvr, method, seed)
-            for size, rlvr, method in itertools.product(config["models"]["sizes"], grid["rlvr"], grid["methods"])
-            for seed in method_seeds(config, method)]
+    return [
+        Cell(size, rlvr, method, seed)
+        for size, rlvr, method in itertools.product(config["models"]["sizes"], grid["rlvr"], grid["methods"])
+        for seed in method_seeds(config, method)
+    ]
 
 
 def run_dir(results: str | Path, cell: Cell) -> Path:

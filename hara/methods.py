@@ -20,8 +20,19 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-__all__ = ["CAPTURED", "ENTRY_POINT_GROUP", "KINDS", "NEEDS", "NEED_SOURCES", "MethodSpec", "credit_baselines",
-           "get_method", "hara_methods", "methods", "register_method"]
+__all__ = [
+    "CAPTURED",
+    "ENTRY_POINT_GROUP",
+    "KINDS",
+    "NEEDS",
+    "NEED_SOURCES",
+    "MethodSpec",
+    "credit_baselines",
+    "get_method",
+    "hara_methods",
+    "methods",
+    "register_method",
+]
 
 ENTRY_POINT_GROUP = "hara.methods"
 #: none: the plain RLVR baseline the report compares against; hara: a HarA variant; baseline: another
@@ -74,8 +85,10 @@ class MethodSpec:
 _HIDDEN, _ENTROPY = frozenset({"hidden"}), frozenset({"entropy"})
 _BUILT_IN = [
     MethodSpec("none", "none"),
-    *(MethodSpec(name, "hara", "hara", _HIDDEN, "hara/", novelty_fp32=True)
-      for name in ("hara_tok", "hara_seq", "hara_hier", "hara_exact_tok", "hara_exact_seq")),
+    *(
+        MethodSpec(name, "hara", "hara", _HIDDEN, "hara/", novelty_fp32=True)
+        for name in ("hara_tok", "hara_seq", "hara_hier", "hara_exact_tok", "hara_exact_seq")
+    ),
     MethodSpec("forking_tokens", "baseline", "forking_tokens", _ENTROPY, "forking/"),
     MethodSpec("gtpo", "baseline", "entropy_shaping", _ENTROPY, "gtpo/"),
     MethodSpec("grpo_s", "baseline", "entropy_shaping", _ENTROPY, "grpo_s/"),
@@ -104,8 +117,10 @@ def _load_plugins() -> None:
         loaded = entry.load()
         for spec in loaded if isinstance(loaded, (list, tuple)) else [loaded]:
             if not isinstance(spec, MethodSpec) or spec.weighting is None:
-                raise TypeError(f"entry point {entry.name!r} ({entry.value}) of {ENTRY_POINT_GROUP}: expected "
-                                "MethodSpec(s) with weighting='module:function'")
+                raise TypeError(
+                    f"entry point {entry.name!r} ({entry.value}) of {ENTRY_POINT_GROUP}: expected "
+                    "MethodSpec(s) with weighting='module:function'"
+                )
             register_method(spec)
 
 

@@ -33,12 +33,14 @@ def _experiment_id(uri: str, name: str) -> str:
     """The id of the config's experiment (named after config ``name``) in the store; one line naming the fix."""
     from hara.tracking import tracking_client
 
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
         raise UserError(f"tracking.mlflow_uri: {uri}: no such database; run the workflow first (make reproduce)")
     experiment = tracking_client(uri).get_experiment_by_name(name)
     if experiment is None:
-        raise UserError(f"tracking.mlflow_uri: {uri} holds no experiment named {name!r} (config name); run the "
-                        "workflow first, or pass the config it ran with")
+        raise UserError(
+            f"tracking.mlflow_uri: {uri} holds no experiment named {name!r} (config name); run the "
+            "workflow first, or pass the config it ran with"
+        )
     return experiment.experiment_id
 
 
@@ -55,12 +57,17 @@ def serve_ui(config: Mapping, host: str, port: int, serve: bool = True) -> int:
     uri = absolute_uri(config["tracking"]["mlflow_uri"])
     remote = uri.startswith(("http://", "https://"))
     base = uri if remote else f"http://{host}:{port}"
-    print(f"Runs of {config['name']} (scores, differences from none, verdicts and MDEs): "
-          f"{runs_table_link(base, _experiment_id(uri, config['name']))}", flush=True)
+    print(
+        f"Runs of {config['name']} (scores, differences from none, verdicts and MDEs): "
+        f"{runs_table_link(base, _experiment_id(uri, config['name']))}",
+        flush=True,
+    )
     if remote or not serve:
         return 0
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION",
-                                                                              "false")}
+    env = {
+        **os.environ,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false"),
+    }
     executable = shutil.which("mlflow", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     if executable is None:
         raise UserError("the mlflow command is not installed in this environment (make setup)")

@@ -118,8 +118,12 @@ class NoveltyResult:
 
 
 def outcome_groups(
-    group_ids: Tensor, rewards: Tensor, advantages: Tensor, completion_mask: Tensor,
-    outcome_threshold: float = 0.5, zero_advantage_atol: float = 1e-8,
+    group_ids: Tensor,
+    rewards: Tensor,
+    advantages: Tensor,
+    completion_mask: Tensor,
+    outcome_threshold: float = 0.5,
+    zero_advantage_atol: float = 1e-8,
 ) -> OutcomeGroups:
     """Split rollouts into outcome groups (prompt, correct) and keep those that get reweighted.
 
@@ -235,8 +239,9 @@ def _prepare(hidden_states: Tensor, mask: Tensor, groups: OutcomeGroups, params:
     rows = _work_rows(hidden_states, mask, torch.nonzero(need).flatten(), params)
     shift = scale = h_sq = None
     if params.whiten:
-        mean, inv_rms, h_sq = whitening_stats(rows.h, rows.mask, groups.prompt[rows.batch_row],
-                                              groups.num_prompts, rows.usable)
+        mean, inv_rms, h_sq = whitening_stats(
+            rows.h, rows.mask, groups.prompt[rows.batch_row], groups.num_prompts, rows.usable
+        )
         shift, scale = mean[groups.group_prompt], inv_rms[groups.group_prompt]
     keep = active[rows.batch_row]
     if not bool(keep.all()):  # drop the statistics-only rows (one copy of the reweighted rows)
@@ -247,7 +252,11 @@ def _prepare(hidden_states: Tensor, mask: Tensor, groups: OutcomeGroups, params:
 
 @torch.no_grad()
 def compute_novelty(
-    hidden_states: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, advantages: Tensor,
+    hidden_states: Tensor,
+    completion_mask: Tensor,
+    group_ids: Tensor,
+    rewards: Tensor,
+    advantages: Tensor,
     params: NoveltyParams = NoveltyParams(),
 ) -> NoveltyResult:
     """Token and sequence novelty of every rollout against its outcome-group barycenter (module docstring).
@@ -257,8 +266,7 @@ def compute_novelty(
     """
     start = time.perf_counter()
     mask = completion_mask.bool()
-    groups = outcome_groups(group_ids, rewards, advantages, mask, params.outcome_threshold,
-                            params.zero_advantage_atol)
+    groups = outcome_groups(group_ids, rewards, advantages, mask, params.outcome_threshold, params.zero_advantage_atol)
     token = torch.zeros(mask.shape, device=mask.device)
     sequence = torch.zeros(mask.shape[0], device=mask.device)
     if groups.num_groups == 0:  # nothing to reweight: no OT work at all
@@ -266,8 +274,7 @@ def compute_novelty(
         info = {**_info(groups, None, ok, start), "hara/flat_groups": 0.0}
         return NoveltyResult(token, sequence, groups, ok, None, info)
     rows, group, shift, scale, h_sq = _prepare(hidden_states, mask, groups, params)
-    bary = BACKENDS[params.backend](rows.h, rows.mask, group, groups.num_groups, params.barycenter,
-                                    shift, scale, h_sq)
+    bary = BACKENDS[params.backend](rows.h, rows.mask, group, groups.num_groups, params.barycenter, shift, scale, h_sq)
     nu, seq, finite = _novelty_from_plans(bary, rows.mask)
     ok = group_all(finite & rows.usable, group, groups.num_groups)
     flat = flat_groups(rows.h, rows.mask & rows.usable[:, None], group, groups.num_groups, params.flat_rtol)
@@ -278,24 +285,46 @@ def compute_novelty(
     return NoveltyResult(token, sequence, groups, ok, bary, info, flat)
 
 
-def _info(groups: OutcomeGroups, bary: BarycenterResult | None, ok: Tensor, start: float,
-          sequence: Tensor | None = None, group: Tensor | None = None) -> dict[str, float]:
+def _info(
+    groups: OutcomeGroups,
+    bary: BarycenterResult | None,
+    ok: Tensor,
+    start: float,
+    sequence: Tensor | None = None,
+    group: Tensor | None = None,
+) -> dict[str, float]:
     """Namespaced floats for logging (one host sync for all tensor statistics)."""
     active = groups.index >= 0
-    info = {"hara/groups": float(groups.num_groups), "hara/rollouts_reweighted": float(active.sum()),
-            "hara/nonfinite_groups": float((~ok).sum())}
+    info = {
+        "hara/groups": float(groups.num_groups),
+        "hara/rollouts_reweighted": float(active.sum()),
+        "hara/nonfinite_groups": float((~ok).sum()),
+    }
     if bary is None:
-        info.update({"hara/novelty_mean": 0.0, "hara/order_reversing_mass": 0.0,
-                     "hara/order_reversing_mass_max": 0.0, "hara/sinkhorn_iters": 0.0,
-                     "hara/barycenter_iters": 0.0, "hara/sinkhorn_marginal_error": 0.0,
-                     "hara/sinkhorn_unconverged": 0.0, "hara/solver_fallbacks": 0.0})
+        info.update(
+            {
+                "hara/novelty_mean": 0.0,
+                "hara/order_reversing_mass": 0.0,
+                "hara/order_reversing_mass_max": 0.0,
+                "hara/sinkhorn_iters": 0.0,
+                "hara/barycenter_iters": 0.0,
+                "hara/sinkhorn_marginal_error": 0.0,
+                "hara/sinkhorn_unconverged": 0.0,
+                "hara/solver_fallbacks": 0.0,
+            }
+        )
     else:
         row_ok = ok[group]
         r_mass = torch.where(row_ok, bary.order_reversing_mass, torch.zeros((), device=ok.device))
         n_ok = row_ok.sum().clamp_min(1)
         stats = torch.stack([sequence[groups.index >= 0].sum() / n_ok, r_mass.sum() / n_ok, r_mass.max()]).tolist()
-        info.update({"hara/novelty_mean": stats[0], "hara/order_reversing_mass": stats[1],
-                     "hara/order_reversing_mass_max": stats[2],
-                     **{f"hara/{k}": v for k, v in bary.info.items() if k != "time_s"}})
+        info.update(
+            {
+                "hara/novelty_mean": stats[0],
+                "hara/order_reversing_mass": stats[1],
+                "hara/order_reversing_mass_max": stats[2],
+                **{f"hara/{k}": v for k, v in bary.info.items() if k != "time_s"},
+            }
+        )
     info["hara/ot_time_s"] = time.perf_counter() - start
     return info

@@ -147,12 +147,17 @@ PAPER_ARCHITECTURES: dict[str, Architecture] = {
 def architecture_from_hf_config(hf: Mapping) -> Architecture:
     """An :class:`Architecture` from a config.json dictionary (Qwen3 / Llama-style keys)."""
     heads = hf["num_attention_heads"]
-    return Architecture(hidden=hf["hidden_size"], layers=hf["num_hidden_layers"], heads=heads,
-                        kv_heads=hf.get("num_key_value_heads") or heads,
-                        head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
-                        intermediate=hf["intermediate_size"], vocab=hf["vocab_size"],
-                        tied=bool(hf.get("tie_word_embeddings", False)),
-                        max_positions=hf.get("max_position_embeddings", 32768))
+    return Architecture(
+        hidden=hf["hidden_size"],
+        layers=hf["num_hidden_layers"],
+        heads=heads,
+        kv_heads=hf.get("num_key_value_heads") or heads,
+        head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
+        intermediate=hf["intermediate_size"],
+        vocab=hf["vocab_size"],
+        tied=bool(hf.get("tie_word_embeddings", False)),
+        max_positions=hf.get("max_position_embeddings", 32768),
+    )
 
 
 def _hub_cache_config(hub_id: str) -> Path | None:
@@ -180,8 +185,10 @@ def architecture_of(config: Mapping, size: str) -> Architecture:
         return PAPER_ARCHITECTURES[hub_id]
     from hara.config import ConfigError
 
-    raise ConfigError(f"models.hub_ids.{size}: no config.json for {hub_id!r} in {models['local_dir']}/{size} or the "
-                      f"local Hugging Face cache, and it is not one of the shipped {', '.join(PAPER_ARCHITECTURES)}")
+    raise ConfigError(
+        f"models.hub_ids.{size}: no config.json for {hub_id!r} in {models['local_dir']}/{size} or the "
+        f"local Hugging Face cache, and it is not one of the shipped {', '.join(PAPER_ARCHITECTURES)}"
+    )
 
 
 def _tiny_architecture(size: str, tokenizer: str) -> Architecture:
@@ -189,10 +196,17 @@ def _tiny_architecture(size: str, tokenizer: str) -> Architecture:
     from hara.models.tokenizer import build_tokenizer
 
     shape = TINY_SIZES[size]
-    return Architecture(hidden=shape.hidden_size, layers=shape.num_hidden_layers, heads=shape.num_attention_heads,
-                        kv_heads=shape.num_key_value_heads, head_dim=shape.head_dim,
-                        intermediate=shape.intermediate_size, vocab=len(build_tokenizer(tokenizer)), tied=True,
-                        max_positions=1024)
+    return Architecture(
+        hidden=shape.hidden_size,
+        layers=shape.num_hidden_layers,
+        heads=shape.num_attention_heads,
+        kv_heads=shape.num_key_value_heads,
+        head_dim=shape.head_dim,
+        intermediate=shape.intermediate_size,
+        vocab=len(build_tokenizer(tokenizer)),
+        tied=True,
+        max_positions=1024,
+    )
 
 
 @dataclass(frozen=True)
@@ -261,20 +275,32 @@ def setup_of(config: Mapping, size: str, rlvr: str, method: str) -> Setup:
     if micro < 1 or rollouts % (accum * world):
         from hara.config import ConfigError
 
-        raise ConfigError(f"training.grad_accum_steps: {accum} micro-batches x {world} processes do not split the "
-                          f"{rollouts} rollouts of a step of {size}")
+        raise ConfigError(
+            f"training.grad_accum_steps: {accum} micro-batches x {world} processes do not split the "
+            f"{rollouts} rollouts of a step of {size}"
+        )
     use_vllm = gpu and t["use_vllm"]
     needs = CONTEXT_NEEDS[method]
     bf16 = gpu and t["bf16"]
     sharded = gpu and world > 1
     old_logps = use_vllm or t["num_iterations"] > 1  # TRL's importance-sampling correction is on by default
     return Setup(
-        gpu=gpu, world=world, rollouts=rollouts, micro_batch=micro, prompt_tokens=config["plan"]["prompt_tokens"],
-        completion_tokens=t["max_completion_length"], steps=t["steps"], compute_bytes=2 if bf16 else 4,
-        master_bytes=4, sharded=sharded,  # fp32 master weights everywhere (hara.rlvr.train.policy_dtype)
-        checkpointing=gpu and t["gradient_checkpointing"], use_vllm=use_vllm,
-        vllm_share=t["vllm"]["gpu_memory_utilization"], vllm_sleep=t["vllm"]["enable_sleep_mode"],
-        vllm_tp=t["vllm"]["tensor_parallel_size"], vllm_max_len=t["vllm"]["max_model_len"],
+        gpu=gpu,
+        world=world,
+        rollouts=rollouts,
+        micro_batch=micro,
+        prompt_tokens=config["plan"]["prompt_tokens"],
+        completion_tokens=t["max_completion_length"],
+        steps=t["steps"],
+        compute_bytes=2 if bf16 else 4,
+        master_bytes=4,
+        sharded=sharded,  # fp32 master weights everywhere (hara.rlvr.train.policy_dtype)
+        checkpointing=gpu and t["gradient_checkpointing"],
+        use_vllm=use_vllm,
+        vllm_share=t["vllm"]["gpu_memory_utilization"],
+        vllm_sleep=t["vllm"]["enable_sleep_mode"],
+        vllm_tp=t["vllm"]["tensor_parallel_size"],
+        vllm_max_len=t["vllm"]["max_model_len"],
         reference_model=config["rlvr"][rlvr].get("beta", 0.0) > 0,
         old_logps_pass=old_logps,
         # under vLLM the capture rides on TRL's old log-prob pass when it runs (hara.models.capture.PassRecorder)
@@ -294,8 +320,7 @@ def resident_terms(arch: Architecture, s: Setup, gpu_memory: float, overhead: fl
     (all phases unless its sleep mode frees it while training), a reference model (beta > 0), the CUDA runtime
     (context, cuBLAS/NCCL workspaces, allocator fragmentation) and the generation batch's own tensors."""
     shard = arch.params / s.world if s.sharded else arch.params
-    terms = {"weights": shard * s.master_bytes, "grads": shard * s.master_bytes,
-             "adam": 2 * shard * s.master_bytes}
+    terms = {"weights": shard * s.master_bytes, "grads": shard * s.master_bytes, "adam": 2 * shard * s.master_bytes}
     if not s.gpu and s.world > 1:  # DDP on the CPU: gradient buckets hold a second copy of the grads
         terms["ddp_buckets"] = shard * s.master_bytes
     if s.use_vllm and not s.vllm_sleep:
@@ -317,8 +342,10 @@ def generation_terms(arch: Architecture, s: Setup, method: str, gpu_memory: floa
     if s.use_vllm:
         return {"vllm": s.vllm_share * gpu_memory} if s.vllm_sleep else {}
     rows = s.rollouts_per_process
-    terms = {"kv_cache": rows * s.context * arch.kv_cache_bytes_per_token(s.compute_bytes),
-             "step_logits": 3 * rows * arch.vocab * 4}
+    terms = {
+        "kv_cache": rows * s.context * arch.kv_cache_bytes_per_token(s.compute_bytes),
+        "step_logits": 3 * rows * arch.vocab * 4,
+    }
     if "hidden" in CONTEXT_NEEDS[method]:  # the per-step slices, then their concatenation
         terms["recorded_hidden"] = 2 * rows * s.completion_tokens * arch.hidden * s.compute_bytes
     if s.sharded:
@@ -361,9 +388,10 @@ def scoring_terms(arch: Architecture, s: Setup, method: str) -> dict[str, float]
     if hidden and s.capture_forward:
         candidates["capture_concat"] = hidden
     if "entropy" in needs:  # the final norm's states of a micro-batch, then one chunk through the LM head
-        candidates["entropy_chunk"] = (s.micro_batch * s.completion_tokens * arch.hidden * s.compute_bytes
-                                       + ENTROPY_LIVE_FP32_TENSORS * 4 * s.micro_batch * arch.vocab
-                                       * min(s.entropy_chunk, s.completion_tokens))
+        candidates["entropy_chunk"] = (
+            s.micro_batch * s.completion_tokens * arch.hidden * s.compute_bytes
+            + ENTROPY_LIVE_FP32_TENSORS * 4 * s.micro_batch * arch.vocab * min(s.entropy_chunk, s.completion_tokens)
+        )
     if method in NOVELTY_FP32_METHODS:
         candidates["novelty_fp32"] = rows * s.completion_tokens * arch.hidden * 4
     if candidates:
@@ -386,8 +414,9 @@ def training_terms(arch: Architecture, s: Setup) -> dict[str, float]:
     terms["attention_mask"] = m * S * S * b  # (m, 1, S, S) in the compute dtype: padding forces an SDPA mask
     n = _scored_tokens(s)
     terms["head_inputs"] = 2 * tokens * arch.hidden * b + n * arch.hidden * b  # final norm in/out, compacted rows
-    head_backward = _head_weight_grad_bytes(arch, s) + n * arch.hidden * 4 + _fused_tile_bytes(
-        arch, s, FOLD_TEMPORARIES_BACKWARD)
+    head_backward = (
+        _head_weight_grad_bytes(arch, s) + n * arch.hidden * 4 + _fused_tile_bytes(arch, s, FOLD_TEMPORARIES_BACKWARD)
+    )
     block_backward = 2 * tokens * arch.hidden * b  # gradients in and out of a block
     if s.checkpointing:
         block_backward += tokens * arch.layer_activation_units() * b
@@ -433,10 +462,15 @@ class MemoryPlan:
 
 
 def training_memory(arch: Architecture, s: Setup, method: str, gpu_memory: float, overhead: float) -> MemoryPlan:
-    return MemoryPlan(resident=resident_terms(arch, s, gpu_memory, overhead),
-                      phases={"generation": generation_terms(arch, s, method, gpu_memory),
-                              "scoring": scoring_terms(arch, s, method),
-                              "training": training_terms(arch, s), "optimizer": optimizer_terms(arch, s)})
+    return MemoryPlan(
+        resident=resident_terms(arch, s, gpu_memory, overhead),
+        phases={
+            "generation": generation_terms(arch, s, method, gpu_memory),
+            "scoring": scoring_terms(arch, s, method),
+            "training": training_terms(arch, s),
+            "optimizer": optimizer_terms(arch, s),
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -458,24 +492,33 @@ class EnginePlan:
         return self.kv_tokens >= self.max_model_len
 
 
-def engine_plan(arch: Architecture, share: float, gpu_memory: float, tp: int, overhead: float, sequence: int,
-                max_model_len: int | None) -> EnginePlan:
+def engine_plan(
+    arch: Architecture,
+    share: float,
+    gpu_memory: float,
+    tp: int,
+    overhead: float,
+    sequence: int,
+    max_model_len: int | None,
+) -> EnginePlan:
     """A vLLM engine of ``share`` x GPU memory per GPU over ``tp`` GPUs: bf16 weights (split by TP), its activation /
     CUDA-graph / sampler reserve (``overhead`` per GPU), the rest KV cache."""
     share_bytes = share * gpu_memory
     weights = arch.params * 2 / tp
     kv = max(0.0, share_bytes - weights - overhead)
     kv_tokens = int(kv * tp // arch.kv_cache_bytes_per_token(2))
-    return EnginePlan(share_bytes, weights, kv, kv_tokens, max_model_len or arch.max_positions,
-                      kv_tokens // max(1, sequence))
+    return EnginePlan(
+        share_bytes, weights, kv, kv_tokens, max_model_len or arch.max_positions, kv_tokens // max(1, sequence)
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Host memory, disk, tokens and device-hours.
 
 
-def training_host_bytes(arch: Architecture, s: Setup, process_host: float,
-                        device_peak: float = 0.0) -> dict[str, float]:
+def training_host_bytes(
+    arch: Architecture, s: Setup, process_host: float, device_peak: float = 0.0
+) -> dict[str, float]:
     """Host memory of one training job (all its processes on one node): each process's own footprint, plus the
     larger of loading and checkpoint saving. Loading: without FSDP the fp32 weights (``policy_dtype``) pass through
     host memory once; under FSDP every process loads bf16 and accelerate upcasts to fp32 on the CPU before
@@ -510,8 +553,12 @@ def checkpoint_bytes(arch: Architecture, s: Setup, finished: str = "keep") -> di
     one = weights + fsdp_model + 2 * arch.params * s.master_bytes + small
     peak = s.save_total_limit * one + max(one, weights)
     kept_per_checkpoint = {"keep": one, "weights": weights + small, "delete": 0.0}[finished]
-    return {"checkpoint": one, "final": weights, "run_peak": peak,
-            "kept": s.save_total_limit * kept_per_checkpoint + weights}
+    return {
+        "checkpoint": one,
+        "final": weights,
+        "run_peak": peak,
+        "kept": s.save_total_limit * kept_per_checkpoint + weights,
+    }
 
 
 def generated_tokens(s: Setup) -> int:
@@ -556,8 +603,7 @@ def training_device_hours(arch: Architecture, s: Setup, plan: Mapping, size: str
     passes = 3 + s.checkpointing + s.old_logps_pass + s.capture_forward
     flops = s.steps * s.rollouts * s.context * arch.forward_flops_per_token(s.context) * passes
     compute_s = flops / (plan["peak_tflops"] * 1e12 * plan["mfu"])
-    return {"generation": generation_s / 3600, "compute": compute_s / 3600,
-            "total": (generation_s + compute_s) / 3600}
+    return {"generation": generation_s / 3600, "compute": compute_s / 3600, "total": (generation_s + compute_s) / 3600}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -611,15 +657,32 @@ class CellPlan:
         return self.peak_with_error <= self.gpu_memory and (self.engine is None or self.engine.starts)
 
     def to_json(self) -> dict:
-        return {"size": self.size, "rlvr": self.rlvr, "method": self.method, "setup": asdict(self.setup),
-                "gpu_memory_per_rank": {"resident": self.memory.resident, "phases": self.memory.phases,
-                                        "peak_phase": self.memory.peak_phase, "peak": self.memory.peak,
-                                        "peak_with_error": self.peak_with_error, "memory_error": self.memory_error},
-                "fits": self.fits, "gpu_memory": self.gpu_memory, "host": self.host, "host_need": self.host_need,
-                "host_asked": self.host_asked, "disk": self.disk,
-                "generated_tokens": self.tokens, "device_hours": self.device_hours, "wall_hours": self.wall_hours,
-                "runtime_asked_hours": self.runtime_asked_hours, "in_time": self.in_time,
-                "colocated_vllm": asdict(self.engine) if self.engine else None}
+        return {
+            "size": self.size,
+            "rlvr": self.rlvr,
+            "method": self.method,
+            "setup": asdict(self.setup),
+            "gpu_memory_per_rank": {
+                "resident": self.memory.resident,
+                "phases": self.memory.phases,
+                "peak_phase": self.memory.peak_phase,
+                "peak": self.memory.peak,
+                "peak_with_error": self.peak_with_error,
+                "memory_error": self.memory_error,
+            },
+            "fits": self.fits,
+            "gpu_memory": self.gpu_memory,
+            "host": self.host,
+            "host_need": self.host_need,
+            "host_asked": self.host_asked,
+            "disk": self.disk,
+            "generated_tokens": self.tokens,
+            "device_hours": self.device_hours,
+            "wall_hours": self.wall_hours,
+            "runtime_asked_hours": self.runtime_asked_hours,
+            "in_time": self.in_time,
+            "colocated_vllm": asdict(self.engine) if self.engine else None,
+        }
 
 
 def plan_cell(config: Mapping, arch: Architecture, size: str, rlvr: str, method: str) -> CellPlan:
@@ -627,18 +690,27 @@ def plan_cell(config: Mapping, arch: Architecture, size: str, rlvr: str, method:
     gpu_memory, overhead = plan["gpu_memory_gb"] * GB, plan["runtime_overhead_gb"] * GB
     engine = None
     if s.use_vllm:
-        engine = engine_plan(arch, s.vllm_share, gpu_memory, s.vllm_tp, plan["vllm_overhead_gb"] * GB, s.context,
-                             s.vllm_max_len)
+        engine = engine_plan(
+            arch, s.vllm_share, gpu_memory, s.vllm_tp, plan["vllm_overhead_gb"] * GB, s.context, s.vllm_max_len
+        )
     memory = training_memory(arch, s, method, gpu_memory, overhead)
     process = plan["process_host_gb" if s.gpu else "cpu_process_host_gb"] * GB
-    return CellPlan(size=size, rlvr=rlvr, method=method, setup=s, memory=memory, gpu_memory=gpu_memory,
-                    host=training_host_bytes(arch, s, process, memory.peak),
-                    disk=checkpoint_bytes(arch, s, config["training"].get("finished_checkpoints", "keep")),
-                    tokens=generated_tokens(s),
-                    device_hours=training_device_hours(arch, s, plan, size), engine=engine,
-                    host_asked=asked(config, "train", "mem_mb", size) * 1e6,
-                    runtime_asked_hours=asked(config, "train", "runtime", size) / 60,
-                    memory_error=plan["memory_error"])
+    return CellPlan(
+        size=size,
+        rlvr=rlvr,
+        method=method,
+        setup=s,
+        memory=memory,
+        gpu_memory=gpu_memory,
+        host=training_host_bytes(arch, s, process, memory.peak),
+        disk=checkpoint_bytes(arch, s, config["training"].get("finished_checkpoints", "keep")),
+        tokens=generated_tokens(s),
+        device_hours=training_device_hours(arch, s, plan, size),
+        engine=engine,
+        host_asked=asked(config, "train", "mem_mb", size) * 1e6,
+        runtime_asked_hours=asked(config, "train", "runtime", size) / 60,
+        memory_error=plan["memory_error"],
+    )
 
 
 def asked(config: Mapping, job: str, key: str, size: str) -> float:
@@ -674,17 +746,34 @@ def size_jobs(config: Mapping, arch: Architecture, size: str) -> JobPlans:
     process = plan["process_host_gb" if hub else "cpu_process_host_gb"] * GB
     engine = None
     if config["models"]["family"] == "hub":
-        engine = engine_plan(arch, ev["vllm"]["gpu_memory_utilization"], gpu_memory, gpus,
-                             plan["vllm_overhead_gb"] * GB, plan["prompt_tokens"] + ev["max_new_tokens"],
-                             ev["vllm"]["max_model_len"])
+        engine = engine_plan(
+            arch,
+            ev["vllm"]["gpu_memory_utilization"],
+            gpu_memory,
+            gpus,
+            plan["vllm_overhead_gb"] * GB,
+            plan["prompt_tokens"] + ev["max_new_tokens"],
+            ev["vllm"]["max_model_len"],
+        )
     rate = by_size(plan["evaluation_tokens_per_s"], size) * 3600  # per-GPU rate: device-hours
-    return JobPlans(size=size, architecture=arch, params=arch.params, snapshot_bytes=arch.params * 2,
-                    evaluate={"host": process + arch.params * (2 if hub else 4), "tokens": tokens,
-                              "device_hours": tokens / rate, "base_tokens": base_tokens,
-                              "base_device_hours": base_tokens / rate, "gpus": gpus,
-                              "wall_hours": tokens / rate / gpus,
-                              "runtime_asked_hours": asked(config, "evaluate", "runtime", size) / 60},
-                    evaluate_engine=engine, base_model_host=process)
+    return JobPlans(
+        size=size,
+        architecture=arch,
+        params=arch.params,
+        snapshot_bytes=arch.params * 2,
+        evaluate={
+            "host": process + arch.params * (2 if hub else 4),
+            "tokens": tokens,
+            "device_hours": tokens / rate,
+            "base_tokens": base_tokens,
+            "base_device_hours": base_tokens / rate,
+            "gpus": gpus,
+            "wall_hours": tokens / rate / gpus,
+            "runtime_asked_hours": asked(config, "evaluate", "runtime", size) / 60,
+        },
+        evaluate_engine=engine,
+        base_model_host=process,
+    )
 
 
 @dataclass
@@ -698,8 +787,13 @@ class GridPlan:
 
     def to_json(self) -> dict:
         jobs = {size: {**asdict(job), "architecture": asdict(job.architecture)} for size, job in self.jobs.items()}
-        return {"seeds": self.seeds, "gpu_model": self.gpu_model, "cells": [c.to_json() for c in self.cells],
-                "jobs": jobs, "totals": self.totals}
+        return {
+            "seeds": self.seeds,
+            "gpu_model": self.gpu_model,
+            "cells": [c.to_json() for c in self.cells],
+            "jobs": jobs,
+            "totals": self.totals,
+        }
 
 
 def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None = None) -> GridPlan:
@@ -707,16 +801,21 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
     one evaluation job per run (with its checkpoint selection) plus one per size (the Base model)."""
     sizes, grid = config["models"]["sizes"], config["grid"]
     archs = {size: (architectures or {}).get(size) or architecture_of(config, size) for size in sizes}
-    cells = [plan_cell(config, archs[size], size, rlvr, method)
-             for size in sizes for rlvr in grid["rlvr"] for method in grid["methods"]]
+    cells = [
+        plan_cell(config, archs[size], size, rlvr, method)
+        for size in sizes
+        for rlvr in grid["rlvr"]
+        for method in grid["methods"]
+    ]
     jobs = {size: size_jobs(config, archs[size], size) for size in sizes}
     seeds = {method: len(method_seeds(config, method)) for method in grid["methods"]}  # grid.extra_seeds included
     runs = {size: sum(seeds[c.method] for c in cells if c.size == size) for size in sizes}
     totals = {
         "runs": sum(runs.values()),
         "train_device_hours": sum(seeds[c.method] * c.device_hours["total"] for c in cells),
-        "evaluate_device_hours": sum(runs[s] * jobs[s].evaluate["device_hours"] + jobs[s].evaluate["base_device_hours"]
-                                     for s in sizes),
+        "evaluate_device_hours": sum(
+            runs[s] * jobs[s].evaluate["device_hours"] + jobs[s].evaluate["base_device_hours"] for s in sizes
+        ),
         "checkpoint_disk_bytes": sum(seeds[c.method] * c.disk["kept"] for c in cells),  # every run finished
         "snapshot_disk_bytes": sum(job.snapshot_bytes for job in jobs.values()),
         "generated_tokens": sum(seeds[c.method] * c.tokens for c in cells),
@@ -724,14 +823,24 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
     }
     totals["device_hours"] = totals["train_device_hours"] + totals["evaluate_device_hours"]
     gpu = cells[0].setup.gpu if cells else False
-    return GridPlan(cells=cells, jobs=jobs, seeds=len(grid["seeds"]), totals=totals,
-                    extra_seeds={m: n - len(grid["seeds"]) for m, n in seeds.items() if n > len(grid["seeds"])},
-                    gpu_model=(f"{config['plan']['gpu_model']} ({config['plan']['peak_tflops']:g} bf16 TFLOP/s at "
-                               f"{config['plan']['mfu']:g} MFU)") if gpu else None)
+    return GridPlan(
+        cells=cells,
+        jobs=jobs,
+        seeds=len(grid["seeds"]),
+        totals=totals,
+        extra_seeds={m: n - len(grid["seeds"]) for m, n in seeds.items() if n > len(grid["seeds"])},
+        gpu_model=(
+            f"{config['plan']['gpu_model']} ({config['plan']['peak_tflops']:g} bf16 TFLOP/s at "
+            f"{config['plan']['mfu']:g} MFU)"
+        )
+        if gpu
+        else None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The terminal table.
+
 
 def _gb(value: float) -> str:
     return f"{value / GB:.1f}"
@@ -762,22 +871,59 @@ def format_plan_table(grid: GridPlan) -> str:
     """One row per cell: GPU memory per rank (resident terms, each phase, the peak), fits, host memory of the
     training job, a run's checkpoint disk, generated tokens and device-hours; then each size's other jobs and the
     grid's totals. Every term is in the JSON (``--out``)."""
-    header = ["size", "rlvr", "method", "gpus", "mb", "w+g+adam", "vllm", "rt+batch", "gen", "score", "train",
-              "optim", "peak", "+err", "fits", "host/asked", "disk", "Mtok", "dev-h", "h/asked"]
-    rows = [[c.size, c.rlvr, c.method, str(c.setup.world), str(c.setup.micro_batch), *_memory_columns(c.memory),
-             _gb(c.memory.peak), _gb(c.peak_with_error), "yes" if c.fits else "NO", _host_cell(c),
-             f"{c.disk['run_peak'] / GB:.0f}/{c.disk['kept'] / GB:.0f}", f"{c.tokens / 1e6:.0f}",
-             f"{c.device_hours['total']:.1f}", _time_cell(c)] for c in grid.cells]
+    header = [
+        "size",
+        "rlvr",
+        "method",
+        "gpus",
+        "mb",
+        "w+g+adam",
+        "vllm",
+        "rt+batch",
+        "gen",
+        "score",
+        "train",
+        "optim",
+        "peak",
+        "+err",
+        "fits",
+        "host/asked",
+        "disk",
+        "Mtok",
+        "dev-h",
+        "h/asked",
+    ]
+    rows = [
+        [
+            c.size,
+            c.rlvr,
+            c.method,
+            str(c.setup.world),
+            str(c.setup.micro_batch),
+            *_memory_columns(c.memory),
+            _gb(c.memory.peak),
+            _gb(c.peak_with_error),
+            "yes" if c.fits else "NO",
+            _host_cell(c),
+            f"{c.disk['run_peak'] / GB:.0f}/{c.disk['kept'] / GB:.0f}",
+            f"{c.tokens / 1e6:.0f}",
+            f"{c.device_hours['total']:.1f}",
+            _time_cell(c),
+        ]
+        for c in grid.cells
+    ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
-    legend = (f"{_gpu_assumption(grid)}GB per rank of a {grid.cells[0].gpu_memory / GB:.0f} GB GPU "
-              "(gen/score/train/optim: each phase's own "
-              "terms; peak = resident + largest phase; +err = the peak with plan.memory_error on all but vLLM's share, "
-              "what fits is judged on); host/asked = the training job's host memory against "
-              "resources.train.mem_mb (GB); disk = a run's checkpoints at their peak / kept once finished (GB); "
-              "Mtok = generated tokens "
-              "(upper bound); dev-h = GPU-hours of a run; h/asked = its wall hours on the job's GPUs against "
-              "resources.train.runtime (NO: Slurm stops it first).")
+    legend = (
+        f"{_gpu_assumption(grid)}GB per rank of a {grid.cells[0].gpu_memory / GB:.0f} GB GPU "
+        "(gen/score/train/optim: each phase's own "
+        "terms; peak = resident + largest phase; +err = the peak with plan.memory_error on all but vLLM's share, "
+        "what fits is judged on); host/asked = the training job's host memory against "
+        "resources.train.mem_mb (GB); disk = a run's checkpoints at their peak / kept once finished (GB); "
+        "Mtok = generated tokens "
+        "(upper bound); dev-h = GPU-hours of a run; h/asked = its wall hours on the job's GPUs against "
+        "resources.train.runtime (NO: Slurm stops it first)."
+    )
     return "\n".join([legend, *lines, "", *_job_lines(grid), "", _totals_line(grid)])
 
 
@@ -800,28 +946,33 @@ def _job_lines(grid: GridPlan) -> list[str]:
     lines = []
     for size, job in grid.jobs.items():
         engine = job.evaluate_engine
-        kv = (f", vLLM KV {_gb(engine.kv_cache_bytes)} GB = {engine.concurrent_sequences} sequences"
-              if engine else "")
-        lines.append(f"{size}: {job.params / 1e9:.2f}B params; snapshot {_gb(job.snapshot_bytes)} GB; evaluate: "
-                     f"host {_gb(job.evaluate['host'])} GB, {job.evaluate['tokens'] / 1e6:.1f} Mtok, "
-                     f"{job.evaluate['device_hours']:.1f} dev-h per run (selection included; the Base model's "
-                     f"{job.evaluate['base_tokens'] / 1e6:.1f} Mtok){_evaluate_time(job)}{kv}")
+        kv = f", vLLM KV {_gb(engine.kv_cache_bytes)} GB = {engine.concurrent_sequences} sequences" if engine else ""
+        lines.append(
+            f"{size}: {job.params / 1e9:.2f}B params; snapshot {_gb(job.snapshot_bytes)} GB; evaluate: "
+            f"host {_gb(job.evaluate['host'])} GB, {job.evaluate['tokens'] / 1e6:.1f} Mtok, "
+            f"{job.evaluate['device_hours']:.1f} dev-h per run (selection included; the Base model's "
+            f"{job.evaluate['base_tokens'] / 1e6:.1f} Mtok){_evaluate_time(job)}{kv}"
+        )
     for c in grid.cells:
         if c.engine and c.rlvr == grid.cells[0].rlvr and c.method == grid.cells[0].method:
-            lines.append(f"{c.size}: colocated vLLM {_gb(c.engine.share_bytes)} GB = weights "
-                         f"{_gb(c.engine.weights_bytes)} + KV {_gb(c.engine.kv_cache_bytes)} GB "
-                         f"({c.engine.kv_tokens} tokens, {c.engine.concurrent_sequences} sequences of "
-                         f"{c.setup.context}; starts: {'yes' if c.engine.starts else 'NO'})")
+            lines.append(
+                f"{c.size}: colocated vLLM {_gb(c.engine.share_bytes)} GB = weights "
+                f"{_gb(c.engine.weights_bytes)} + KV {_gb(c.engine.kv_cache_bytes)} GB "
+                f"({c.engine.kv_tokens} tokens, {c.engine.concurrent_sequences} sequences of "
+                f"{c.setup.context}; starts: {'yes' if c.engine.starts else 'NO'})"
+            )
     return lines
 
 
 def _totals_line(grid: GridPlan) -> str:
     t = grid.totals
     extra = "".join(f", +{count} for {method}" for method, count in grid.extra_seeds.items())
-    return (f"grid: {t['runs']} runs ({grid.seeds} seeds{extra}); checkpoint disk kept "
-            f"{t['checkpoint_disk_bytes'] / 1e12:.1f} TB; generated {t['generated_tokens'] / 1e9:.1f} Gtok + evaluation {t['evaluation_tokens'] / 1e9:.2f} "
-            f"Gtok; device-hours {t['train_device_hours']:.0f} train + {t['evaluate_device_hours']:.0f} evaluate "
-            f"= {t['device_hours']:.0f}")
+    return (
+        f"grid: {t['runs']} runs ({grid.seeds} seeds{extra}); checkpoint disk kept "
+        f"{t['checkpoint_disk_bytes'] / 1e12:.1f} TB; generated {t['generated_tokens'] / 1e9:.1f} Gtok + evaluation {t['evaluation_tokens'] / 1e9:.2f} "
+        f"Gtok; device-hours {t['train_device_hours']:.0f} train + {t['evaluate_device_hours']:.0f} evaluate "
+        f"= {t['device_hours']:.0f}"
+    )
 
 
 def write_plan(grid: GridPlan, path: str | Path, power: Mapping | None = None) -> None:

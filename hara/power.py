@@ -51,8 +51,10 @@ class Components:
     source: str
 
     def describe(self) -> str:
-        return (f"seed sd {100 * self.seed_sd:.1f}, problem sd {100 * self.problem_sd:.1f}, seed x problem sd "
-                f"{100 * self.seed_problem_sd:.1f} points, E[p(1-p)] {self.success_variance:.2f} ({self.source})")
+        return (
+            f"seed sd {100 * self.seed_sd:.1f}, problem sd {100 * self.problem_sd:.1f}, seed x problem sd "
+            f"{100 * self.seed_problem_sd:.1f} points, E[p(1-p)] {self.success_variance:.2f} ({self.source})"
+        )
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,13 @@ class Design:
 
 def components_from_config(config: Mapping) -> Components:
     power = config["plan"]["power"]
-    return Components(float(power["seed_sd"]), float(power["problem_sd"]), float(power["seed_problem_sd"]),
-                      float(power["success_variance"]), "stated defaults, config plan.power")
+    return Components(
+        float(power["seed_sd"]),
+        float(power["problem_sd"]),
+        float(power["seed_problem_sd"]),
+        float(power["success_variance"]),
+        "stated defaults, config plan.power",
+    )
 
 
 def _terms(c: Components, design: Design, benchmarks: Sequence[str]) -> list[tuple[float, float]]:
@@ -77,12 +84,14 @@ def _terms(c: Components, design: Design, benchmarks: Sequence[str]) -> list[tup
     P B^2 (P - 1 df), each holding the seed x problem noise once (the pigeonhole bootstrap counts it twice: the
     conservative side); with one seed the problems only, the seed effect being outside any one-seed interval."""
     s, b = design.seeds, len(benchmarks)
-    within = {name: c.seed_problem_sd ** 2 + 2 * c.success_variance / design.samples[name] for name in benchmarks}
-    problem_terms = [((c.problem_sd ** 2 + within[name] / s) / (design.problems[name] * b * b),
-                      max(design.problems[name] - 1, 1)) for name in benchmarks]
+    within = {name: c.seed_problem_sd**2 + 2 * c.success_variance / design.samples[name] for name in benchmarks}
+    problem_terms = [
+        ((c.problem_sd**2 + within[name] / s) / (design.problems[name] * b * b), max(design.problems[name] - 1, 1))
+        for name in benchmarks
+    ]
     if s == 1:
         return problem_terms
-    seed_part = c.seed_sd ** 2 + sum(within[name] / design.problems[name] for name in benchmarks) / (b * b)
+    seed_part = c.seed_sd**2 + sum(within[name] / design.problems[name] for name in benchmarks) / (b * b)
     return [(seed_part / s, s - 1), *problem_terms]
 
 
@@ -92,7 +101,7 @@ def mde(c: Components, design: Design, benchmarks: Sequence[str], family: int = 
     terms = _terms(c, design, benchmarks)
     variance = sum(v for v, _ in terms)
     spread = sum(v * v / df for v, df in terms if math.isfinite(df))
-    df = variance ** 2 / spread if spread > 0 else math.inf
+    df = variance**2 / spread if spread > 0 else math.inf
     return (t_quantile(1 - ALPHA / (2 * family), df) + t_quantile(POWER, df)) * math.sqrt(variance)
 
 
@@ -105,11 +114,13 @@ def seeds_needed(c: Components, design: Design, benchmarks: Sequence[str], famil
     return None
 
 
-def samples_needed(c: Components, design: Design, benchmarks: Sequence[str], family: int, effect: float
-                   ) -> int | None:
+def samples_needed(c: Components, design: Design, benchmarks: Sequence[str], family: int, effect: float) -> int | None:
     """The fewest samples per problem on every benchmark (at the design's seeds) whose MDE is at most ``effect``."""
     for k in range(1, SEARCH_LIMIT + 1):
-        if mde(c, Design(design.seeds, design.problems, dict.fromkeys(design.samples, k)), benchmarks, family) <= effect:
+        if (
+            mde(c, Design(design.seeds, design.problems, dict.fromkeys(design.samples, k)), benchmarks, family)
+            <= effect
+        ):
             return k
     return None
 
@@ -120,7 +131,7 @@ def _anova(matrix) -> tuple[float, float, float]:
     s, p = matrix.shape
     grand, rows, cols = matrix.mean(), matrix.mean(axis=1), matrix.mean(axis=0)
     residual = matrix - rows[:, None] - cols[None, :] + grand
-    return (p * rows.var(ddof=1), s * cols.var(ddof=1), float((residual ** 2).sum() / ((s - 1) * (p - 1))))
+    return (p * rows.var(ddof=1), s * cols.var(ddof=1), float((residual**2).sum() / ((s - 1) * (p - 1))))
 
 
 def estimate_components(pairs: Sequence[tuple], default: Components) -> Components:
@@ -150,6 +161,10 @@ def estimate_components(pairs: Sequence[tuple], default: Components) -> Componen
         return default
     sd = {key: math.sqrt(float(np.mean(values))) for key, values in found.items() if values and key != "success"}
     seeds = "estimated" if found["seed"] else "seed sd from config plan.power (one seed)"
-    return Components(sd.get("seed", default.seed_sd), sd["problem"], sd.get("interaction", 0.0),
-                      float(np.mean(found["success"])), f"estimated from {len(pairs)} paired comparisons x "
-                      f"benchmarks; {seeds}")
+    return Components(
+        sd.get("seed", default.seed_sd),
+        sd["problem"],
+        sd.get("interaction", 0.0),
+        float(np.mean(found["success"])),
+        f"estimated from {len(pairs)} paired comparisons x benchmarks; {seeds}",
+    )

@@ -48,8 +48,14 @@ def claim_families(config: Mapping) -> list[dict]:
         if claim.measure != "paired_gain_family":
             continue
         methods, against = evidence.methods(claim.params["methods"]), evidence.methods(claim.params["against"])
-        families.append({"claim": claim.key, "effect": PAPER_EFFECTS.get(claim.key), "methods": methods + against,
-                         "family": len(methods) * len(against) * cells})
+        families.append(
+            {
+                "claim": claim.key,
+                "effect": PAPER_EFFECTS.get(claim.key),
+                "methods": methods + against,
+                "family": len(methods) * len(against) * cells,
+            }
+        )
     return families
 
 
@@ -67,8 +73,13 @@ def _pairs_from_results(config: Mapping, results: str | Path) -> list[tuple]:
                 for bench in config["data"]["benchmarks"]:
                     if seeds and all(bench in mine[s].problems and bench in theirs[s].problems for s in seeds):
                         k = int((mine[seeds[0]].fingerprints.get(bench) or {}).get("n", 1))
-                        pairs.append(({s: mine[s].problems[bench] for s in seeds},
-                                      {s: theirs[s].problems[bench] for s in seeds}, k))
+                        pairs.append(
+                            (
+                                {s: mine[s].problems[bench] for s in seeds},
+                                {s: theirs[s].problems[bench] for s in seeds},
+                                k,
+                            )
+                        )
     return pairs
 
 
@@ -82,12 +93,27 @@ def power_section(config: Mapping, results: str | Path | None = None) -> dict:
     design = design_of(config, config["grid"]["methods"])
     families = claim_families(config)
     largest = max([f["family"] for f in families] or [1])
-    rows = [{"benchmark": name, "problems": design.problems[name], "samples": design.samples[name],
-             "seeds": design.seeds, "mde": mde(components, design, [name]),
-             "mde_family": mde(components, design, [name], largest)} for name in benchmarks]
-    rows.append({"benchmark": AVERAGE, "problems": sum(design.problems.values()), "samples": None,
-                 "seeds": design.seeds, "mde": mde(components, design, benchmarks),
-                 "mde_family": mde(components, design, benchmarks, largest)})
+    rows = [
+        {
+            "benchmark": name,
+            "problems": design.problems[name],
+            "samples": design.samples[name],
+            "seeds": design.seeds,
+            "mde": mde(components, design, [name]),
+            "mde_family": mde(components, design, [name], largest),
+        }
+        for name in benchmarks
+    ]
+    rows.append(
+        {
+            "benchmark": AVERAGE,
+            "problems": sum(design.problems.values()),
+            "samples": None,
+            "seeds": design.seeds,
+            "mde": mde(components, design, benchmarks),
+            "mde_family": mde(components, design, benchmarks, largest),
+        }
+    )
     claims = [_claim_power(config, components, family) for family in families]
     return {"components": vars(components), "family_of_table": largest, "benchmarks": rows, "claims": claims}
 
@@ -114,18 +140,27 @@ def _pts(value: float | None) -> str:
 def format_power(section: Mapping) -> str:
     """The section as text: a table of MDEs and one line per claim."""
     c = section["components"]
-    lines = ["", ("Power: the minimum detectable paired difference (MDE, pass@1 points) at 80% power, two-sided "
-                  f"alpha 0.05, alone and corrected over a family of {section['family_of_table']} comparisons (the "
-                  "claims' largest)"),
-             "  variance components: " + Components(**c).describe(),
-             f"  {'benchmark':<16}{'problems':>9}{'samples':>8}{'seeds':>6}{'MDE':>7}{'MDE fam.':>9}"]
+    lines = [
+        "",
+        (
+            "Power: the minimum detectable paired difference (MDE, pass@1 points) at 80% power, two-sided "
+            f"alpha 0.05, alone and corrected over a family of {section['family_of_table']} comparisons (the "
+            "claims' largest)"
+        ),
+        "  variance components: " + Components(**c).describe(),
+        f"  {'benchmark':<16}{'problems':>9}{'samples':>8}{'seeds':>6}{'MDE':>7}{'MDE fam.':>9}",
+    ]
     for row in section["benchmarks"]:
         samples = "-" if row["samples"] is None else str(row["samples"])
-        lines.append(f"  {row['benchmark']:<16}{row['problems']:>9}{samples:>8}{row['seeds']:>6}"
-                     f"{_pts(row['mde']):>7}{_pts(row['mde_family']):>9}")
+        lines.append(
+            f"  {row['benchmark']:<16}{row['problems']:>9}{samples:>8}{row['seeds']:>6}"
+            f"{_pts(row['mde']):>7}{_pts(row['mde_family']):>9}"
+        )
     if section["benchmarks"][0]["seeds"] == 1:
-        lines.append(f"  one seed: every interval covers the problems only; a whole run's luck (seed sd "
-                     f"{_pts(c['seed_sd'])} points) is in none of them, so a 'better' may be one seed's")
+        lines.append(
+            f"  one seed: every interval covers the problems only; a whole run's luck (seed sd "
+            f"{_pts(c['seed_sd'])} points) is in none of them, so a 'better' may be one seed's"
+        )
     for claim in section["claims"]:
         lines.append("  " + _claim_line(claim))
     return "\n".join(lines)
@@ -138,9 +173,14 @@ def _claim_line(claim: Mapping) -> str:
     verdict = "detectable" if claim["detectable"] else "NOT detectable"
     line = f"{head}: paper {_pts(claim['effect'])} points, MDE {_pts(claim['mde'])} -> {verdict}"
     if not claim["detectable"]:
-        options = [f"{claim['seeds_needed']} seeds" if claim["seeds_needed"] else None,
-                   f"{claim['samples_needed']} samples per problem" if claim["samples_needed"] else None]
+        options = [
+            f"{claim['seeds_needed']} seeds" if claim["seeds_needed"] else None,
+            f"{claim['samples_needed']} samples per problem" if claim["samples_needed"] else None,
+        ]
         options = [o for o in options if o]
-        line += ("; it would be with " + " or ".join(options) if options
-                 else "; not by seeds or samples alone (up to 64): more problems, or a larger effect")
+        line += (
+            "; it would be with " + " or ".join(options)
+            if options
+            else "; not by seeds or samples alone (up to 64): more problems, or a larger effect"
+        )
     return line

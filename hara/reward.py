@@ -125,8 +125,14 @@ def _parsed_gold(gold: str) -> tuple:
     if (parsed := _GOLD_PARSES.get(gold)) is None:
         # Bare golds are wrapped in $...$ so that LaTeX ("\\frac{1}{2}") and plain ("7/4", "2^(n-1)") both parse.
         gold_text = gold if ("$" in gold or "\\boxed" in gold) else f"${gold}$"
-        parsed = tuple(parse(gold_text, extraction_config=_GOLD_CONFIG, extraction_mode="first_match",
-                             parsing_timeout=PARSING_TIMEOUT_S))
+        parsed = tuple(
+            parse(
+                gold_text,
+                extraction_config=_GOLD_CONFIG,
+                extraction_mode="first_match",
+                parsing_timeout=PARSING_TIMEOUT_S,
+            )
+        )
         if parsed and len(_GOLD_PARSES) < 2**16:
             _GOLD_PARSES[gold] = parsed
     return parsed
@@ -161,14 +167,21 @@ class _Sandbox:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "hara.reward"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, env=env,
+            [sys.executable, "-m", "hara.reward"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
         )
         if self._readline(SANDBOX_START_TIMEOUT_S) != "ready\n":
             self.close()
             # A silent 0.0 for every worker-thread answer would look like a model that never learns.
-            warnings.warn("math_reward: the math-verify helper process did not start; worker-thread answers "
-                          "score 0", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                "math_reward: the math-verify helper process did not start; worker-thread answers score 0",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             raise RuntimeError("the math-verify helper process did not start")
 
     def score(self, answer: str, gold: str, timeout_s: float | None = None) -> float:

@@ -20,8 +20,20 @@ from pathlib import Path
 from hara.config import dump_config
 
 TRACKED_PACKAGES = (
-    "hara", "torch", "transformers", "tokenizers", "trl", "accelerate", "datasets", "pot", "lighteval",
-    "math-verify", "optuna", "mlflow", "snakemake", "numpy",
+    "hara",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "trl",
+    "accelerate",
+    "datasets",
+    "pot",
+    "lighteval",
+    "math-verify",
+    "optuna",
+    "mlflow",
+    "snakemake",
+    "numpy",
 )
 
 

@@ -96,15 +96,19 @@ def resolve_uri(uri: str) -> str:
     from urllib.parse import urlsplit
 
     if uri.startswith("env:"):
-        name = uri[len("env:"):]
+        name = uri[len("env:") :]
         value = os.environ.get(name, "")
         if not value:
-            raise TrackingError(f"tracking.mlflow_uri: {uri}: the environment variable {name} is not set (start the "
-                                "tracking server and export its URL, docs/cluster.md)")
+            raise TrackingError(
+                f"tracking.mlflow_uri: {uri}: the environment variable {name} is not set (start the "
+                "tracking server and export its URL, docs/cluster.md)"
+            )
         uri = value
     if "@" in urlsplit(uri).netloc and not uri.startswith(("sqlite:", "file:")):
-        raise TrackingError("tracking.mlflow_uri: credentials in the URI would be written into every run folder; "
-                            "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD instead")
+        raise TrackingError(
+            "tracking.mlflow_uri: credentials in the URI would be written into every run folder; "
+            "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD instead"
+        )
     password_from_file()
     return uri
 
@@ -119,8 +123,9 @@ def system_metrics(run: MlflowRun | None, settings: Mapping):
         return
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-    monitor = SystemMetricsMonitor(run.run_id, sampling_interval=settings["interval_s"], resume_logging=True,
-                                   tracking_uri=run.tracking_uri)
+    monitor = SystemMetricsMonitor(
+        run.run_id, sampling_interval=settings["interval_s"], resume_logging=True, tracking_uri=run.tracking_uri
+    )
     monitor.start()
     try:
         yield monitor
@@ -160,14 +165,14 @@ def absolute_uri(uri: str) -> str:
     folder finds the same database; ``env:NAME`` resolved (:func:`resolve_uri`); other URIs are returned unchanged."""
     uri = resolve_uri(uri)
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+        return "sqlite:///" + str(Path(uri[len("sqlite:///") :]).resolve())
     return uri
 
 
 def _ensure_sqlite_folder(uri: str) -> None:
     """sqlite:///relative/path.db needs its folder to exist before MLflow opens it."""
     if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
 
 
 def _migrate_sqlite_store_once(uri: str) -> None:
@@ -181,14 +186,16 @@ def _migrate_sqlite_store_once(uri: str) -> None:
 
     from mlflow.tracking import MlflowClient
 
-    database = Path(uri[len("sqlite:///"):])
+    database = Path(uri[len("sqlite:///") :])
     with open(database.with_name(database.name + ".lock"), "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
         except OSError as error:  # ENOSYS / ENOLCK / EOPNOTSUPP: Lustre without flock, some NFS mounts
-            raise TrackingError(f"tracking.mlflow_uri: cannot lock {lock.name} ({error.strerror}): this file system "
-                                "has no file locks, and sqlite is unsafe on it; use an MLflow server or a database "
-                                "URL (docs/cluster.md)") from None
+            raise TrackingError(
+                f"tracking.mlflow_uri: cannot lock {lock.name} ({error.strerror}): this file system "
+                "has no file locks, and sqlite is unsafe on it; use an MLflow server or a database "
+                "URL (docs/cluster.md)"
+            ) from None
         try:
             MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
         finally:
@@ -233,8 +240,11 @@ class MlflowRun:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(metric_name(k), float(v), now, step) for k, v in metrics.items()
-                 if isinstance(v, (int, float)) and math.isfinite(float(v))]
+        batch = [
+            Metric(metric_name(k), float(v), now, step)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and math.isfinite(float(v))
+        ]
         if batch:
             self.pending.append(batch)
         self._send_pending()
@@ -245,8 +255,11 @@ class MlflowRun:
             try:
                 self.client.log_batch(self.run_id, metrics=self.pending[0])
             except Exception as error:  # noqa: BLE001 - MLflow raises MlflowException or requests' errors
-                print(f"warning: MLflow store unreachable, {len(self.pending)} metric batch(es) kept for later "
-                      f"({type(error).__name__})", file=sys.stderr)
+                print(
+                    f"warning: MLflow store unreachable, {len(self.pending)} metric batch(es) kept for later "
+                    f"({type(error).__name__})",
+                    file=sys.stderr,
+                )
                 return False
             self.pending.pop(0)
         return True
@@ -257,8 +270,11 @@ class MlflowRun:
         deadline = time.monotonic() + seconds
         while not self._send_pending():
             if time.monotonic() >= deadline:
-                print(f"warning: {sum(map(len, self.pending))} metric values never reached MLflow; they are in "
-                      "metrics.jsonl", file=sys.stderr)
+                print(
+                    f"warning: {sum(map(len, self.pending))} metric values never reached MLflow; they are in "
+                    "metrics.jsonl",
+                    file=sys.stderr,
+                )
                 return False
             time.sleep(interval)
         return True
@@ -285,8 +301,14 @@ class MlflowRun:
         """Write ``mlflow_run.json`` into ``out_dir``."""
         path = Path(out_dir) / RUN_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"tracking_uri": self.tracking_uri, "run_id": self.run_id,
-                                    "experiment_id": self.experiment_id}, indent=2) + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps(
+                {"tracking_uri": self.tracking_uri, "run_id": self.run_id, "experiment_id": self.experiment_id},
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
         return path
 
 
@@ -311,7 +333,7 @@ def _experiment_id(client: Any, name: str, uri: str) -> str:
         return experiment.experiment_id
     location = None
     if uri.startswith("sqlite:///"):
-        location = (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts" / name).as_uri()
+        location = (Path(uri[len("sqlite:///") :]).resolve().parent / "mlartifacts" / name).as_uri()
     from mlflow.exceptions import MlflowException
 
     try:
@@ -332,12 +354,20 @@ def _credentials_explained(uri: str):
     except MlflowException as error:
         if "401" not in str(error) and "403" not in str(error):
             raise
-        raise TrackingError(f"tracking.mlflow_uri: {uri} refused the request ({' '.join(str(error).split())[:120]}); "
-                            "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD") from None
+        raise TrackingError(
+            f"tracking.mlflow_uri: {uri} refused the request ({' '.join(str(error).split())[:120]}); "
+            "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+        ) from None
 
 
-def start_run(tracking_uri: str, experiment: str, name: str, out_dir: str | Path, tags: Mapping[str, Any],
-              params: Mapping[str, Any]) -> tuple[MlflowRun, bool]:
+def start_run(
+    tracking_uri: str,
+    experiment: str,
+    name: str,
+    out_dir: str | Path,
+    tags: Mapping[str, Any],
+    params: Mapping[str, Any],
+) -> tuple[MlflowRun, bool]:
     """Reopen the run recorded in ``out_dir`` or create a new one; returns (run, resumed).
 
     The run id is written to ``out_dir/mlflow_run.json`` before anything else is logged, so a crash at any later

@@ -57,23 +57,44 @@ SHUTDOWN_GRACE_SECONDS = 5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", required=True, help="address to listen on (a cluster address the compute nodes reach)")
+    parser.add_argument(
+        "--host", required=True, help="address to listen on (a cluster address the compute nodes reach)"
+    )
     parser.add_argument("--port", type=int, default=5000, help="port (default 5000)")
-    parser.add_argument("--password-file", required=True, type=Path,
-                        help="file holding the admin password, readable by its owner only (chmod 600)")
+    parser.add_argument(
+        "--password-file",
+        required=True,
+        type=Path,
+        help="file holding the admin password, readable by its owner only (chmod 600)",
+    )
     parser.add_argument("--user", default="hara", help="admin user name (default hara)")
-    parser.add_argument("--backend-store-uri", default="sqlite:///results/mlflow-server.db",
-                        help="MLflow backend store (a database URL, or sqlite on a disk local to this node)")
+    parser.add_argument(
+        "--backend-store-uri",
+        default="sqlite:///results/mlflow-server.db",
+        help="MLflow backend store (a database URL, or sqlite on a disk local to this node)",
+    )
     parser.add_argument("--artifacts-destination", default="results/mlartifacts", help="where artifacts are stored")
-    parser.add_argument("--auth-dir", type=Path, default=Path.home() / ".hara" / "mlflow-auth",
-                        help="folder of the auth app's user database, config and secret (created with mode 0700)")
+    parser.add_argument(
+        "--auth-dir",
+        type=Path,
+        default=Path.home() / ".hara" / "mlflow-auth",
+        help="folder of the auth app's user database, config and secret (created with mode 0700)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="server worker processes (default 2)")
-    parser.add_argument("--tls-cert", type=Path, help="the server's certificate (PEM); default: a self-signed one "
-                        "for --host, generated once into --auth-dir/tls")
+    parser.add_argument(
+        "--tls-cert",
+        type=Path,
+        help="the server's certificate (PEM); default: a self-signed one "
+        "for --host, generated once into --auth-dir/tls",
+    )
     parser.add_argument("--tls-key", type=Path, help="its private key (PEM, chmod 600); with --tls-cert")
-    parser.add_argument("--auth-cache-seconds", type=int, default=AUTH_CACHE_SECONDS,
-                        help=f"how long a worker trusts a verified password (default {AUTH_CACHE_SECONDS}; 0: check "
-                             "the password hash on every request)")
+    parser.add_argument(
+        "--auth-cache-seconds",
+        type=int,
+        default=AUTH_CACHE_SECONDS,
+        help=f"how long a worker trusts a verified password (default {AUTH_CACHE_SECONDS}; 0: check "
+        "the password hash on every request)",
+    )
 
 
 def self_signed_certificate(folder: Path, host: str) -> tuple[Path, Path]:
@@ -93,26 +114,39 @@ def self_signed_certificate(folder: Path, host: str) -> tuple[Path, Path]:
         existing = x509.load_pem_x509_certificate(cert_path.read_bytes())
         names = existing.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         named = {str(n) for n in names.get_values_for_type(x509.DNSName)} | {
-            str(n) for n in names.get_values_for_type(x509.IPAddress)}
+            str(n) for n in names.get_values_for_type(x509.IPAddress)
+        }
         if host in named and existing.not_valid_after_utc > now + datetime.timedelta(days=1):
             return cert_path, key_path
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = ec.generate_private_key(ec.SECP256R1())
-    alternatives: list[x509.GeneralName] = [x509.DNSName("localhost"),
-                                            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    alternatives: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
     try:
         alternatives.append(x509.IPAddress(ipaddress.ip_address(host)))
     except ValueError:
         alternatives.append(x509.DNSName(host))
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    certificate = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-                   .not_valid_after(now + datetime.timedelta(days=CERTIFICATE_DAYS))
-                   .add_extension(x509.SubjectAlternativeName(alternatives), critical=False)
-                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                   .sign(key, hashes.SHA256()))
-    _private_file(key_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                              serialization.NoEncryption()).decode("ascii"))
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=CERTIFICATE_DAYS))
+        .add_extension(x509.SubjectAlternativeName(alternatives), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    _private_file(
+        key_path,
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode("ascii"),
+    )
     cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     return cert_path, key_path
 
@@ -154,12 +188,15 @@ def auth_config(auth_dir: Path, user: str, cache_seconds: int = AUTH_CACHE_SECON
     if not secret_file.is_file():
         _private_file(secret_file, secrets.token_hex(32))
     config = auth_dir / "basic_auth.ini"
-    _private_file(config, "[mlflow]\n"
-                          "default_permission = READ\n"
-                          f"database_uri = sqlite:///{(auth_dir / 'users.db').resolve()}\n"
-                          f"admin_username = {user}\n"
-                          f"authorization_function = {AUTH_FUNCTION}\n"
-                          f"auth_cache_ttl_seconds = {cache_seconds}\n")
+    _private_file(
+        config,
+        "[mlflow]\n"
+        "default_permission = READ\n"
+        f"database_uri = sqlite:///{(auth_dir / 'users.db').resolve()}\n"
+        f"admin_username = {user}\n"
+        f"authorization_function = {AUTH_FUNCTION}\n"
+        f"auth_cache_ttl_seconds = {cache_seconds}\n",
+    )
     return config, secret_file.read_text(encoding="utf-8").strip()
 
 
@@ -170,11 +207,28 @@ def server_command(args: argparse.Namespace, cert: Path, key: Path) -> list[str]
     from hara.tracking import _ensure_sqlite_folder
 
     _ensure_sqlite_folder(args.backend_store_uri)
-    uvicorn = (f"--ssl-certfile {shlex.quote(str(cert.resolve()))} --ssl-keyfile {shlex.quote(str(key.resolve()))}"
-               f" --timeout-graceful-shutdown {SHUTDOWN_GRACE_SECONDS}")
-    return ["mlflow", "server", "--app-name", "basic-auth", "--host", args.host, "--port", str(args.port),
-            "--workers", str(args.workers), "--backend-store-uri", args.backend_store_uri,
-            "--artifacts-destination", args.artifacts_destination, "--uvicorn-opts", uvicorn]
+    uvicorn = (
+        f"--ssl-certfile {shlex.quote(str(cert.resolve()))} --ssl-keyfile {shlex.quote(str(key.resolve()))}"
+        f" --timeout-graceful-shutdown {SHUTDOWN_GRACE_SECONDS}"
+    )
+    return [
+        "mlflow",
+        "server",
+        "--app-name",
+        "basic-auth",
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+        "--workers",
+        str(args.workers),
+        "--backend-store-uri",
+        args.backend_store_uri,
+        "--artifacts-destination",
+        args.artifacts_destination,
+        "--uvicorn-opts",
+        uvicorn,
+    ]
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -185,16 +239,22 @@ def serve(args: argparse.Namespace) -> int:
     password = read_password(args.password_file)
     config, secret = auth_config(args.auth_dir, args.user, args.auth_cache_seconds)
     cert, key = tls_files(args)
-    env = {**os.environ, "MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_AUTH_ADMIN_PASSWORD": password,
-           "MLFLOW_FLASK_SERVER_SECRET_KEY": secret}
+    env = {
+        **os.environ,
+        "MLFLOW_AUTH_CONFIG_PATH": str(config),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": password,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": secret,
+    }
     # The harness submits no MLflow server jobs (GenAI judges and scorers); with job execution on, the server starts
     # Huey consumers (7 worker threads in 2 more processes) beside itself. The environment may still turn it on.
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     command = server_command(args, cert, key)
     executable = shutil.which("mlflow", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    print(f"MLflow server with basic auth on https://{args.host}:{args.port} (user {args.user}); clients: "
-          f"export MLFLOW_TRACKING_URI=https://{args.host}:{args.port} MLFLOW_TRACKING_USERNAME={args.user} "
-          f"{PASSWORD_FILE_ENV}={args.password_file.resolve()} MLFLOW_TRACKING_SERVER_CERT_PATH={cert.resolve()}",
-          flush=True)
+    print(
+        f"MLflow server with basic auth on https://{args.host}:{args.port} (user {args.user}); clients: "
+        f"export MLFLOW_TRACKING_URI=https://{args.host}:{args.port} MLFLOW_TRACKING_USERNAME={args.user} "
+        f"{PASSWORD_FILE_ENV}={args.password_file.resolve()} MLFLOW_TRACKING_SERVER_CERT_PATH={cert.resolve()}",
+        flush=True,
+    )
     os.execve(executable, command, env)
     return 1

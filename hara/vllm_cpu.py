@@ -35,9 +35,19 @@ from typing import Any
 
 import torch
 
-__all__ = ["CPU_ENV", "KV_CACHE_BYTES", "colocated_generation", "engine_kwargs", "engine_weights",
-           "generates_with_vllm", "is_cpu_build", "load_trained_weights", "prepare_environment", "torch_threads_kept",
-           "vllm_usable"]
+__all__ = [
+    "CPU_ENV",
+    "KV_CACHE_BYTES",
+    "colocated_generation",
+    "engine_kwargs",
+    "engine_weights",
+    "generates_with_vllm",
+    "is_cpu_build",
+    "load_trained_weights",
+    "prepare_environment",
+    "torch_threads_kept",
+    "vllm_usable",
+]
 
 #: KV cache of a CPU engine: 256 MiB holds 500k tokens of the tiny Qwen3s (512 bytes per token). vLLM's own
 #: ``VLLM_CPU_KVCACHE_SPACE`` (GiB) overrides it, for a larger model on a CPU.
@@ -87,8 +97,10 @@ def generates_with_vllm(requested: bool) -> bool:
     if torch.cuda.is_available():
         from hara.errors import UserError
 
-        raise UserError("training.use_vllm: true, but vllm is not importable on this GPU node: install the gpu extra "
-                        "(pip install -e '.[gpu]') or set training.use_vllm: false")
+        raise UserError(
+            "training.use_vllm: true, but vllm is not importable on this GPU node: install the gpu extra "
+            "(pip install -e '.[gpu]') or set training.use_vllm: false"
+        )
     return False
 
 
@@ -107,8 +119,11 @@ def engine_kwargs(dtype: torch.dtype | str = torch.float32, seeded_requests: boo
     generator does not have: "CPU Generator does not use offset"), so prompts are prefilled whole.
     """
     name = str(dtype).removeprefix("torch.")
-    kwargs = {"enforce_eager": True, "dtype": "float32" if name == "auto" else name,
-              "kv_cache_memory_bytes": KV_CACHE_BYTES}
+    kwargs = {
+        "enforce_eager": True,
+        "dtype": "float32" if name == "auto" else name,
+        "kv_cache_memory_bytes": KV_CACHE_BYTES,
+    }
     return {**kwargs, "enable_chunked_prefill": False} if seeded_requests else kwargs
 
 
@@ -140,8 +155,7 @@ def load_trained_weights(llm: Any, weights: Iterable[tuple[str, torch.Tensor]]) 
     with torch.no_grad():
         runner.reload_weights(weights_iterator=iter(weights), is_checkpoint_format=True)
         for module in runner.get_model().modules():
-            if hasattr(module, "cpu_linear") and getattr(module, "weight", None) is not None \
-                    and module.weight.numel():
+            if hasattr(module, "cpu_linear") and getattr(module, "weight", None) is not None and module.weight.numel():
                 module.quant_method.process_weights_after_loading(module)
     llm.reset_prefix_cache()
 

@@ -16,29 +16,35 @@ REPO = Path(__file__).resolve().parent.parent
 
 def resolved(report_path: str) -> dict[str, str]:
     report = json.loads(Path(report_path).read_text(encoding="utf-8"))
-    return {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
-            for item in report["install"]}
+    return {
+        re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
+        for item in report["install"]
+    }
 
 
 def pinned() -> dict[str, str]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     requirements = project["dependencies"] + project["optional-dependencies"]["gpu"]
-    return {re.sub(r"[-_.]+", "-", name).lower(): version
-            for name, version in (r.split("==") for r in requirements)}
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in (r.split("==") for r in requirements)}
 
 
 def main(report_path: str) -> int:
     versions, pins = resolved(report_path), pinned()
-    problems = [f"{name}: resolved {versions.get(name)}, pinned {pins[name]}"
-                for name in ("vllm", "torch", "numpy", "transformers") if versions.get(name) != pins[name]]
+    problems = [
+        f"{name}: resolved {versions.get(name)}, pinned {pins[name]}"
+        for name in ("vllm", "torch", "numpy", "transformers")
+        if versions.get(name) != pins[name]
+    ]
     cuda = versions.get("nvidia-cuda-runtime") or versions.get("nvidia-cuda-runtime-cu12")
     if cuda is None:
         problems.append("no nvidia-cuda-runtime in the resolved set: torch is not a CUDA build")
     if problems:
         print("gpu extra: " + "; ".join(problems), file=sys.stderr)
         return 1
-    print(f"gpu extra resolves: {len(versions)} packages, vllm {versions['vllm']}, torch {versions['torch']}, "
-          f"CUDA runtime {cuda}, numpy {versions['numpy']}")
+    print(
+        f"gpu extra resolves: {len(versions)} packages, vllm {versions['vllm']}, torch {versions['torch']}, "
+        f"CUDA runtime {cuda}, numpy {versions['numpy']}"
+    )
     return 0
 
 

@@ -36,14 +36,20 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(args.config)
     set_threads(config["threads"])
-    records = read_prompts(args.prompts)[:args.problems]
+    records = read_prompts(args.prompts)[: args.problems]
     prompt, training = prompt_format(config), config["training"]
     model, tokenizer = load_model(args.model)
-    texts = generate_completions(model, tokenizer, [prompt.prompt(r["problem"]) for r in records
-                                                    for _ in range(args.samples)],
-                                 greedy=False, temperature=training["temperature"], top_p=training["top_p"],
-                                 max_new_tokens=training["max_completion_length"], seed=args.seed,
-                                 stop=prompt.stop)
+    texts = generate_completions(
+        model,
+        tokenizer,
+        [prompt.prompt(r["problem"]) for r in records for _ in range(args.samples)],
+        greedy=False,
+        temperature=training["temperature"],
+        top_p=training["top_p"],
+        max_new_tokens=training["max_completion_length"],
+        seed=args.seed,
+        stop=prompt.stop,
+    )
     kinds, before, steps, by_level = Counter(), [], Counter(), {}
     for index, text in enumerate(texts):
         record = records[index // args.samples]
@@ -54,20 +60,32 @@ def main() -> None:
         if check.first_wrong is None:
             kinds["incorrect, nothing located"] += 1
             continue
-        kind = "direct answer" if check.first_wrong == 0 and check.steps[0].answer else (
-            "the answer after right steps" if check.steps[check.first_wrong].answer else "a worked step")
+        kind = (
+            "direct answer"
+            if check.first_wrong == 0 and check.steps[0].answer
+            else ("the answer after right steps" if check.steps[check.first_wrong].answer else "a worked step")
+        )
         kinds[f"incorrect, first wrong: {kind}"] += 1
         steps[check.first_wrong] += 1
         before.append(check.start / max(1, len(text)))
         by_level.setdefault(f"{record.get('skill')} L{record.get('level')}", []).append(before[-1])
     incorrect = sum(v for k, v in kinds.items() if k.startswith("incorrect"))
-    print(json.dumps({"rollouts": len(texts), "kinds": dict(kinds), "first_wrong_step_index": dict(sorted(steps.items())),
-                      "located_of_incorrect": len(before) / max(1, incorrect),
-                      "mean_share_before_first_wrong_step": statistics.mean(before) if before else None,
-                      "median_share_before_first_wrong_step": statistics.median(before) if before else None,
-                      "mean_share_by_skill_and_level": {k: [len(v), round(statistics.mean(v), 3)]
-                                                        for k, v in sorted(by_level.items())}},
-                     indent=2))
+    print(
+        json.dumps(
+            {
+                "rollouts": len(texts),
+                "kinds": dict(kinds),
+                "first_wrong_step_index": dict(sorted(steps.items())),
+                "located_of_incorrect": len(before) / max(1, incorrect),
+                "mean_share_before_first_wrong_step": statistics.mean(before) if before else None,
+                "median_share_before_first_wrong_step": statistics.median(before) if before else None,
+                "mean_share_by_skill_and_level": {
+                    k: [len(v), round(statistics.mean(v), 3)] for k, v in sorted(by_level.items())
+                },
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

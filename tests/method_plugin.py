@@ -12,6 +12,11 @@ def flip_late(advantages, completion_mask, group_ids, rewards, context):
     return token_advantages, {"flip_late/w_mean": float(weights[completion_mask].mean())}
 
 
-SPEC = MethodSpec("flip_late", "baseline", needs=frozenset({"entropy"}), namespace="flip_late/",
-                  weighting="tests.method_plugin:flip_late")
+SPEC = MethodSpec(
+    "flip_late",
+    "baseline",
+    needs=frozenset({"entropy"}),
+    namespace="flip_late/",
+    weighting="tests.method_plugin:flip_late",
+)
 NOT_A_SPEC = {"name": "broken"}

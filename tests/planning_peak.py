@@ -46,8 +46,15 @@ def memory_status() -> dict[str, int]:
 
 def run_config(prompt_tokens: int) -> dict:
     config = copy.deepcopy(load_config(REPO / "config" / "smoke.yaml"))
-    config["training"].update(group_size=4, prompts_per_step=2, grad_accum_steps=1, steps=2, save_steps=1000,
-                              max_completion_length=COMPLETION_TOKENS, progress=False)
+    config["training"].update(
+        group_size=4,
+        prompts_per_step=2,
+        grad_accum_steps=1,
+        steps=2,
+        save_steps=1000,
+        max_completion_length=COMPLETION_TOKENS,
+        progress=False,
+    )
     config["plan"]["prompt_tokens"] = prompt_tokens
     return config
 
@@ -62,21 +69,40 @@ def main(method: str, out: str) -> None:
     arch = Architecture(**{**SHAPE.__dict__, "vocab": len(tokenizer)})
     before = memory_status()
 
-    model = Qwen3ForCausalLM(Qwen3Config(
-        vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
-        num_hidden_layers=arch.layers, num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads,
-        head_dim=arch.head_dim, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, dtype="float32"))
-    trainer = build_trainer(config, "grpo", method, 0, model, tokenizer, data, Path(out),
-                            reward_funcs=[parity_reward])
+    model = Qwen3ForCausalLM(
+        Qwen3Config(
+            vocab_size=arch.vocab,
+            hidden_size=arch.hidden,
+            intermediate_size=arch.intermediate,
+            num_hidden_layers=arch.layers,
+            num_attention_heads=arch.heads,
+            num_key_value_heads=arch.kv_heads,
+            head_dim=arch.head_dim,
+            tie_word_embeddings=True,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            dtype="float32",
+        )
+    )
+    trainer = build_trainer(config, "grpo", method, 0, model, tokenizer, data, Path(out), reward_funcs=[parity_reward])
     trainer.train()
     after = memory_status()
     file_growth = max(0, after["RssFile"] - before["RssFile"])
     planned = plan_cell(config, arch, "tiny-s", "grpo", method)
-    print(json.dumps({"measured": after["VmHWM"] - before["VmRSS"] - file_growth, "planned": planned.memory.peak,
-                      "before": before, "after": after, "params": arch.params,
-                      "peak_phase": planned.memory.peak_phase, "resident": planned.memory.resident,
-                      "phases": planned.memory.phases}))
+    print(
+        json.dumps(
+            {
+                "measured": after["VmHWM"] - before["VmRSS"] - file_growth,
+                "planned": planned.memory.peak,
+                "before": before,
+                "after": after,
+                "params": arch.params,
+                "peak_phase": planned.memory.peak_phase,
+                "resident": planned.memory.resident,
+                "phases": planned.memory.phases,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ def test_data_writes_train_benchmarks_manifest_and_provenance(smoke_data):
 
 def test_base_model_trains_saves_and_reports_accuracy(smoke_data, tmp_path, capsys):
     out = tmp_path / "tiny-s"
-    assert main(["base-model", "--config", SMOKE, "--size", "tiny-s", "--data", str(smoke_data),
-                 "--out", str(out)]) == 0
+    assert (
+        main(["base-model", "--config", SMOKE, "--size", "tiny-s", "--data", str(smoke_data), "--out", str(out)]) == 0
+    )
     for name in ("config.json", "warmup.json", "accuracy.json", "resolved_config.yaml", "run_info.json"):
         assert (out / name).is_file(), name
     report = json.loads((out / "accuracy.json").read_text())
@@ -53,8 +54,9 @@ def test_base_model_trains_saves_and_reports_accuracy(smoke_data, tmp_path, caps
 
 
 def test_unknown_size_lists_valid_sizes(smoke_data, tmp_path, capsys):
-    code = main(["base-model", "--config", SMOKE, "--size", "tiny-xl", "--data", str(smoke_data),
-                 "--out", str(tmp_path / "x")])
+    code = main(
+        ["base-model", "--config", SMOKE, "--size", "tiny-xl", "--data", str(smoke_data), "--out", str(tmp_path / "x")]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "tiny-s, tiny-m, tiny-l" in err and err.count("\n") == 1
     assert not (tmp_path / "x").exists()
@@ -68,8 +70,9 @@ def test_corrupt_data_line_names_file_and_line(smoke_data, tmp_path, capsys):
     (broken / "train.jsonl").write_text("\n".join(lines) + "\n")
     for path in (smoke_data / "benchmarks").iterdir():
         (broken / "benchmarks" / path.name).write_text(path.read_text())
-    code = main(["base-model", "--config", SMOKE, "--size", "tiny-s", "--data", str(broken),
-                 "--out", str(tmp_path / "m")])
+    code = main(
+        ["base-model", "--config", SMOKE, "--size", "tiny-s", "--data", str(broken), "--out", str(tmp_path / "m")]
+    )
     err = capsys.readouterr().err
     assert code == 2 and f"{broken / 'train.jsonl'}:7:" in err and err.count("\n") == 1
 
@@ -97,8 +100,25 @@ def test_fetch_data_plan_does_not_require_the_folder_it_creates(tmp_path, capsys
 
 @pytest.mark.parametrize("processes", ["0", "-2"])
 def test_train_refuses_fewer_than_one_process(tmp_path, capsys, processes):
-    code = main(["train", "--config", SMOKE, "--size", "tiny-s", "--rlvr", "grpo", "--method", "none", "--seed", "0",
-                 "--out", str(tmp_path / "run"), "--processes", processes])
+    code = main(
+        [
+            "train",
+            "--config",
+            SMOKE,
+            "--size",
+            "tiny-s",
+            "--rlvr",
+            "grpo",
+            "--method",
+            "none",
+            "--seed",
+            "0",
+            "--out",
+            str(tmp_path / "run"),
+            "--processes",
+            processes,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and f"--processes: must be at least 1, got {processes}" in err and err.count("\n") == 1
     assert not (tmp_path / "run").exists()

@@ -42,7 +42,11 @@ MALFORMED = [
     ("temperature-high", "evaluation:\n  temperature: 5\n", "evaluation.temperature:"),
     ("top-p-zero", "evaluation:\n  top_p: 0\n", "evaluation.top_p:"),
     ("mlflow-uri-empty", "tracking:\n  mlflow_uri: ''\n", "tracking.mlflow_uri:"),
-    ("hub-folder-missing", "data:\n  source: hub\n  benchmarks: [math500]\n  local_dir: /nonexistent/hub\n", "data.local_dir:"),
+    (
+        "hub-folder-missing",
+        "data:\n  source: hub\n  benchmarks: [math500]\n  local_dir: /nonexistent/hub\n",
+        "data.local_dir:",
+    ),
 ]
 
 
@@ -77,8 +81,13 @@ def test_invalid_yaml_names_file_and_line(tmp_path, capsys):
 def test_console_script_prints_no_traceback(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("warmup:\n  lr: -3\n")
-    run = subprocess.run([sys.executable, "-m", "hara.cli", "config", "--config", str(path)],
-                         capture_output=True, text=True, cwd=REPO, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "hara.cli", "config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     assert run.returncode == 2
     assert run.stderr.strip().startswith("error:") and "warmup.lr" in run.stderr
     assert "Traceback" not in run.stderr and run.stderr.count("\n") == 1

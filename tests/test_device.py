@@ -36,13 +36,22 @@ def test_every_command_that_loads_a_model_is_guarded():
     assert guarded == {"base-model", "accuracy", "train", "select-prompts", "evaluate", "analysis", "sweep"}
 
 
-@pytest.mark.parametrize("cuda_build,expected", [
-    (None, ("a CPU build of torch is installed (was the .venv made on a node without nvidia-smi? run `make setup` "
-            "on a GPU node)")),
-    ("13.0", "it is a CUDA 13.0 build and needs an NVIDIA driver of the 580 series or newer (CUDA 13.0)"),
-])
-def test_a_gpu_node_whose_torch_sees_no_gpu_stops_training_in_one_line(gpu_node, tmp_path, capsys, monkeypatch,
-                                                                        cuda_build, expected):
+@pytest.mark.parametrize(
+    "cuda_build,expected",
+    [
+        (
+            None,
+            (
+                "a CPU build of torch is installed (was the .venv made on a node without nvidia-smi? run `make setup` "
+                "on a GPU node)"
+            ),
+        ),
+        ("13.0", "it is a CUDA 13.0 build and needs an NVIDIA driver of the 580 series or newer (CUDA 13.0)"),
+    ],
+)
+def test_a_gpu_node_whose_torch_sees_no_gpu_stops_training_in_one_line(
+    gpu_node, tmp_path, capsys, monkeypatch, cuda_build, expected
+):
     monkeypatch.setattr(torch.version, "cuda", cuda_build)
     code = main([*TRAIN, "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
@@ -79,8 +88,9 @@ def test_use_vllm_on_a_gpu_without_vllm_is_an_error_not_transformers_generate(mo
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(hara.vllm_cpu, "is_cpu_build", lambda: False)
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "vllm" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real_find_spec(name, *a)
+    )
     with pytest.raises(UserError, match="training.use_vllm: true, but vllm is not importable on this GPU node"):
         generates_with_vllm(True)
     assert generates_with_vllm(False) is False

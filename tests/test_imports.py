@@ -90,6 +90,9 @@ LOWER_LAYERS = ("hara.data", "hara.models", "hara.evaluation")
 
 def test_data_models_and_evaluation_never_import_the_rl_package():
     graph = import_graph()
-    crossing = {name: sorted(m for m in deps if m.startswith("hara.rlvr"))
-                for name, deps in graph.items() if name.startswith(LOWER_LAYERS)}
+    crossing = {
+        name: sorted(m for m in deps if m.startswith("hara.rlvr"))
+        for name, deps in graph.items()
+        if name.startswith(LOWER_LAYERS)
+    }
     assert {name: deps for name, deps in crossing.items() if deps} == {}

@@ -22,15 +22,24 @@ def default_with(overlay: dict) -> dict:
 
 
 def config_with(**grid) -> dict:
-    return {"models": {"sizes": ["tiny-s"]}, "grid": {"rlvr": ["grpo", "dapo"], "methods": ["none", "hara_tok"],
-                                                      "seeds": [0], **grid}}
+    return {
+        "models": {"sizes": ["tiny-s"]},
+        "grid": {"rlvr": ["grpo", "dapo"], "methods": ["none", "hara_tok"], "seeds": [0], **grid},
+    }
 
 
 def test_extra_seeds_add_cells_for_their_methods_only_in_report_order():
     cells = grid_cells(config_with(extra_seeds={"none": [2, 1, 0]}))
     assert [(c.rlvr, c.method, c.seed) for c in cells] == [
-        ("grpo", "none", 0), ("grpo", "none", 2), ("grpo", "none", 1), ("grpo", "hara_tok", 0),
-        ("dapo", "none", 0), ("dapo", "none", 2), ("dapo", "none", 1), ("dapo", "hara_tok", 0)]
+        ("grpo", "none", 0),
+        ("grpo", "none", 2),
+        ("grpo", "none", 1),
+        ("grpo", "hara_tok", 0),
+        ("dapo", "none", 0),
+        ("dapo", "none", 2),
+        ("dapo", "none", 1),
+        ("dapo", "hara_tok", 0),
+    ]
     assert method_seeds(config_with(extra_seeds={"none": [2, 1, 0]}), "none") == [0, 2, 1]  # 0 once
     assert grid_cells(config_with()) == grid_cells(config_with(extra_seeds={}))
 
@@ -56,6 +65,7 @@ def test_plan_and_report_count_each_methods_seeds():
     plan = plan_grid(config)
     assert plan.totals["runs"] == 3 * 3 + 3 * 2 * 2  # 9 cells + 2 extra seeds of none and hara_tok per preset
     assert plan.totals["train_device_hours"] == pytest.approx(
-        sum((1 if c.method == "hara_seq" else 3) * c.device_hours["total"] for c in plan.cells))
+        sum((1 if c.method == "hara_seq" else 3) * c.device_hours["total"] for c in plan.cells)
+    )
     table = main_table(config, {})
     assert "each method's seeds (none: 3, hara_seq: 1, hara_tok: 3)" in table.note

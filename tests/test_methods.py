@@ -16,16 +16,20 @@ from hara.methods import MethodSpec, get_method, methods
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
 from tests.evaluation.eval_helpers import REPO, SMOKE
 
-PLUGIN = MethodSpec("flip_late", "baseline", needs=frozenset({"entropy"}), namespace="flip_late/",
-                    weighting="tests.method_plugin:flip_late")
+PLUGIN = MethodSpec(
+    "flip_late",
+    "baseline",
+    needs=frozenset({"entropy"}),
+    namespace="flip_late/",
+    weighting="tests.method_plugin:flip_late",
+)
 
 
 @pytest.fixture
 def plugin_installed(monkeypatch):
     """The registry as it is when a package declares ``flip_late = tests.method_plugin:SPEC`` in hara.methods."""
     point = EntryPoint(name="flip_late", value="tests.method_plugin:SPEC", group=registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(registry, "entry_points",
-                        lambda group: [point] if group == registry.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(registry, "entry_points", lambda group: [point] if group == registry.ENTRY_POINT_GROUP else [])
     monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     yield
@@ -48,9 +52,16 @@ def contract(name: str) -> None:
         hidden_states=torch.randn(4, 6, 8, generator=gen) if "hidden" in spec.needs else None,
         token_entropies=torch.rand(4, 6, generator=gen) if "entropy" in spec.needs else None,
         error_starts=torch.tensor([-1, 2, -1, -1]) if "steps" in spec.needs else None,
-        params=method_params(config, name))
-    token_adv, info = apply_weighting(name, torch.tensor([1.0, -1.0, 1.0, -1.0]), mask,
-                                      torch.zeros(4, dtype=torch.long), torch.tensor([1.0, 0.0, 1.0, 0.0]), context)
+        params=method_params(config, name),
+    )
+    token_adv, info = apply_weighting(
+        name,
+        torch.tensor([1.0, -1.0, 1.0, -1.0]),
+        mask,
+        torch.zeros(4, dtype=torch.long),
+        torch.tensor([1.0, 0.0, 1.0, 0.0]),
+        context,
+    )
     assert token_adv.shape == (4, 6) and torch.isfinite(token_adv).all(), name
     assert (token_adv[~mask] == 0).all(), name
     assert all(spec.namespace and key.startswith(spec.namespace) for key in info), (name, sorted(info))
@@ -92,10 +103,16 @@ def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_insta
 
     benchmarks = config["data"]["benchmarks"]
     outcomes = {"none": [0.0, 1.0, 0.0, 0.0], "flip_late": [1.0, 1.0, 0.0, 1.0]}
-    runs = {cell: Run(cell, [], {b: sum(outcomes[cell.method]) / 4 for b in benchmarks},
-                      {b: {str(i): v for i, v in enumerate(outcomes[cell.method])} for b in benchmarks},
-                      {b: {"n": 1, "backend": "transformers"} for b in benchmarks})  # equal fingerprints
-            for cell in grid_cells(config)}
+    runs = {
+        cell: Run(
+            cell,
+            [],
+            {b: sum(outcomes[cell.method]) / 4 for b in benchmarks},
+            {b: {str(i): v for i, v in enumerate(outcomes[cell.method])} for b in benchmarks},
+            {b: {"n": 1, "backend": "transformers"} for b in benchmarks},
+        )  # equal fingerprints
+        for cell in grid_cells(config)
+    }
     row = next(row for row in main_table(config, runs).rows if row[1] == "flip_late")
     assert row[-1].startswith("75.0; Δ +50.0 [")  # its score and its paired difference from none
 
@@ -129,11 +146,13 @@ def test_importing_the_registry_stays_light():
     import subprocess
 
     code = "import hara.methods, sys; print('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
 
 
-TOY_PACKAGE = '''
+TOY_PACKAGE = """
 from hara.methods import MethodSpec
 
 
@@ -148,7 +167,7 @@ def leaky(advantages, completion_mask, group_ids, rewards, context):  # planted:
 
 SPECS = [MethodSpec("toy", "baseline", needs=frozenset({"entropy"}), namespace="toy/", weighting="toy_credit:toy"),
          MethodSpec("toy_leaky", "baseline", weighting="toy_credit:leaky")]
-'''
+"""
 
 
 def install_toy_package(root):
@@ -164,18 +183,45 @@ def install_toy_package(root):
 
 @pytest.mark.slow
 def test_an_installed_plugin_package_trains_with_hara_train_and_its_contract_violation_is_caught(
-        tmp_path, tiny_base, monkeypatch):
+    tmp_path, tiny_base, monkeypatch
+):
     import json
     import os
     import subprocess
 
     site = install_toy_package(tmp_path / "site")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "hara.cli", "train", "--config", str(SMOKE), "--size", "tiny-s",
-                           "--rlvr", "grpo", "--method", "toy", "--seed", "0", "--base-model", str(tiny_base),
-                           "--out", str(tmp_path / "run"), "--set", "hara.plugins.toy.scale=0.5",
-                           "--set", f"tracking.mlflow_uri=sqlite:///{tmp_path / 'mlflow.db'}"],
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hara.cli",
+            "train",
+            "--config",
+            str(SMOKE),
+            "--size",
+            "tiny-s",
+            "--rlvr",
+            "grpo",
+            "--method",
+            "toy",
+            "--seed",
+            "0",
+            "--base-model",
+            str(tiny_base),
+            "--out",
+            str(tmp_path / "run"),
+            "--set",
+            "hara.plugins.toy.scale=0.5",
+            "--set",
+            f"tracking.mlflow_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert len(lines) == load_config(SMOKE)["training"]["steps"] and all("toy/w_mean" in line for line in lines)

@@ -18,13 +18,19 @@ def _batch(seed: int = 0, prompts: int = 2, per_prompt: int = 6, T: int = 12, d:
     g = torch.Generator().manual_seed(seed)
     B = prompts * per_prompt
     h = torch.randn(B, T, d, generator=g) + 5.0 * torch.randn(prompts, 1, 1, d, generator=g).repeat_interleave(
-        per_prompt, 0).reshape(B, 1, d)
+        per_prompt, 0
+    ).reshape(B, 1, d)
     lengths = torch.randint(4, T + 1, (B,), generator=g)
     mask = torch.arange(T)[None, :] < lengths[:, None]
     rewards = torch.tensor([1.0, 0.0] * (B // 2))
     group_ids = torch.arange(prompts).repeat_interleave(per_prompt)
-    return {"hidden_states": h, "completion_mask": mask, "group_ids": group_ids, "rewards": rewards,
-            "advantages": rewards - 0.5}
+    return {
+        "hidden_states": h,
+        "completion_mask": mask,
+        "group_ids": group_ids,
+        "rewards": rewards,
+        "advantages": rewards - 0.5,
+    }
 
 
 def test_outcome_groups_keep_only_groups_that_can_be_reweighted():
@@ -136,13 +142,17 @@ def _planted(seed: int, rollouts: int = 6, n: int = 24, d: int = 16):
     h = stages[torch.arange(n) * 4 // n] + 0.3 * torch.randn(rollouts, n, d, generator=g) + 20.0
     for r in range(rollouts):
         detour = torch.randn(d, generator=g)
-        h[r, 5:6 + 2 * r] += 3.0 * detour / detour.norm()
+        h[r, 5 : 6 + 2 * r] += 3.0 * detour / detour.norm()
     rewards = torch.ones(rollouts + 2)
     rewards[-2:] = 0.0
     h = torch.cat([h, 20.0 + torch.randn(2, n, d, generator=g)])  # the incorrect pair: same offset, no stages
-    return {"hidden_states": h, "completion_mask": torch.ones(rollouts + 2, n, dtype=torch.bool),
-            "group_ids": torch.zeros(rollouts + 2, dtype=torch.long), "rewards": rewards,
-            "advantages": rewards - rewards.mean()}
+    return {
+        "hidden_states": h,
+        "completion_mask": torch.ones(rollouts + 2, n, dtype=torch.bool),
+        "group_ids": torch.zeros(rollouts + 2, dtype=torch.long),
+        "rewards": rewards,
+        "advantages": rewards - rewards.mean(),
+    }
 
 
 def test_planted_detours_are_ranked_and_located():
@@ -207,8 +217,9 @@ def test_a_group_without_feature_spread_gets_weight_one():
     batch["hidden_states"][flat] = torch.randn(8)  # every token of every correct rollout at one point
     for method in ("hara_tok", "hara_seq", "hara_hier"):
         ctx = WeightingContext(hidden_states=batch["hidden_states"], params={"barycenter_size": 6})
-        token_adv, info = apply_weighting(method, batch["advantages"], batch["completion_mask"],
-                                          batch["group_ids"], batch["rewards"], ctx)
+        token_adv, info = apply_weighting(
+            method, batch["advantages"], batch["completion_mask"], batch["group_ids"], batch["rewards"], ctx
+        )
         plain = batch["advantages"][:, None] * batch["completion_mask"]
         assert torch.equal(token_adv[flat], plain[flat]), method  # was 0.27-1.96 for hara_tok
         assert not torch.equal(token_adv[~flat], plain[~flat]) and info["hara/flat_groups"] == 1.0

@@ -18,24 +18,27 @@ from hara.weighting import WeightingContext, apply_weighting, host_token_weights
 REFERENCE = "3 * 4 = 12. 12 + 5 = 17."
 
 
-@pytest.mark.parametrize("completion,wrong", [
-    (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{17}.", None),  # right
-    (" 3 * 4 = 13. 13 + 5 = 18. The answer is \\boxed{18}.", 0),  # false arithmetic at step 0
-    (" 3 * 4 = 12. 12 + 5 = 18. The answer is \\boxed{18}.", 1),  # false arithmetic at step 1
-    (" 3 * 4 = 12. 12 + 6 = 18. The answer is \\boxed{18}.", 1),  # right arithmetic off the reference's track
-    (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{71}.", 2),  # only the boxed answer is wrong
-    (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{17", 2),  # box never closed
-    (" The answer is \\boxed{9}.", 0),  # no steps: the answer is the first wrong step
-    (" 3 * 4 = 12. So far so good", None),  # cut off before an answer: nothing wrong to point at
-    ("", None),  # empty
-    (" @@ == ?? )(", None),  # malformed
-    (" 7 / 0 = 3. The answer is \\boxed{17}.", 0),  # no value: wrong
-])
+@pytest.mark.parametrize(
+    "completion,wrong",
+    [
+        (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{17}.", None),  # right
+        (" 3 * 4 = 13. 13 + 5 = 18. The answer is \\boxed{18}.", 0),  # false arithmetic at step 0
+        (" 3 * 4 = 12. 12 + 5 = 18. The answer is \\boxed{18}.", 1),  # false arithmetic at step 1
+        (" 3 * 4 = 12. 12 + 6 = 18. The answer is \\boxed{18}.", 1),  # right arithmetic off the reference's track
+        (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{71}.", 2),  # only the boxed answer is wrong
+        (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{17", 2),  # box never closed
+        (" The answer is \\boxed{9}.", 0),  # no steps: the answer is the first wrong step
+        (" 3 * 4 = 12. So far so good", None),  # cut off before an answer: nothing wrong to point at
+        ("", None),  # empty
+        (" @@ == ?? )(", None),  # malformed
+        (" 7 / 0 = 3. The answer is \\boxed{17}.", 0),  # no value: wrong
+    ],
+)
 def test_the_first_wrong_step_of_hand_written_rollouts(completion, wrong):
     check = first_wrong_step(completion, "17", REFERENCE)
     assert check.first_wrong == wrong, check
     if wrong is not None:
-        assert completion[check.start:].startswith(check.steps[wrong].text)
+        assert completion[check.start :].startswith(check.steps[wrong].text)
 
 
 def test_without_a_reference_only_false_arithmetic_and_the_answer_are_wrong():
@@ -43,9 +46,20 @@ def test_without_a_reference_only_false_arithmetic_and_the_answer_are_wrong():
     assert first_wrong_step(" 3 * 4 = 12. 12 + 6 = 19.", "17").first_wrong == 1
 
 
-@pytest.mark.parametrize("part,value", [("(3 + 4) * 2", 14), ("7/4", 1.75), ("(12 - 5)(12 + 5)", 119),
-                                        ("2^10", 1024), ("-3 * (-2)", 6), ("x + 1", None), ("25% of 200", None),
-                                        ("9^9^9", None), ("", None)])
+@pytest.mark.parametrize(
+    "part,value",
+    [
+        ("(3 + 4) * 2", 14),
+        ("7/4", 1.75),
+        ("(12 - 5)(12 + 5)", 119),
+        ("2^10", 1024),
+        ("-3 * (-2)", 6),
+        ("x + 1", None),
+        ("25% of 200", None),
+        ("9^9^9", None),
+        ("", None),
+    ],
+)
 def test_arithmetic_parts_are_evaluated_exactly_and_anything_else_is_not(part, value):
     assert evaluate(part) == value
 
@@ -62,7 +76,7 @@ def test_every_skills_reference_solution_checks_right_and_a_changed_result_is_fo
         k = checked[0]
         text = steps[k].text
         last = list(re.finditer(r"\d+", text))[-1]
-        wrong_text = text[:last.start()] + str(int(last.group()) + 1) + text[last.end():]
+        wrong_text = text[: last.start()] + str(int(last.group()) + 1) + text[last.end() :]
         changed = completion.replace(text, wrong_text, 1)
         found = first_wrong_step(changed, record["answer"], record["solution"]).first_wrong
         # the changed result is wrong arithmetic unless it was only restated there ("x = 5"), which then reads
@@ -123,8 +137,10 @@ def test_oracle_steps_caps_the_weight_of_a_late_mistake():
 
 
 def test_oracle_steps_is_refused_for_problems_from_the_hub():
-    with pytest.raises(ConfigError, match="grid.methods\\[1\\]: oracle_steps needs steps that only data.source "
-                                          "synthetic supplies, not 'hub'"):
+    with pytest.raises(
+        ConfigError,
+        match="grid.methods\\[1\\]: oracle_steps needs steps that only data.source synthetic supplies, not 'hub'",
+    ):
         validate_config({"data": {"source": "hub", "local_dir": "."}, "grid": {"methods": ["none", "oracle_steps"]}})
 
 
@@ -140,8 +156,26 @@ def test_the_oracle_locations_script_accounts_for_every_rollout(tiny_base, tmp_p
     prompts = tmp_path / "prompts"
     prompts.mkdir()
     (prompts / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in generate_problems(4, 1)))
-    out = subprocess.run([sys.executable, "scripts/oracle_locations.py", "--model", str(tiny_base), "--prompts",
-                          str(prompts), "--config", "config/smoke.yaml", "--problems", "4", "--samples", "2"],
-                         cwd=repo, capture_output=True, text=True, timeout=600, check=True)
-    found = json.loads(out.stdout[out.stdout.index("{"):])
+    out = subprocess.run(
+        [
+            sys.executable,
+            "scripts/oracle_locations.py",
+            "--model",
+            str(tiny_base),
+            "--prompts",
+            str(prompts),
+            "--config",
+            "config/smoke.yaml",
+            "--problems",
+            "4",
+            "--samples",
+            "2",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    found = json.loads(out.stdout[out.stdout.index("{") :])
     assert found["rollouts"] == 8 and sum(found["kinds"].values()) == 8

@@ -62,9 +62,16 @@ def test_parameter_count_matches_transformers(hub_id):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     arch = PAPER_ARCHITECTURES[hub_id]
-    config = Qwen3Config(hidden_size=arch.hidden, num_hidden_layers=arch.layers, num_attention_heads=arch.heads,
-                         num_key_value_heads=arch.kv_heads, head_dim=arch.head_dim,
-                         intermediate_size=arch.intermediate, vocab_size=arch.vocab, tie_word_embeddings=arch.tied)
+    config = Qwen3Config(
+        hidden_size=arch.hidden,
+        num_hidden_layers=arch.layers,
+        num_attention_heads=arch.heads,
+        num_key_value_heads=arch.kv_heads,
+        head_dim=arch.head_dim,
+        intermediate_size=arch.intermediate,
+        vocab_size=arch.vocab,
+        tie_word_embeddings=arch.tied,
+    )
     with torch.device("meta"):
         model = Qwen3ForCausalLM(config)
     assert arch.params == sum(p.numel() for p in model.parameters())  # tied weights counted once
@@ -91,8 +98,15 @@ def test_block_activations_match_what_torch_saves_for_backward(shape):
 
     def saved_bytes_per_token(layers: int, batch: int = 2, length: int = 64) -> float:
         torch.manual_seed(0)
-        config = Qwen3Config(vocab_size=64, hidden_size=d, intermediate_size=inter, num_hidden_layers=layers,
-                             num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim)
+        config = Qwen3Config(
+            vocab_size=64,
+            hidden_size=d,
+            intermediate_size=inter,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=head_dim,
+        )
         config._attn_implementation = "sdpa"
         model = Qwen3ForCausalLM(config).to(torch.bfloat16)
         weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -147,8 +161,9 @@ def test_paper_resources_cover_the_planned_wall_time():
     """Slurm stops a job at resources.<job>.runtime: every GPU job's planned wall time (its device-hours over its
     GPUs) fits in it. Before, the 1.7B training job planned 53 h on its one GPU against 24 h asked."""
     grid = plan_grid(paper_config())
-    late = [(c.size, c.rlvr, c.method, round(c.wall_hours, 1), c.runtime_asked_hours) for c in grid.cells
-            if not c.in_time]
+    late = [
+        (c.size, c.rlvr, c.method, round(c.wall_hours, 1), c.runtime_asked_hours) for c in grid.cells if not c.in_time
+    ]
     assert not late, f"training jobs planned past resources.train.runtime: {late}"
     for size, job in grid.jobs.items():
         assert job.evaluate["wall_hours"] <= job.evaluate["runtime_asked_hours"], f"resources.evaluate.runtime.{size}"
@@ -165,7 +180,7 @@ def test_a_runtime_below_the_plan_is_reported_as_too_short():
     cell = next(c for c in grid.cells if c.size == "qwen3-4b")
     assert cell.wall_hours == pytest.approx(cell.device_hours["total"] / 4) and cell.runtime_asked_hours == 10
     table = format_plan_table(grid).splitlines()
-    assert all(row.endswith("/10 NO") == row.startswith("qwen3-4b ") for row in table[2:2 + len(grid.cells)])
+    assert all(row.endswith("/10 NO") == row.startswith("qwen3-4b ") for row in table[2 : 2 + len(grid.cells)])
     assert [line.split(":")[0] for line in table if "asked NO" in line] == ["qwen3-8b"]
 
 
@@ -245,7 +260,8 @@ def test_checkpoint_disk_follows_what_a_finished_run_keeps():
     single = setup_of(one_gpu, "qwen3-1.7b", "grpo", "none")  # one GPU, no FSDP: no second copy
     assert not single.sharded
     assert checkpoint_bytes(PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"], single)["checkpoint"] == pytest.approx(
-        12 * PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"].params, rel=1e-3)
+        12 * PAPER_ARCHITECTURES["Qwen/Qwen3-1.7B-Base"].params, rel=1e-3
+    )
 
 
 def test_plan_command_prints_a_row_per_cell_and_writes_json(tmp_path, capsys):
@@ -257,8 +273,7 @@ def test_plan_command_prints_a_row_per_cell_and_writes_json(tmp_path, capsys):
     assert " NO " not in printed
     plan = json.loads(out.read_text())
     assert len(plan["cells"]) == 63 and plan["totals"]["runs"] == 189
-    assert set(plan["cells"][0]["gpu_memory_per_rank"]["phases"]) == {"generation", "scoring", "training",
-                                                                      "optimizer"}
+    assert set(plan["cells"][0]["gpu_memory_per_rank"]["phases"]) == {"generation", "scoring", "training", "optimizer"}
 
 
 def test_default_config_plans_the_tiny_family_on_the_cpu(capsys):
@@ -275,8 +290,16 @@ def test_rehearsal_reads_the_architecture_of_its_snapshot(tmp_path, monkeypatch)
 
     raw = merged(read(PAPER), read(REHEARSAL))
     config = validate_config(raw, source="rehearsal", skip_checks=NO_FOLDERS)
-    hf_config = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
-                 "head_dim": 32, "intermediate_size": 128, "vocab_size": 151669, "tie_word_embeddings": True}
+    hf_config = {
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 32,
+        "intermediate_size": 128,
+        "vocab_size": 151669,
+        "tie_word_embeddings": True,
+    }
     snapshot = tmp_path / "hub" / "models--hara-rehearsal--Qwen3-tiny-Base"
     (snapshot / "snapshots" / "abc").mkdir(parents=True)
     (snapshot / "snapshots" / "abc" / "config.json").write_text(json.dumps(hf_config))
@@ -300,8 +323,15 @@ def test_planned_cpu_peak_of_a_grpo_step_agrees_with_the_measured_peak(tmp_path)
     """Two GRPO steps (hara_tok) of a 42M-parameter Qwen3 with the real vocabulary, fp32, one process, in a fresh
     process: peak RSS minus the RSS before the model exists, against the plan's peak for the same run."""
     env = {key: os.environ[key] for key in MEASURING_ENV_KEYS if key in os.environ} | ALLOCATOR_ENV
-    result = subprocess.run([sys.executable, str(REPO / "tests" / "planning_peak.py"), "hara_tok", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600, cwd=REPO, env=env, check=False)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "planning_peak.py"), "hara_tok", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env=env,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     ratio = report["measured"] / report["planned"]

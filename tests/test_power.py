@@ -21,9 +21,10 @@ COMPONENTS = Components(seed_sd=0.02, problem_sd=0.08, seed_problem_sd=0.1, succ
 def simulated(rng: np.random.Generator, c: Components, design: Design, effect: float) -> np.ndarray:
     """d[s, i] = effect + a_s + b_i + e_si with the components' variances (sampling noise folded into e)."""
     s, (p,), (k,) = design.seeds, design.problems.values(), design.samples.values()
-    noise = math.sqrt(c.seed_problem_sd ** 2 + 2 * c.success_variance / k)
-    return (effect + rng.normal(0, c.seed_sd, (s, 1)) + rng.normal(0, c.problem_sd, (1, p))
-            + rng.normal(0, noise, (s, p)))
+    noise = math.sqrt(c.seed_problem_sd**2 + 2 * c.success_variance / k)
+    return (
+        effect + rng.normal(0, c.seed_sd, (s, 1)) + rng.normal(0, c.problem_sd, (1, p)) + rng.normal(0, noise, (s, p))
+    )
 
 
 @pytest.mark.parametrize("seeds, seed_sd", [(1, 0.0), (3, 0.02), (5, 0.04)])
@@ -34,8 +35,13 @@ def test_a_true_difference_equal_to_the_planned_mde_is_detected_about_80_percent
     components = Components(seed_sd, 0.08, 0.1, 0.2, "test")
     design = Design(seeds, {"bench": 300}, {"bench": 4})
     effect = mde(components, design, ["bench"])
-    detected = sum(bootstrap_difference([simulated(np.random.default_rng(rep), components, design, effect)],
-                                        Bootstrap(500, rep, 0.95)).verdict == BETTER for rep in range(300))
+    detected = sum(
+        bootstrap_difference(
+            [simulated(np.random.default_rng(rep), components, design, effect)], Bootstrap(500, rep, 0.95)
+        ).verdict
+        == BETTER
+        for rep in range(300)
+    )
     assert 0.70 <= detected / 300 <= 0.90
 
 
@@ -64,8 +70,14 @@ def test_components_are_recovered_from_per_problem_outcomes_over_seeds():
         for shift in (per_problem, 0 * per_problem):
             seeds = {}
             for s in range(4):
-                p = np.clip(base + shift + rng.normal(0, true.seed_sd / math.sqrt(2), 1)
-                            + rng.normal(0, true.seed_problem_sd / math.sqrt(2), 200), 0, 1)
+                p = np.clip(
+                    base
+                    + shift
+                    + rng.normal(0, true.seed_sd / math.sqrt(2), 1)
+                    + rng.normal(0, true.seed_problem_sd / math.sqrt(2), 200),
+                    0,
+                    1,
+                )
                 seeds[s] = {f"p{i}": v for i, v in enumerate(rng.binomial(8, p) / 8)}
             sides.append(seeds)
         pairs.append((*sides, 8))
@@ -82,7 +94,9 @@ def test_hara_plan_prints_the_power_section_and_writes_it(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert main(["plan", "--config", str(REPO / "config" / "paper.yaml"), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "Power: the minimum detectable paired difference" in printed and "stated defaults, config plan.power" in printed
+    assert (
+        "Power: the minimum detectable paired difference" in printed and "stated defaults, config plan.power" in printed
+    )
     assert "gain_vs_grpo: 18 comparisons, 3 seed(s): paper 4.8 points, MDE" in printed
     assert "gain_vs_credit: 72 comparisons" in printed
     power = json.loads(out.read_text())["power"]

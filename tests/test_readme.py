@@ -33,8 +33,11 @@ def test_every_layout_entry_exists_and_every_top_level_folder_is_named():
 
 def test_the_package_entry_names_every_module_and_subpackage():
     described = layout_block()["hara/"]
-    names = [p.name + ("/" if p.is_dir() else "") for p in (REPO / "hara").iterdir()
-             if (p.is_dir() and (p / "__init__.py").is_file()) or (p.suffix == ".py" and p.name != "__init__.py")]
+    names = [
+        p.name + ("/" if p.is_dir() else "")
+        for p in (REPO / "hara").iterdir()
+        if (p.is_dir() and (p / "__init__.py").is_file()) or (p.suffix == ".py" and p.name != "__init__.py")
+    ]
     assert [name for name in names if not re.search(rf"\b{re.escape(name)}", described)] == []
 
 

@@ -27,8 +27,14 @@ def test_run_is_created_once_and_reopened_by_id(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     # relative, and the folder does not exist yet; saved absolute so other stages find it from any folder
     name = run_name("tiny-s", "grpo", "hara_tok", 1)
-    run, resumed = start_run("sqlite:///db/mlflow.db", "exp", name, tmp_path / "out",
-                             tags={"size": "tiny-s", "method": "hara_tok"}, params={"hara.alpha": 0.5})
+    run, resumed = start_run(
+        "sqlite:///db/mlflow.db",
+        "exp",
+        name,
+        tmp_path / "out",
+        tags={"size": "tiny-s", "method": "hara_tok"},
+        params={"hara.alpha": 0.5},
+    )
     assert not resumed
     uri = f"sqlite:///{tmp_path.resolve()}/db/mlflow.db"
     saved = json.loads((tmp_path / "out" / RUN_FILE).read_text())
@@ -70,8 +76,10 @@ def test_experiments_are_marked_as_model_training_and_old_ones_get_the_mark(tmp_
 def test_ui_links_open_the_training_mode_of_the_ui():
     assert ui_path("3") == "#/experiments/3/runs?workflowType=machine_learning"
     assert ui_path("3", "", "") == "#/experiments/3?workflowType=machine_learning"
-    assert (ui_path("3", "runs", "viewStateShareKey=v") ==
-            "#/experiments/3/runs?viewStateShareKey=v&workflowType=machine_learning")
+    assert (
+        ui_path("3", "runs", "viewStateShareKey=v")
+        == "#/experiments/3/runs?viewStateShareKey=v&workflowType=machine_learning"
+    )
 
 
 def test_evaluation_logs_the_benchmarks_as_dataset_inputs_of_the_training_run(tmp_path):
@@ -79,8 +87,10 @@ def test_evaluation_logs_the_benchmarks_as_dataset_inputs_of_the_training_run(tm
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     run, _ = start_run(uri, "exp", "r", tmp_path / "run", tags={}, params={})
     sha = "ab" * 32
-    entries = {"math500": {"eval_fingerprint": {"benchmark_sha256": sha}, "n_problems": 7},
-               "aime24": {"dataset_fingerprint": "cd" * 32}}  # evaluated before fingerprints were recorded
+    entries = {
+        "math500": {"eval_fingerprint": {"benchmark_sha256": sha}, "n_problems": 7},
+        "aime24": {"dataset_fingerprint": "cd" * 32},
+    }  # evaluated before fingerprints were recorded
     for _ in range(2):
         log_scores(tmp_path / "run" / "final", {"math500": {"pass@1": 0.5}}, benchmarks=entries)
     inputs = MlflowClient(tracking_uri=uri).get_run(run.run_id).inputs.dataset_inputs
@@ -105,10 +115,34 @@ def test_hara_train_logs_every_step_with_filterable_tags(tmp_path):
     tokenizer.save_pretrained(base)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     out = tmp_path / "run"
-    assert main(["train", "--config", str(REPO / "config" / "smoke.yaml"), "--size", "tiny-s", "--rlvr", "dr_grpo",
-                 "--method", "hara_seq", "--seed", "2", "--out", str(out), "--base-model", str(base),
-                 "--set", f"tracking.mlflow_uri={uri}", "--set", "data.train_size=20",
-                 "--set", "training.save_steps=100"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                str(REPO / "config" / "smoke.yaml"),
+                "--size",
+                "tiny-s",
+                "--rlvr",
+                "dr_grpo",
+                "--method",
+                "hara_seq",
+                "--seed",
+                "2",
+                "--out",
+                str(out),
+                "--base-model",
+                str(base),
+                "--set",
+                f"tracking.mlflow_uri={uri}",
+                "--set",
+                "data.train_size=20",
+                "--set",
+                "training.save_steps=100",
+            ]
+        )
+        == 0
+    )
     saved = json.loads((out / RUN_FILE).read_text())
     client = MlflowClient(tracking_uri=uri)
     run = client.get_run(saved["run_id"])
@@ -117,8 +151,15 @@ def test_hara_train_logs_every_step_with_filterable_tags(tmp_path):
     assert (tags["size"], tags["rlvr"], tags["method"], tags["seed"]) == ("tiny-s", "dr_grpo", "hara_seq", "2")
     assert tags["hara.barycenter_size"] == "4"  # the smoke config's HarA knob
     assert run.data.params["rlvr.loss_type"] == "dr_grpo" and run.data.params["rlvr.scale_rewards"] == "none"
-    for key in ("train/reward", "train/entropy", "train/response_length", "train/clip_fraction", "hara/w_std",
-                "time/step_s", "time/hara_s"):
+    for key in (
+        "train/reward",
+        "train/entropy",
+        "train/response_length",
+        "train/clip_fraction",
+        "hara/w_std",
+        "time/step_s",
+        "time/hara_s",
+    ):
         assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [1, 2], key
 
 

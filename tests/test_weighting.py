@@ -37,8 +37,9 @@ def _batch(seed: int = 0, prompts: int = 2, per_prompt: int = 6, T: int = 12, d:
     group_ids = torch.arange(prompts).repeat_interleave(per_prompt)
     r = rewards.view(prompts, per_prompt)
     adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).flatten()
-    ctx = WeightingContext(hidden_states=torch.randn(B, T, d, generator=g),
-                           token_entropies=torch.rand(B, T, generator=g) * 2.0)
+    ctx = WeightingContext(
+        hidden_states=torch.randn(B, T, d, generator=g), token_entropies=torch.rand(B, T, generator=g) * 2.0
+    )
     return adv, mask, group_ids, rewards, ctx
 
 
@@ -54,9 +55,19 @@ def _outcome_mass(token_adv, mask, group_ids, rewards, loss_type):
 
 
 def test_registry_has_every_method():
-    assert set(available_weightings()) >= {"none", "hara_tok", "hara_seq", "hara_hier", "hara_exact_tok",
-                                           "hara_exact_seq", "forking_tokens", "gtpo", "grpo_s", "position",
-                                           "shear"}
+    assert set(available_weightings()) >= {
+        "none",
+        "hara_tok",
+        "hara_seq",
+        "hara_hier",
+        "hara_exact_tok",
+        "hara_exact_seq",
+        "forking_tokens",
+        "gtpo",
+        "grpo_s",
+        "position",
+        "shear",
+    }
 
 
 def test_registering_a_conflicting_name_raises_and_reregistering_is_idempotent():
@@ -80,8 +91,15 @@ def test_unknown_names_and_parameters_are_named_in_the_error():
         apply_weighting("hara_tok", adv, mask, gid, rew, dataclasses.replace(ctx, loss_type="ppo"))
 
 
-@pytest.mark.parametrize("name,missing", [("hara_tok", "hidden_states"), ("shear", "hidden_states"),
-                                          ("gtpo", "token_entropies"), ("forking_tokens", "token_entropies")])
+@pytest.mark.parametrize(
+    "name,missing",
+    [
+        ("hara_tok", "hidden_states"),
+        ("shear", "hidden_states"),
+        ("gtpo", "token_entropies"),
+        ("forking_tokens", "token_entropies"),
+    ],
+)
 def test_missing_context_inputs_are_named(name, missing):
     adv, mask, gid, rew, ctx = _batch()
     with pytest.raises(ValueError, match=missing):
@@ -118,9 +136,12 @@ def test_hara_weights_keep_signs_masks_and_outcome_mass(method, loss_type, formu
         w = out / adv[:, None]
         assert (w[mask] >= 0).all()
         assert float(w[mask].std()) > 1e-3  # something was actually reweighted
-        torch.testing.assert_close(_outcome_mass(out, mask, gid, rew, loss_type),
-                                   _outcome_mass(adv[:, None] * mask, mask, gid, rew, loss_type),
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            _outcome_mass(out, mask, gid, rew, loss_type),
+            _outcome_mass(adv[:, None] * mask, mask, gid, rew, loss_type),
+            atol=1e-5,
+            rtol=1e-5,
+        )
         assert info["hara/groups"] == 4.0 and info["hara/nan_fallbacks"] == 0.0
 
 
@@ -129,8 +150,12 @@ def test_mass_is_kept_with_graded_rewards_and_explore_mode(loss_type):
     adv, mask, gid, rew, ctx = _batch(2, binary=False)
     ctx = dataclasses.replace(ctx, loss_type=loss_type, params={"sign_mode": "explore"})
     out, _ = apply_weighting("hara_tok", adv, mask, gid, rew, ctx)
-    torch.testing.assert_close(_outcome_mass(out, mask, gid, rew, loss_type),
-                               _outcome_mass(adv[:, None] * mask, mask, gid, rew, loss_type), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        _outcome_mass(out, mask, gid, rew, loss_type),
+        _outcome_mass(adv[:, None] * mask, mask, gid, rew, loss_type),
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("method", ["hara_exact_tok", "hara_exact_seq"])
@@ -139,8 +164,12 @@ def test_exact_variants_keep_the_same_invariants(method):
     ctx = dataclasses.replace(ctx, params={"barycenter_size": 4, "exact_max_iter": 5})
     out, info = apply_weighting(method, adv, mask, gid, rew, ctx)
     assert torch.isfinite(out).all() and (out / adv[:, None])[mask].min() >= 0
-    torch.testing.assert_close(_outcome_mass(out, mask, gid, rew, "grpo"),
-                               _outcome_mass(adv[:, None] * mask, mask, gid, rew, "grpo"), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        _outcome_mass(out, mask, gid, rew, "grpo"),
+        _outcome_mass(adv[:, None] * mask, mask, gid, rew, "grpo"),
+        atol=1e-5,
+        rtol=1e-5,
+    )
     assert info["hara/sinkhorn_iters"] == 0.0  # POT's solver, not ours
 
 
@@ -157,15 +186,17 @@ def test_uniform_novelty_gives_exactly_the_input_advantages():
     g = torch.Generator().manual_seed(4)
     x = 0.1 + 1e-7 * torch.rand(3, 7, generator=g)  # zero spread up to rounding: fp32 x / mean(x) is not 1
     for formula in ("mean_ratio", "affine_z", "softmax"):
-        w, clipped = group_weights(x, torch.rand(3, 7, generator=g), torch.tensor([0, 0, 1]), 2,
-                                   ReweightParams(formula=formula))
+        w, clipped = group_weights(
+            x, torch.rand(3, 7, generator=g), torch.tensor([0, 0, 1]), 2, ReweightParams(formula=formula)
+        )
         assert torch.equal(w, torch.ones(3, 7)) and not clipped.any()
 
 
 def _fake_novelty(token: torch.Tensor, sequence: torch.Tensor, index: torch.Tensor, correct: list[bool]):
     G = len(correct)
-    groups = OutcomeGroups(index, torch.tensor(correct), torch.zeros(G, dtype=torch.long),
-                           torch.zeros(index.numel(), dtype=torch.long), 1)
+    groups = OutcomeGroups(
+        index, torch.tensor(correct), torch.zeros(G, dtype=torch.long), torch.zeros(index.numel(), dtype=torch.long), 1
+    )
     return NoveltyResult(token, sequence, groups, torch.ones(G, dtype=torch.bool), None, {})
 
 
@@ -205,8 +236,9 @@ def test_mean_ratio_clips_and_renormalises():
     assert float(w.mean()) == pytest.approx(1.0, abs=1e-6)
     assert clipped.tolist() == [[True] + [False] * 8 + [True]]
     assert float(w.min()) >= 0.2 * 0.9 and float(w.max()) <= 5.0 * 1.1
-    unclipped = group_weights(x, torch.ones(1, 10), torch.tensor([0]), 1,
-                              ReweightParams(clip_min=0.0, clip_max=1e9, max_weight=1e9))[0]
+    unclipped = group_weights(
+        x, torch.ones(1, 10), torch.tensor([0]), 1, ReweightParams(clip_min=0.0, clip_max=1e9, max_weight=1e9)
+    )[0]
     torch.testing.assert_close(unclipped, x / x.mean())
 
 
@@ -308,8 +340,14 @@ def test_batched_call_equals_a_per_prompt_loop():
     batched, _ = apply_weighting("hara_tok", adv, mask, gid, rew, ctx)
     for q in range(3):
         rows = gid == q
-        single, _ = apply_weighting("hara_tok", adv[rows], mask[rows], gid[rows], rew[rows],
-                                    dataclasses.replace(ctx, hidden_states=ctx.hidden_states[rows]))
+        single, _ = apply_weighting(
+            "hara_tok",
+            adv[rows],
+            mask[rows],
+            gid[rows],
+            rew[rows],
+            dataclasses.replace(ctx, hidden_states=ctx.hidden_states[rows]),
+        )
         torch.testing.assert_close(batched[rows], single, atol=1e-5, rtol=1e-4)
 
 
@@ -425,7 +463,9 @@ def test_hara_keeps_each_sign_subsets_mass_under_overlong_shaping(method, loss):
     for sign in (adv > 0, adv < 0):
         key = (group_ids * 2 + (rewards > 0.5).long())[sign]
         new = torch.zeros(4, dtype=torch.float64).index_add_(0, key, (token_adv * omega)[sign].sum(1).double())
-        old = torch.zeros(4, dtype=torch.float64).index_add_(0, key, (adv[:, None] * mask * omega)[sign].sum(1).double())
+        old = torch.zeros(4, dtype=torch.float64).index_add_(
+            0, key, (adv[:, None] * mask * omega)[sign].sum(1).double()
+        )
         torch.testing.assert_close(new, old, atol=1e-5, rtol=1e-5)
 
 
@@ -449,7 +489,8 @@ def test_capped_tokens_are_counted():
 
 def test_explore_mode_keeps_a_token_with_novelty_near_zero_from_taking_the_group():
     x = torch.tensor([[1e-9, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
-    w, _ = group_weights(x, torch.ones(2, 4), torch.tensor([0, 0]), 1, ReweightParams(),
-                         invert=torch.tensor([True, True]))
+    w, _ = group_weights(
+        x, torch.ones(2, 4), torch.tensor([0, 0]), 1, ReweightParams(), invert=torch.tensor([True, True])
+    )
     assert float(w[0, 0]) <= 5.0 and float(w[:, 1:].min()) > 0.5  # was 5.0 and 0.2: every other token clipped
     assert float(w.mean()) == pytest.approx(1.0, abs=1e-6)

@@ -3,6 +3,7 @@
 # writing <results>/analysis/<name>/<name>.csv, <name>.json and figures, which the report renders as sections.
 # Which runs and files exist is decided by hara.analysis.plan, shared with the analysis commands and the report.
 
+
 wildcard_constraints:
     study="variants|exact|group_size",
     label=r"[A-Za-z0-9_.]+",
@@ -51,16 +52,16 @@ rule analysis:
         json=f"{RESULTS}/analysis/{{analysis}}/{{analysis}}.json",
     log:
         f"{LOGS}/analysis/{{analysis}}.log",
+    conda:
+        "../environment.yml"
+    threads: THREADS
+    resources:
+        **job_resources("evaluate", gpu=analysis_gpus),
     params:
         config=CONFIG_FILE,
         results=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output.json))),
         out=lambda wildcards, output: os.path.dirname(output.json),
         settings=settings_digest("analyses", "hara"),
-    threads: THREADS
-    resources:
-        **job_resources("evaluate", gpu=analysis_gpus),
-    conda:
-        "../environment.yml"
     shell:
         "hara analysis {wildcards.analysis:q} --config {params.config:q} --results {params.results:q}"
         " --out {params.out:q} > {log:q} 2>&1"

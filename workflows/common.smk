@@ -59,7 +59,6 @@ def alternatives(values):
     return "|".join(sorted((re.escape(str(value)) for value in values), key=len, reverse=True))
 
 
-
 def cell_paths(pattern):
     """``pattern`` (with the cell wildcards) filled for every grid cell (hara.layout.grid_cells)."""
     return [pattern.format(**dataclasses.asdict(cell)) for cell in layout.grid_cells(config)]
@@ -69,8 +68,13 @@ def final_targets():
     """The DAG's targets: the report and every evaluation. Listing the evaluations too makes a deleted scores.json
     a missing target that is rebuilt (Snakemake does not rebuild a missing input of an up-to-date report), and the
     new file then reruns the report."""
-    return [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md", *cell_paths(f"{EVAL_DIR}/scores.json"),
-            *selection_paths(), *base_score_paths()]
+    return [
+        f"{REPORT_DIR}/index.html",
+        f"{REPORT_DIR}/report.md",
+        *cell_paths(f"{EVAL_DIR}/scores.json"),
+        *selection_paths(),
+        *base_score_paths(),
+    ]
 
 
 def selection_outputs():
@@ -238,6 +242,7 @@ SWEEP_TARGETS = [f"{RESULTS}/sweeps/{name}/summary.json" for name in SWEEPS]
 def sweep_worker_resources():
     """A sweep worker trains about trials_per_worker trials of its study's model size: a training job's memory and
     GPU, its runtime times that many."""
+
     def runtime(wildcards):
         return resource_of("train", "runtime", wildcards) * SWEEPS[wildcards.sweep].trials_per_worker
 

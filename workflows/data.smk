@@ -1,5 +1,6 @@
 # Training set and benchmarks as local JSON Lines files (synthetic, champ, or the fetched hub folders).
 
+
 # The paper's datasets, downloaded once with `hara fetch-data` (datasets.load_dataset of each dataset's split) into
 # data.local_dir. A local rule like download_model: the login node running Snakemake has hub access, compute nodes
 # often do not. Only the hub source reaches it; an existing fetch (its manifest) is not repeated.
@@ -8,16 +9,16 @@ rule fetch_data:
         manifest=f"{HUB_DATA}/fetch_manifest.json",
     log:
         f"{LOGS}/fetch_data/fetch_data.log",
-    params:
-        config=CONFIG_FILE,
-        out=lambda wildcards, output: os.path.dirname(output.manifest),
     localrule: True
+    conda:
+        "../environment.yml"
     threads: 1
     resources:
         mem_mb=8000,
         runtime=120,
-    conda:
-        "../environment.yml"
+    params:
+        config=CONFIG_FILE,
+        out=lambda wildcards, output: os.path.dirname(output.manifest),
     shell:
         "hara fetch-data --config {params.config:q} --out {params.out:q} > {log:q} 2>&1"
 
@@ -32,15 +33,15 @@ rule prepare_data:
         validation=[f"{RESULTS}/data/validation.jsonl"] if SELECTION else [],
     log:
         f"{LOGS}/prepare_data/data.log",
+    conda:
+        "../environment.yml"
+    threads: 1
+    resources:
+        **job_resources("prepare_data"),
     params:
         config=CONFIG_FILE,
         out=lambda wildcards, output: os.path.dirname(output.manifest),
         settings=settings_digest("seed", "data"),
         held_out=HELD_OUT,
-    threads: 1
-    resources:
-        **job_resources("prepare_data"),
-    conda:
-        "../environment.yml"
     shell:
         "hara data --config {params.config:q} --out {params.out:q} > {log:q} 2>&1"

@@ -1,6 +1,7 @@
 # The "Base" model of each size: tiny family = build + SFT warm-up; hub family = copy of the local snapshot, which
 # download_model fetches first. The tiny family never reaches download_model (base_model asks for no snapshot).
 
+
 # The DAG's only model download, in a job of its own, so the training and evaluation jobs read local files only.
 # A local rule: cluster compute nodes often have no internet access, the login node running Snakemake does.
 rule download_model:
@@ -8,15 +9,15 @@ rule download_model:
         snapshot=directory(f"{MODEL_SNAPSHOTS}/{{size}}"),
     log:
         f"{LOGS}/download_model/{{size}}.log",
-    params:
-        hub_id=lambda wildcards: HUB_IDS[wildcards.size],
     localrule: True
+    conda:
+        "../environment.yml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=120,
-    conda:
-        "../environment.yml"
+    params:
+        hub_id=lambda wildcards: HUB_IDS[wildcards.size],
     script:
         "scripts/download_model.py"
 
@@ -30,16 +31,16 @@ rule base_model:
         model=directory(f"{RESULTS}/base_model/{{size}}"),
     log:
         f"{LOGS}/base_model/{{size}}.log",
+    conda:
+        "../environment.yml"
+    threads: BASE_MODEL_THREADS
+    resources:
+        **job_resources("base_model"),
     params:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         settings=settings_digest("seed", "models", "warmup", "prompt"),
         accuracy=base_model_args(),
-    threads: BASE_MODEL_THREADS
-    resources:
-        **job_resources("base_model"),
-    conda:
-        "../environment.yml"
     shell:
         "hara base-model --config {params.config:q} --size {wildcards.size:q} --data {params.data:q}"
         " --out {output.model:q} {params.accuracy} > {log:q} 2>&1"

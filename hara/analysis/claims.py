@@ -21,29 +21,42 @@ PAPER_NUMBERS: dict[str, str] = {key: str(entry["paper"]) for key, entry in _CLA
 #: The size of the effect each claim states, in the measure's own units (pass@1 differences as fractions, speed-ups as
 #: ratios), where the paper gives a number: the default low-power threshold of the report's comparisons and what
 #: `hara plan` asks the grid to detect.
-PAPER_EFFECTS: dict[str, float] = {key: float(entry["effect"]) for key, entry in _CLAIMS_FILE.items()
-                                   if entry.get("effect") is not None}
+PAPER_EFFECTS: dict[str, float] = {
+    key: float(entry["effect"]) for key, entry in _CLAIMS_FILE.items() if entry.get("effect") is not None
+}
 
 #: The claim each analysis section tests (the paper's summary's wording).
 CLAIMS: dict[str, str] = {
-    "variants": ("W (features only, α=0) and GW (structure only, α=1) are ablations of HarA; the paper reports "
-                 "FGW's interpretability advantage over both (see the interpretability section) and no accuracy "
-                 "numbers for them in the public summary."),
-    "exact": (f"Anchor-guided linearization: {PAPER_NUMBERS['exact_seq']}; {PAPER_NUMBERS['exact_tok']}; "
-              f"{PAPER_NUMBERS['exact_accuracy']}."),
-    "group_size": ("Interpretability improves monotonically with the number of sampled rollouts (no numbers in "
-                   "the public summary); accuracy vs G is not reported there."),
-    "efficiency": (f"Efficiency: {PAPER_NUMBERS['overhead']}, {PAPER_NUMBERS['speedup']}, "
-                   f"{PAPER_NUMBERS['equal_time']}; faster convergence and higher final accuracy than GRPO."),
-    "interpretability": ("MATH500 (stages labelled by an external LLM): barycenter supports map sparsely and "
-                         "block-diagonally onto reasoning stages; FGW gives higher average likelihood scores than "
-                         "W and GW, improving monotonically with the number of sampled rollouts (no numbers in the "
-                         "public summary)."),
+    "variants": (
+        "W (features only, α=0) and GW (structure only, α=1) are ablations of HarA; the paper reports "
+        "FGW's interpretability advantage over both (see the interpretability section) and no accuracy "
+        "numbers for them in the public summary."
+    ),
+    "exact": (
+        f"Anchor-guided linearization: {PAPER_NUMBERS['exact_seq']}; {PAPER_NUMBERS['exact_tok']}; "
+        f"{PAPER_NUMBERS['exact_accuracy']}."
+    ),
+    "group_size": (
+        "Interpretability improves monotonically with the number of sampled rollouts (no numbers in "
+        "the public summary); accuracy vs G is not reported there."
+    ),
+    "efficiency": (
+        f"Efficiency: {PAPER_NUMBERS['overhead']}, {PAPER_NUMBERS['speedup']}, "
+        f"{PAPER_NUMBERS['equal_time']}; faster convergence and higher final accuracy than GRPO."
+    ),
+    "interpretability": (
+        "MATH500 (stages labelled by an external LLM): barycenter supports map sparsely and "
+        "block-diagonally onto reasoning stages; FGW gives higher average likelihood scores than "
+        "W and GW, improving monotonically with the number of sampled rollouts (no numbers in the "
+        "public summary)."
+    ),
 }
 
 #: Ours, not the paper's: what the W / GW / FGW comparison depends on, said in the variants and interpretability
 #: sections (hara.ot.exact, "Structures").
-STRUCTURE_NOTE = ("Structure 'position' is training's: C[t,t'] = |p_t - p_t'|, under which GW (α=1) sees only "
-                  "rollout lengths and token positions, never the hidden states, so GW there is a length-only "
-                  "method; structure 'hidden' uses distances between a rollout's own hidden states (the usual FGW "
-                  "structure matrix), solved exactly with POT, so GW there sees the states.")
+STRUCTURE_NOTE = (
+    "Structure 'position' is training's: C[t,t'] = |p_t - p_t'|, under which GW (α=1) sees only "
+    "rollout lengths and token positions, never the hidden states, so GW there is a length-only "
+    "method; structure 'hidden' uses distances between a rollout's own hidden states (the usual FGW "
+    "structure matrix), solved exactly with POT, so GW there sees the states."
+)

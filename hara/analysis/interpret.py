@@ -50,9 +50,19 @@ class Rollouts:
 
 
 @torch.no_grad()
-def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, temperature: float,
-                    max_new_tokens: int, layer: int | str, seed: int, labeller: Labeller,
-                    prompt=None) -> tuple[Rollouts, Labels]:
+def sample_rollouts(
+    model,
+    tokenizer,
+    problems: list[str],
+    rollouts: int,
+    *,
+    temperature: float,
+    max_new_tokens: int,
+    layer: int | str,
+    seed: int,
+    labeller: Labeller,
+    prompt=None,
+) -> tuple[Rollouts, Labels]:
     """``rollouts`` sampled completions per problem with their hidden states and stage labels (by ``labeller``);
     ``prompt`` is the config's :class:`hara.data.format.PromptFormat` (the training prompt)."""
     from hara.data.format import PromptFormat
@@ -61,8 +71,16 @@ def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, tem
 
     prompt = prompt or PromptFormat()
     prompts = [prompt.prompt(p) for p in problems for _ in range(rollouts)]
-    ids = generate_ids(model, tokenizer, prompts, greedy=False, temperature=temperature,
-                       max_new_tokens=max_new_tokens, seed=seed, stop=prompt.stop)
+    ids = generate_ids(
+        model,
+        tokenizer,
+        prompts,
+        greedy=False,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        stop=prompt.stop,
+    )
     batch = tokenizer(prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
     width = max(1, max(len(row) for row in ids))
     completion = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -70,10 +88,18 @@ def sample_rollouts(model, tokenizer, problems: list[str], rollouts: int, *, tem
     stages = torch.full((len(ids), width), -1, dtype=torch.long)
     labels = labeller.label(ids, lambda row: tokenizer.decode(row, skip_special_tokens=True))
     for i, row in enumerate(ids):
-        completion[i, :len(row)], mask[i, :len(row)] = torch.tensor(row, dtype=torch.long), True
-        stages[i, :len(row)] = torch.tensor(labels.stages[i], dtype=torch.long)
-    h, _ = capture_context(model, batch["input_ids"], batch["attention_mask"], completion, mask.long(), layer,
-                           frozenset({"hidden"}), chunk=64)
+        completion[i, : len(row)], mask[i, : len(row)] = torch.tensor(row, dtype=torch.long), True
+        stages[i, : len(row)] = torch.tensor(labels.stages[i], dtype=torch.long)
+    h, _ = capture_context(
+        model,
+        batch["input_ids"],
+        batch["attention_mask"],
+        completion,
+        mask.long(),
+        layer,
+        frozenset({"hidden"}),
+        chunk=64,
+    )
     problem = torch.arange(len(problems)).repeat_interleave(rollouts)
     return Rollouts(h, mask, stages, problem), labels
 
@@ -84,8 +110,14 @@ def barycenter_config(config: Mapping) -> BarycenterConfig:
     return BarycenterConfig(**{k: v for k, v in config["hara"]["hara"].items() if k in names})
 
 
-def score_variants(data: Rollouts, alphas: Mapping[str, float], counts: list[int], cfg: BarycenterConfig,
-                   smoothing: float, structures: tuple[str, ...] = ("position",)) -> tuple[list[dict], dict[str, Tensor]]:
+def score_variants(
+    data: Rollouts,
+    alphas: Mapping[str, float],
+    counts: list[int],
+    cfg: BarycenterConfig,
+    smoothing: float,
+    structures: tuple[str, ...] = ("position",),
+) -> tuple[list[dict], dict[str, Tensor]]:
     """Measures per (structure, variant, number of rollouts) and the support x stage matrix of each variant at the
     largest, keyed by :func:`variant_key`."""
     rows, matrices = [], {}
@@ -93,11 +125,13 @@ def score_variants(data: Rollouts, alphas: Mapping[str, float], counts: list[int
         for variant, alpha in alphas.items():
             for count in sorted(counts):
                 sel = first_rollouts(data.problem, count)
-                plans = problem_plans(data.h[sel], data.mask[sel], data.problem[sel], alpha,
-                                      replace(cfg, structure=structure))
+                plans = problem_plans(
+                    data.h[sel], data.mask[sel], data.problem[sel], alpha, replace(cfg, structure=structure)
+                )
                 scores, matrix = mapping_scores(plans, data.stages[sel], data.problem[sel], len(STAGES), smoothing)
-                rows.append({"variant": variant, "structure": structure, "alpha": alpha, "rollouts": count,
-                             "scores": scores})
+                rows.append(
+                    {"variant": variant, "structure": structure, "alpha": alpha, "rollouts": count, "scores": scores}
+                )
                 matrices[variant_key(variant, structure)] = matrix
     return rows, matrices
 
@@ -116,40 +150,88 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
     chosen = random.Random(cfg["seed"]).sample(records, min(cfg["problems"], len(records)))
     labeller = build_labeller(cfg)  # before sampling: a bad labeller config fails at once
     model, tokenizer = load_model(probe_checkpoint(config))
-    data, labels = sample_rollouts(model, tokenizer, [r["problem"] for r in chosen], max(cfg["rollouts"]),
-                                   temperature=cfg["temperature"],
-                                   max_new_tokens=cfg["max_new_tokens"] or config["training"]["max_completion_length"],
-                                   layer=config["hara"]["hidden_layer"], seed=cfg["seed"], labeller=labeller,
-                                   prompt=prompt_format(config))
+    data, labels = sample_rollouts(
+        model,
+        tokenizer,
+        [r["problem"] for r in chosen],
+        max(cfg["rollouts"]),
+        temperature=cfg["temperature"],
+        max_new_tokens=cfg["max_new_tokens"] or config["training"]["max_completion_length"],
+        layer=config["hara"]["hidden_layer"],
+        seed=cfg["seed"],
+        labeller=labeller,
+        prompt=prompt_format(config),
+    )
     alphas = variant_alphas(["w", "gw", "fgw"], config["hara"]["hara"]["alpha"])
     structures = tuple(config["analyses"]["structures"])
-    scored, matrices = score_variants(data, alphas, cfg["rollouts"], barycenter_config(config), cfg["smoothing"],
-                                      structures)
-    rows = [[r["variant"], r["structure"], f"{r['alpha']:g}", str(r["rollouts"]), fmt(r["scores"].score),
-             fmt(r["scores"].chance),
-             fmt(r["scores"].gain), fmt(r["scores"].staircase), fmt(r["scores"].staircase_chance),
-             fmt(r["scores"].sparsity), *label_columns(labels)] for r in scored]
-    header = ["variant", "structure", "alpha", "rollouts", "likelihood score (nats/token)", "chance", "score - chance",
-              "block-diagonal mass", "block-diagonal chance", "sparsity", *LABEL_HEADER]
+    scored, matrices = score_variants(
+        data, alphas, cfg["rollouts"], barycenter_config(config), cfg["smoothing"], structures
+    )
+    rows = [
+        [
+            r["variant"],
+            r["structure"],
+            f"{r['alpha']:g}",
+            str(r["rollouts"]),
+            fmt(r["scores"].score),
+            fmt(r["scores"].chance),
+            fmt(r["scores"].gain),
+            fmt(r["scores"].staircase),
+            fmt(r["scores"].staircase_chance),
+            fmt(r["scores"].sparsity),
+            *label_columns(labels),
+        ]
+        for r in scored
+    ]
+    header = [
+        "variant",
+        "structure",
+        "alpha",
+        "rollouts",
+        "likelihood score (nats/token)",
+        "chance",
+        "score - chance",
+        "block-diagonal mass",
+        "block-diagonal chance",
+        "sparsity",
+        *LABEL_HEADER,
+    ]
     _write_matrices(matrices, out / "support_stage.csv")
     _write_problem_scores(scored, out / PROBLEM_SCORES)
     (out / "labels.json").write_text(json.dumps(labels.summary(), indent=2) + "\n", encoding="utf-8")
     figures = [_heatmaps(matrices, out / "support_stage.png"), _score_curve(scored, out / "rollouts.png")]
     share = torch.bincount(data.stages[data.stages >= 0], minlength=len(STAGES)).float()
     share = share / share.sum().clamp_min(1)
-    note = (f"{len(chosen)} problems of {benchmark}, up to {max(cfg['rollouts'])} rollouts each at temperature "
-            f"{cfg['temperature']:g} from {probe_checkpoint(config)}; stages by {describe_labels(labels)}; token "
-            f"shares " + ", ".join(f"{s} {v:.2f}" for s, v in zip(STAGES, share))
-            + ". Likelihood score: two-fold held-out (by problem) mean log P(stage | soft support assignment); "
-              "block-diagonal mass: share of the support x stage mass on the best in-order staircase. "
-            + STRUCTURE_NOTE)
-    return AnalysisResult("interpretability", "Interpretability: barycenter supports vs reasoning stages",
-                          CLAIMS["interpretability"], _finding(scored), header, rows, figures, note)
+    note = (
+        f"{len(chosen)} problems of {benchmark}, up to {max(cfg['rollouts'])} rollouts each at temperature "
+        f"{cfg['temperature']:g} from {probe_checkpoint(config)}; stages by {describe_labels(labels)}; token "
+        f"shares "
+        + ", ".join(f"{s} {v:.2f}" for s, v in zip(STAGES, share))
+        + ". Likelihood score: two-fold held-out (by problem) mean log P(stage | soft support assignment); "
+        "block-diagonal mass: share of the support x stage mass on the best in-order staircase. " + STRUCTURE_NOTE
+    )
+    return AnalysisResult(
+        "interpretability",
+        "Interpretability: barycenter supports vs reasoning stages",
+        CLAIMS["interpretability"],
+        _finding(scored),
+        header,
+        rows,
+        figures,
+        note,
+    )
 
 
 def _write_problem_scores(scored: list[dict], path: Path) -> None:
-    rows = [{"variant": r["variant"], "structure": r["structure"], "rollouts": r["rollouts"],
-             "per_problem": {str(k): v for k, v in sorted(r["scores"].per_problem.items())}} for r in scored]
+    rows = [
+        {
+            "variant": r["variant"],
+            "structure": r["structure"],
+            "rollouts": r["rollouts"],
+            "per_problem": {str(k): v for k, v in sorted(r["scores"].per_problem.items())},
+        }
+        for r in scored
+    ]
     path.write_text(json.dumps({"rows": rows}, indent=1) + "\n", encoding="utf-8")
 
 
@@ -159,8 +241,12 @@ LABEL_HEADER = ["labeller", "prompt version", "prompt sha256", "label fallback f
 
 def label_columns(labels: Labels) -> list[str]:
     p = labels.provenance
-    return [p["labeller"], p.get("prompt_version", "n/a"), p.get("prompt_sha256", "n/a")[:12],
-            fmt(labels.fallback_fraction)]
+    return [
+        p["labeller"],
+        p.get("prompt_version", "n/a"),
+        p.get("prompt_sha256", "n/a")[:12],
+        fmt(labels.fallback_fraction),
+    ]
 
 
 def describe_labels(labels: Labels) -> str:
@@ -170,15 +256,19 @@ def describe_labels(labels: Labels) -> str:
     if p["labeller"] != "llm":
         return f"the rule-based labeller ({p['source']})"
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(labels.reasons.items())) or "none"
-    return (f"the LLM labeller (model {p['model']}, backend {p['backend']}, prompt {p['prompt_version']} sha256 "
-            f"{p['prompt_sha256']}); {labels.fallbacks} of {labels.segments} segments "
-            f"({fmt(labels.fallback_fraction)}) fell back to the rule-based labels (reasons: {reasons})")
+    return (
+        f"the LLM labeller (model {p['model']}, backend {p['backend']}, prompt {p['prompt_version']} sha256 "
+        f"{p['prompt_sha256']}); {labels.fallbacks} of {labels.segments} segments "
+        f"({fmt(labels.fallback_fraction)}) fell back to the rule-based labels (reasons: {reasons})"
+    )
 
 
 def _finding(scored: list[dict]) -> str:
     top = max(r["rollouts"] for r in scored)
-    parts = [_structure_finding([r for r in scored if r["structure"] == structure], top, structure)
-             for structure in dict.fromkeys(r["structure"] for r in scored)]
+    parts = [
+        _structure_finding([r for r in scored if r["structure"] == structure], top, structure)
+        for structure in dict.fromkeys(r["structure"] for r in scored)
+    ]
     return " ".join(parts)
 
 
@@ -190,10 +280,15 @@ def _structure_finding(scored: list[dict], top: int, structure: str) -> str:
     ranked = sorted(at_top, key=lambda v: at_top[v].score, reverse=True)
     tie = len(ranked) > 1 and at_top[ranked[0]].score - at_top[ranked[1]].score < 1e-6
     best = "none (tie)" if tie else variant_label(ranked[0], structure)
-    parts = ", ".join(f"{variant_label(v, structure)} {fmt(s.score)} (chance {fmt(s.chance)}, block-diagonal "
-                      f"{fmt(s.staircase)} vs {fmt(s.staircase_chance)})" for v, s in at_top.items())
-    return (f"{STRUCTURE_LABELS[structure].capitalize()}, at {top} rollouts per problem: {parts}; highest score: "
-            f"{best}. FGW's score vs the number of rollouts is {'monotone non-decreasing' if monotone else 'not monotone'}.")
+    parts = ", ".join(
+        f"{variant_label(v, structure)} {fmt(s.score)} (chance {fmt(s.chance)}, block-diagonal "
+        f"{fmt(s.staircase)} vs {fmt(s.staircase_chance)})"
+        for v, s in at_top.items()
+    )
+    return (
+        f"{STRUCTURE_LABELS[structure].capitalize()}, at {top} rollouts per problem: {parts}; highest score: "
+        f"{best}. FGW's score vs the number of rollouts is {'monotone non-decreasing' if monotone else 'not monotone'}."
+    )
 
 
 def _write_matrices(matrices: Mapping[str, Tensor], path: Path) -> None:
@@ -228,10 +323,15 @@ def _score_curve(scored: list[dict], path: Path) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     for variant, structure in dict.fromkeys((r["variant"], r["structure"]) for r in scored):
-        pts = sorted((r["rollouts"], r["scores"].score) for r in scored
-                     if (r["variant"], r["structure"]) == (variant, structure))
-        ax.plot(*zip(*pts), marker="o", linestyle="-" if structure == "position" else "--",
-                label=variant_label(variant, structure))
+        pts = sorted(
+            (r["rollouts"], r["scores"].score) for r in scored if (r["variant"], r["structure"]) == (variant, structure)
+        )
+        ax.plot(
+            *zip(*pts),
+            marker="o",
+            linestyle="-" if structure == "position" else "--",
+            label=variant_label(variant, structure),
+        )
     first = (scored[0]["variant"], scored[0]["structure"])
     chance = sorted((r["rollouts"], r["scores"].chance) for r in scored if (r["variant"], r["structure"]) == first)
     ax.plot(*zip(*chance), linestyle=":", color="grey", label="chance (stage marginal)")

@@ -34,8 +34,18 @@ from typing import Protocol
 
 from hara.analysis.stages import STAGE_DEFINITIONS, STAGES, char_stages, token_stages
 
-__all__ = ["GENERATORS", "LABELLERS", "Labeller", "Labels", "build_labeller", "parse_answer", "prompt_sha256",
-           "render_prompt", "resolve_backend", "split_segments"]
+__all__ = [
+    "GENERATORS",
+    "LABELLERS",
+    "Labeller",
+    "Labels",
+    "build_labeller",
+    "parse_answer",
+    "prompt_sha256",
+    "render_prompt",
+    "resolve_backend",
+    "split_segments",
+]
 
 Decode = Callable[[list[int]], str]
 PLACEHOLDERS = ("{stages}", "{segments}")
@@ -61,8 +71,13 @@ class Labels:
 
     def summary(self) -> dict:
         """Everything a result file records about the labels."""
-        return {**self.provenance, "segments": self.segments, "fallbacks": self.fallbacks,
-                "fallback_fraction": self.fallback_fraction, "fallback_reasons": dict(self.reasons)}
+        return {
+            **self.provenance,
+            "segments": self.segments,
+            "fallbacks": self.fallbacks,
+            "fallback_fraction": self.fallback_fraction,
+            "fallback_reasons": dict(self.reasons),
+        }
 
 
 class Labeller(Protocol):
@@ -151,33 +166,47 @@ class LLMLabeller:
         key = "analyses.interpretability"
         self.folder = Path(cfg["llm_model"])
         if not cfg["llm_model"] or not self.folder.is_dir():
-            raise ConfigError(f"{key}.llm_model: folder {str(self.folder)!r} does not exist (download the labelling "
-                              "model's snapshot there first)")
+            raise ConfigError(
+                f"{key}.llm_model: folder {str(self.folder)!r} does not exist (download the labelling "
+                "model's snapshot there first)"
+            )
         missing = [p for p in PLACEHOLDERS if p not in cfg["prompt"]]
         if missing:
             raise ConfigError(f"{key}.prompt: lacks the placeholder(s) {', '.join(missing)}")
         self.template, self.seed = cfg["prompt"], seed
         self.max_new_tokens, self.temperature = cfg["llm_max_new_tokens"], cfg["llm_temperature"]
         self.backend = resolve_backend(cfg["llm_backend"])
-        self.provenance = {"labeller": "llm", "model": str(self.folder), "backend": self.backend,
-                           "prompt_version": cfg["prompt_version"], "prompt_sha256": prompt_sha256(self.template),
-                           "max_new_tokens": self.max_new_tokens, "temperature": self.temperature}
+        self.provenance = {
+            "labeller": "llm",
+            "model": str(self.folder),
+            "backend": self.backend,
+            "prompt_version": cfg["prompt_version"],
+            "prompt_sha256": prompt_sha256(self.template),
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+        }
 
     def label(self, rows: Sequence[Sequence[int]], decode: Decode) -> Labels:
         texts = [decode(list(row)) for row in rows]
         spans = [split_segments(text) for text in texts]
         asked = [i for i, s in enumerate(spans) if s]  # an empty completion has nothing to ask about
         generator = GENERATORS[self.backend](self.folder, self.max_new_tokens, self.temperature, self.seed)
-        answers = dict(zip(asked, generator.generate([render_prompt(self.template, texts[i], spans[i])
-                                                       for i in asked])))
+        answers = dict(
+            zip(asked, generator.generate([render_prompt(self.template, texts[i], spans[i]) for i in asked]))
+        )
         stages, reasons = [], Counter()
         for i, row in enumerate(rows):
             labels, why = parse_answer(answers.get(i, ""), len(spans[i]))
             reasons.update(why)
             chars = char_labels(texts[i], spans[i], labels)
             stages.append(token_stages(row, decode, labels_of=lambda _text, chars=chars: chars))
-        return Labels(stages, dict(self.provenance), segments=sum(map(len, spans)),
-                      fallbacks=sum(reasons.values()), reasons=dict(reasons))
+        return Labels(
+            stages,
+            dict(self.provenance),
+            segments=sum(map(len, spans)),
+            fallbacks=sum(reasons.values()),
+            reasons=dict(reasons),
+        )
 
 
 def resolve_backend(name: str) -> str:
@@ -193,8 +222,9 @@ def chat_prompt(tokenizer, prompt: str) -> str:
     """The prompt as one user turn of the model's chat template (instruction models); raw where there is none."""
     if not getattr(tokenizer, "chat_template", None):
         return prompt
-    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                         add_generation_prompt=True)
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+    )
 
 
 class TransformersGenerator:
@@ -210,8 +240,9 @@ class TransformersGenerator:
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, padding_side="left")
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True,
-                                                          dtype="auto" if device == "cuda" else torch.float32)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            str(folder), local_files_only=True, dtype="auto" if device == "cuda" else torch.float32
+        )
         self.model.to(device).eval()
         self.max_new_tokens, self.temperature, self.seed = max_new_tokens, temperature, seed
 
@@ -219,16 +250,23 @@ class TransformersGenerator:
         import torch
 
         torch.manual_seed(self.seed)
-        sampling = {"do_sample": True, "temperature": self.temperature, "top_k": 0} if self.temperature > 0 \
+        sampling = (
+            {"do_sample": True, "temperature": self.temperature, "top_k": 0}
+            if self.temperature > 0
             else {"do_sample": False}
+        )
         texts = []
         for start in range(0, len(prompts), self.batch_size):
-            chunk = [chat_prompt(self.tokenizer, p) for p in prompts[start: start + self.batch_size]]
+            chunk = [chat_prompt(self.tokenizer, p) for p in prompts[start : start + self.batch_size]]
             batch = self.tokenizer(chunk, add_special_tokens=False, padding=True, return_tensors="pt")
             with torch.no_grad():
-                output = self.model.generate(**batch.to(self.model.device), max_new_tokens=self.max_new_tokens,
-                                             pad_token_id=self.tokenizer.pad_token_id, **sampling)
-            texts += self.tokenizer.batch_decode(output[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+                output = self.model.generate(
+                    **batch.to(self.model.device),
+                    max_new_tokens=self.max_new_tokens,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    **sampling,
+                )
+            texts += self.tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
         return texts
 
 
@@ -246,8 +284,10 @@ class VLLMGenerator:
 
         tokenizer = self.llm.get_tokenizer()
         # Token ids of the chat-formatted text: vLLM would otherwise add special tokens the template already has.
-        inputs = [TokensPrompt(prompt_token_ids=tokenizer(chat_prompt(tokenizer, p), add_special_tokens=False)
-                               ["input_ids"]) for p in prompts]
+        inputs = [
+            TokensPrompt(prompt_token_ids=tokenizer(chat_prompt(tokenizer, p), add_special_tokens=False)["input_ids"])
+            for p in prompts
+        ]
         return [output.outputs[0].text for output in self.llm.generate(inputs, self.params)]
 
 

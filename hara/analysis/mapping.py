@@ -26,8 +26,19 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-__all__ = ["MappingScores", "block_diagonality", "fit_stage_model", "heldout_likelihood", "heldout_tokens",
-           "likelihood_score", "mapping_scores", "sparsity", "stage_mass", "staircase_mass", "token_loglik"]
+__all__ = [
+    "MappingScores",
+    "block_diagonality",
+    "fit_stage_model",
+    "heldout_likelihood",
+    "heldout_tokens",
+    "likelihood_score",
+    "mapping_scores",
+    "sparsity",
+    "stage_mass",
+    "staircase_mass",
+    "token_loglik",
+]
 
 
 def stage_mass(plans: Tensor, stages: Tensor, num_stages: int) -> Tensor:
@@ -68,8 +79,7 @@ def sparsity(matrix: Tensor) -> float:
     return float(1.0 - (rows * entropy).sum() / rows.sum())
 
 
-def fit_stage_model(plans: Tensor, stages: Tensor, num_stages: int, smoothing: float = 0.5
-                    ) -> tuple[Tensor, Tensor]:
+def fit_stage_model(plans: Tensor, stages: Tensor, num_stages: int, smoothing: float = 0.5) -> tuple[Tensor, Tensor]:
     """P(stage | support) (k, S) with additive smoothing ``smoothing`` (in token counts), and the marginal P(s)."""
     counts = stage_mass(plans, stages, num_stages).double() * plans.shape[0]
     tokens = (stages >= 0).sum().clamp_min(1)
@@ -78,7 +88,8 @@ def fit_stage_model(plans: Tensor, stages: Tensor, num_stages: int, smoothing: f
     given = (counts + smoothing) / (counts.sum(1, keepdim=True) + num_stages * smoothing)
     labels = stages[stages >= 0]
     marginal = (torch.bincount(labels, minlength=num_stages).double() + smoothing) / (
-        labels.numel() + num_stages * smoothing)
+        labels.numel() + num_stages * smoothing
+    )
     return given, marginal
 
 
@@ -96,8 +107,9 @@ def likelihood_score(plans: Tensor, stages: Tensor, given: Tensor) -> float:
     return float(token_loglik(plans, stages, given)[stages >= 0].mean())
 
 
-def heldout_tokens(plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
-                   ) -> tuple[Tensor, Tensor, Tensor]:
+def heldout_tokens(
+    plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
+) -> tuple[Tensor, Tensor, Tensor]:
     """Two-fold held-out log-likelihoods of every labelled token: problems split by parity of their index, each half
     scored with the stage model fitted on the other half. Returns (score, chance, problem) per token."""
     fold = (problem % 2).bool()
@@ -118,8 +130,9 @@ def heldout_tokens(plans: Tensor, stages: Tensor, problem: Tensor, num_stages: i
     return torch.cat(scores), torch.cat(chances), torch.cat(problems)
 
 
-def heldout_likelihood(plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
-                       ) -> tuple[float, float]:
+def heldout_likelihood(
+    plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
+) -> tuple[float, float]:
     """Two-fold held-out (score, chance) (:func:`heldout_tokens`), averaged over every held-out labelled token."""
     scores, chances, _ = heldout_tokens(plans, stages, problem, num_stages, smoothing)
     return float(scores.mean()), float(chances.mean())
@@ -141,12 +154,15 @@ class MappingScores:
         return self.score - self.chance
 
 
-def mapping_scores(plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
-                   ) -> tuple[MappingScores, Tensor]:
+def mapping_scores(
+    plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
+) -> tuple[MappingScores, Tensor]:
     """Every measure of the plans, and the support x stage matrix M (k, S) over all rollouts."""
     matrix = stage_mass(plans, stages, num_stages)
     scores, chances, problems = heldout_tokens(plans, stages, problem, num_stages, smoothing)
     per_problem = {int(p): float(scores[problems == p].mean()) for p in torch.unique(problems)}
     stair, stair_chance = block_diagonality(matrix)
-    return (MappingScores(float(scores.mean()), float(chances.mean()), stair, stair_chance, sparsity(matrix),
-                          per_problem), matrix)
+    return (
+        MappingScores(float(scores.mean()), float(chances.mean()), stair, stair_chance, sparsity(matrix), per_problem),
+        matrix,
+    )

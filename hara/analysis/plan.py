@@ -86,8 +86,11 @@ def _variant_run(method: str, variant: str, alpha: float, structure: str) -> tup
     its exact counterpart with the hidden-state structure (the linearization needs 1-D structures)."""
     if structure == "position":
         return variant, method, {"hara.hara.alpha": float(alpha)}
-    return f"{variant}_{structure}", exact_counterpart(method), {"hara.hara.alpha": float(alpha),
-                                                                 "hara.hara.structure": structure}
+    return (
+        f"{variant}_{structure}",
+        exact_counterpart(method),
+        {"hara.hara.alpha": float(alpha), "hara.hara.structure": structure},
+    )
 
 
 def study_runs(config: Mapping, study: str) -> list[AnalysisRun]:
@@ -99,22 +102,36 @@ def study_runs(config: Mapping, study: str) -> list[AnalysisRun]:
         from hara.ot.exact import FGW_VARIANTS  # POT and torch: imported only when the study is on
 
         alphas = {v: (config["hara"]["hara"]["alpha"] if v == "fgw" else FGW_VARIANTS[v]) for v in a["variants"]}
-        return [r for structure in a["structures"] for v, alpha in alphas.items()
-                for r in _runs(config, study, *_variant_run(a["variant_method"], v, alpha, structure))]
+        return [
+            r
+            for structure in a["structures"]
+            for v, alpha in alphas.items()
+            for r in _runs(config, study, *_variant_run(a["variant_method"], v, alpha, structure))
+        ]
     if study == "exact":
         steps = {"training.steps": a["exact_steps"]} if a["exact_steps"] else {}
         label = f"steps{a['exact_steps'] or config['training']['steps']}"
-        return [r for m in a["exact_methods"] for method in (m, exact_counterpart(m))
-                for r in _runs(config, study, label, method, steps)]
+        return [
+            r
+            for m in a["exact_methods"]
+            for method in (m, exact_counterpart(m))
+            for r in _runs(config, study, label, method, steps)
+        ]
     if study == "group_size":
-        return [r for g in a["group_sizes"] for m in a["group_size_methods"]
-                for r in _runs(config, study, f"G{g}", m, {"training.group_size": int(g)})]
+        return [
+            r
+            for g in a["group_sizes"]
+            for m in a["group_size_methods"]
+            for r in _runs(config, study, f"G{g}", m, {"training.group_size": int(g)})
+        ]
     return []
 
 
 def is_grid_cell(config: Mapping, run: AnalysisRun) -> bool:
     """True when the run is a cell of the main grid (no effective overrides, method trained there)."""
-    return not run.overrides and run.method in config["grid"]["methods"] and run.seed in method_seeds(config, run.method)
+    return (
+        not run.overrides and run.method in config["grid"]["methods"] and run.seed in method_seeds(config, run.method)
+    )
 
 
 def run_dir(config: Mapping, run: AnalysisRun) -> str:
@@ -151,8 +168,13 @@ def enabled_analyses(config: Mapping) -> list[str]:
     a = config["analyses"]
     if not a["enabled"]:
         return []
-    on = {"variants": bool(a["variants"]), "exact": bool(a["exact_methods"]), "group_size": bool(a["group_sizes"]),
-          "efficiency": True, "interpretability": a["interpretability"]["enabled"]}
+    on = {
+        "variants": bool(a["variants"]),
+        "exact": bool(a["exact_methods"]),
+        "group_size": bool(a["group_sizes"]),
+        "efficiency": True,
+        "interpretability": a["interpretability"]["enabled"],
+    }
     return [name for name in ANALYSIS_NAMES if on[name]]
 
 
@@ -165,8 +187,9 @@ def analysis_outputs(config: Mapping, name: str) -> dict[str, str]:
 def analysis_methods(config: Mapping) -> list[str]:
     """Methods the analyses train beyond the grid's (e.g. hara_exact_tok; the probed checkpoint's method, which the
     grid's train rule then trains): the workflow's method wildcard allows them."""
-    probed = {config["analyses"]["interpretability"]["method"]} if "interpretability" in enabled_analyses(config) \
-        else set()
+    probed = (
+        {config["analyses"]["interpretability"]["method"]} if "interpretability" in enabled_analyses(config) else set()
+    )
     return sorted(({run.method for run in analysis_runs(config)} | probed) - set(config["grid"]["methods"]))
 
 
@@ -191,8 +214,11 @@ def analysis_inputs(config: Mapping, name: str) -> list[str]:
         labelling = config["analyses"]["interpretability"]
         model = [labelling["llm_model"]] if labelling["labeller"] == "llm" else []  # download_labeller's output
         return [probe_checkpoint(config), f"{config['results_dir']}/data/manifest.json", *model]
-    paths = [p for r in study_runs(config, name)
-             for p in (f"{run_dir(config, r)}/final", f"{eval_dir(config, r)}/scores.json")]
+    paths = [
+        p
+        for r in study_runs(config, name)
+        for p in (f"{run_dir(config, r)}/final", f"{eval_dir(config, r)}/scores.json")
+    ]
     if name == "group_size" and "interpretability" in enabled_analyses(config):
         paths.append(analysis_outputs(config, "interpretability")["csv"])
     return paths

@@ -21,8 +21,15 @@ from hara.novelty import whitening_stats
 from hara.ot.barycenter import BarycenterConfig, linearized_barycenter
 from hara.ot.exact import FGW_VARIANTS, exact_barycenter
 
-__all__ = ["STRUCTURE_LABELS", "VARIANT_LABELS", "first_rollouts", "problem_plans", "variant_alphas",
-           "variant_key", "variant_label"]
+__all__ = [
+    "STRUCTURE_LABELS",
+    "VARIANT_LABELS",
+    "first_rollouts",
+    "problem_plans",
+    "variant_alphas",
+    "variant_key",
+    "variant_label",
+]
 
 #: Display names of the variants (hara.ot.exact.FGW_VARIANTS keys).
 VARIANT_LABELS = {"w": "W (α=0)", "gw": "GW (α=1)", "fgw": "FGW"}
@@ -51,8 +58,9 @@ def variant_alphas(variants: list[str], fgw_alpha: float) -> dict[str, float]:
 
 
 @torch.no_grad()
-def problem_plans(h: Tensor, mask: Tensor, problem: Tensor, alpha: float,
-                  config: BarycenterConfig | None = None) -> Tensor:
+def problem_plans(
+    h: Tensor, mask: Tensor, problem: Tensor, alpha: float, config: BarycenterConfig | None = None
+) -> Tensor:
     """Plans T (N, n, k) of every rollout against its problem's barycenter at FGW trade-off ``alpha``.
 
     h (N, n, d) hidden states (finite; padding ignored), mask (N, n) valid completion tokens (>= 2 per row),
@@ -65,8 +73,9 @@ def problem_plans(h: Tensor, mask: Tensor, problem: Tensor, alpha: float,
     mask = mask.bool()
     h = h.float().masked_fill(~mask[..., None], 0.0)
     mean, inv_rms, h_sq = whitening_stats(h, mask, index, groups, torch.ones(h.shape[0], dtype=torch.bool))
-    result = _BACKENDS[config.structure](h, mask, index, groups, dataclasses.replace(config, alpha=alpha),
-                                         mean, inv_rms, h_sq)
+    result = _BACKENDS[config.structure](
+        h, mask, index, groups, dataclasses.replace(config, alpha=alpha), mean, inv_rms, h_sq
+    )
     return result.plan
 
 

@@ -49,13 +49,17 @@ def char_stages(text: str) -> list[int]:
         return labels
     first, last = equals[0], equals[-1]
     for i in range(body_end):
-        labels[i] = (STAGES.index("restate") if i < first else STAGES.index("compute") if i < last
-                     else STAGES.index("result"))
+        labels[i] = (
+            STAGES.index("restate") if i < first else STAGES.index("compute") if i < last else STAGES.index("result")
+        )
     return labels
 
 
-def token_stages(token_ids: Sequence[int], decode: Callable[[list[int]], str],
-                 labels_of: Callable[[str], Sequence[int]] = char_stages) -> list[int]:
+def token_stages(
+    token_ids: Sequence[int],
+    decode: Callable[[list[int]], str],
+    labels_of: Callable[[str], Sequence[int]] = char_stages,
+) -> list[int]:
     """Stage of every token: the stage of its first character in the decoded completion, -1 for tokens adding no
     text. ``decode`` maps a prefix of ids to text (special tokens skipped); spans come from decoding prefixes, so
     any tokenizer works (the char tokenizer and BPE alike). ``labels_of`` gives the characters' stages (by default

@@ -33,9 +33,13 @@ def run_measures(config: Mapping, run: AnalysisRun) -> dict[str, float | None]:
     scores = read_scores(Path(eval_dir(config, run)) / "scores.json")
     benchmarks = config["data"]["benchmarks"]
     average = (sum(scores[b] for b in benchmarks) / len(benchmarks)) if all(b in scores for b in benchmarks) else None
-    return {"step_s": _mean_of(metrics, "time/step_s"), "hara_s": _mean_of(metrics, "time/hara_s"),
-            "final_acc": final_value(metrics, ACCURACY), "steps": float(len(metrics)) if metrics else None,
-            "pass1": average}
+    return {
+        "step_s": _mean_of(metrics, "time/step_s"),
+        "hara_s": _mean_of(metrics, "time/hara_s"),
+        "final_acc": final_value(metrics, ACCURACY),
+        "steps": float(len(metrics)) if metrics else None,
+        "pass1": average,
+    }
 
 
 def _seed_mean(config: Mapping, runs: list[AnalysisRun]) -> tuple[dict[str, float | None], dict[str, float | None]]:
@@ -81,28 +85,63 @@ def variants_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
         overrides = dict(runs[0].overrides)
         alpha = overrides.get("hara.hara.alpha", config["hara"]["hara"]["alpha"])
         structure = overrides.get("hara.hara.structure", config["hara"]["hara"]["structure"])
-        rows.append([label, structure, f"{float(alpha):g}", method, str(len(runs)), _pct(mean["pass1"]),
-                     _pct(se["pass1"]), _pct(mean["final_acc"]), fmt(mean["step_s"])])
-    header = ["variant", "structure", "alpha", "method", "seeds", "pass@1 (%)", "± se", "final train acc. (%)",
-              "s / step"]
-    figure = _bars("FGW variants (benchmark average pass@1)", [r[0] for r in rows],
-                   {"pass@1 (%)": column(rows, 5), "final train acc. (%)": column(rows, 7)}, "%",
-                   out / "variants.png")
+        rows.append(
+            [
+                label,
+                structure,
+                f"{float(alpha):g}",
+                method,
+                str(len(runs)),
+                _pct(mean["pass1"]),
+                _pct(se["pass1"]),
+                _pct(mean["final_acc"]),
+                fmt(mean["step_s"]),
+            ]
+        )
+    header = [
+        "variant",
+        "structure",
+        "alpha",
+        "method",
+        "seeds",
+        "pass@1 (%)",
+        "± se",
+        "final train acc. (%)",
+        "s / step",
+    ]
+    figure = _bars(
+        "FGW variants (benchmark average pass@1)",
+        [r[0] for r in rows],
+        {"pass@1 (%)": column(rows, 5), "final train acc. (%)": column(rows, 7)},
+        "%",
+        out / "variants.png",
+    )
     scored = sorted((r for r in rows if r[5] != "n/a"), key=lambda r: float(r[5]), reverse=True)
     best = ("none (tie)" if len(scored) > 1 and scored[0][5] == scored[1][5] else scored[0][0]) if scored else None
-    finding = ("; ".join(f"{r[0]}: pass@1 {r[5]}%" for r in rows)
-               + (f". Highest: {best}." if best else ". No variant was evaluated."))
-    return AnalysisResult("variants", "FGW variants: W, GW and FGW as training methods", CLAIMS["variants"],
-                          finding, header, rows, [figure],
-                          "Each variant is the HarA method with hara.hara.alpha overridden (W = 0, GW = 1, FGW = "
-                          "the config's alpha); with the hidden-state structure it is the method's exact "
-                          "counterpart. Mean over seeds; pass@1 averaged over the config's benchmarks. "
-                          + STRUCTURE_NOTE)
+    finding = "; ".join(f"{r[0]}: pass@1 {r[5]}%" for r in rows) + (
+        f". Highest: {best}." if best else ". No variant was evaluated."
+    )
+    return AnalysisResult(
+        "variants",
+        "FGW variants: W, GW and FGW as training methods",
+        CLAIMS["variants"],
+        finding,
+        header,
+        rows,
+        [figure],
+        "Each variant is the HarA method with hara.hara.alpha overridden (W = 0, GW = 1, FGW = "
+        "the config's alpha); with the hidden-state structure it is the method's exact "
+        "counterpart. Mean over seeds; pass@1 averaged over the config's benchmarks. " + STRUCTURE_NOTE,
+    )
 
 
 #: The paper's per-step times (config/paper_claims.yaml), shown next to ours and labelled as the paper's.
-PAPER_STEP_S = {("hara_seq", "exact"): "154", ("hara_seq", "linearized"): "41.0",
-                ("hara_tok", "exact"): "175", ("hara_tok", "linearized"): "43.6"}
+PAPER_STEP_S = {
+    ("hara_seq", "exact"): "154",
+    ("hara_seq", "linearized"): "41.0",
+    ("hara_tok", "exact"): "175",
+    ("hara_tok", "linearized"): "43.6",
+}
 
 
 def exact_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
@@ -115,26 +154,58 @@ def exact_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
             runs = next((r for (_, m), r in groups.items() if m == method), [])
             mean, _ = _seed_mean(config, runs)
             measured[backend] = mean
-            rows.append([linear.removeprefix("hara_"), backend, method, fmt(mean["steps"], 0), fmt(mean["step_s"]),
-                         fmt(mean["hara_s"]), _pct(mean["final_acc"]), _pct(mean["pass1"]),
-                         PAPER_STEP_S[(linear, backend)]])
+            rows.append(
+                [
+                    linear.removeprefix("hara_"),
+                    backend,
+                    method,
+                    fmt(mean["steps"], 0),
+                    fmt(mean["step_s"]),
+                    fmt(mean["hara_s"]),
+                    _pct(mean["final_acc"]),
+                    _pct(mean["pass1"]),
+                    PAPER_STEP_S[(linear, backend)],
+                ]
+            )
         ex, li = measured["exact"], measured["linearized"]
         ratio = ex["step_s"] / li["step_s"] if ex["step_s"] and li["step_s"] else None
         diff = (li["pass1"] - ex["pass1"]) * 100 if ex["pass1"] is not None and li["pass1"] is not None else None
-        findings.append(f"{linear}: {fmt(ex['step_s'])} -> {fmt(li['step_s'])} s/step ({fmt(ratio, 2)}x faster "
-                        f"linearized; paper {PAPER_STEP_S[(linear, 'exact')]} -> "
-                        f"{PAPER_STEP_S[(linear, 'linearized')]}), pass@1 linearized - exact {fmt(diff, 1)} points")
-    header = ["level", "backend", "method", "steps", "s / step", "HarA s / step", "final train acc. (%)",
-              "pass@1 (%)", "paper: per-step time"]
-    figure = _bars("Per-step time, exact vs linearized (same run, same machine)",
-                   [f"{r[0]} {r[1]}" for r in rows], {"s / step": column(rows, 4), "HarA s / step": column(rows, 5)},
-                   "seconds", out / "exact.png")
-    return AnalysisResult("exact", "Exact FGW vs anchor-guided linearization", CLAIMS["exact"],
-                          "; ".join(findings) + ".", header, rows, [figure],
-                          "Both backends trained by this workflow run on this machine with the same steps "
-                          "(analyses.exact_steps); s / step = mean time/step_s, HarA s / step = mean time/hara_s "
-                          "(novelty + reweighting only). The paper's column is the paper's own measurement (its "
-                          "units and hardware, Qwen3 models), not ours.")
+        findings.append(
+            f"{linear}: {fmt(ex['step_s'])} -> {fmt(li['step_s'])} s/step ({fmt(ratio, 2)}x faster "
+            f"linearized; paper {PAPER_STEP_S[(linear, 'exact')]} -> "
+            f"{PAPER_STEP_S[(linear, 'linearized')]}), pass@1 linearized - exact {fmt(diff, 1)} points"
+        )
+    header = [
+        "level",
+        "backend",
+        "method",
+        "steps",
+        "s / step",
+        "HarA s / step",
+        "final train acc. (%)",
+        "pass@1 (%)",
+        "paper: per-step time",
+    ]
+    figure = _bars(
+        "Per-step time, exact vs linearized (same run, same machine)",
+        [f"{r[0]} {r[1]}" for r in rows],
+        {"s / step": column(rows, 4), "HarA s / step": column(rows, 5)},
+        "seconds",
+        out / "exact.png",
+    )
+    return AnalysisResult(
+        "exact",
+        "Exact FGW vs anchor-guided linearization",
+        CLAIMS["exact"],
+        "; ".join(findings) + ".",
+        header,
+        rows,
+        [figure],
+        "Both backends trained by this workflow run on this machine with the same steps "
+        "(analyses.exact_steps); s / step = mean time/step_s, HarA s / step = mean time/hara_s "
+        "(novelty + reweighting only). The paper's column is the paper's own measurement (its "
+        "units and hardware, Qwen3 models), not ours.",
+    )
 
 
 def fgw_score_by_rollouts(results: Path) -> dict[int, str]:
@@ -145,8 +216,9 @@ def fgw_score_by_rollouts(results: Path) -> dict[int, str]:
     if not path.is_file():
         return {}
     with open(path, encoding="utf-8") as handle:
-        return {int(row["rollouts"]): row["score - chance"] for row in csv.DictReader(handle)
-                if row["variant"] == "fgw"}
+        return {
+            int(row["rollouts"]): row["score - chance"] for row in csv.DictReader(handle) if row["variant"] == "fgw"
+        }
 
 
 def group_size_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
@@ -155,10 +227,28 @@ def group_size_study(config: Mapping, results: Path, out: Path) -> AnalysisResul
     for (label, method), runs in _grouped(config, "group_size").items():
         mean, se = _seed_mean(config, runs)
         g = int(label.removeprefix("G"))
-        rows.append([str(g), method, str(len(runs)), _pct(mean["pass1"]), _pct(se["pass1"]),
-                     _pct(mean["final_acc"]), fmt(mean["step_s"]), score.get(g, "n/a")])
-    header = ["G", "method", "seeds", "pass@1 (%)", "± se", "final train acc. (%)", "s / step",
-              "FGW likelihood score - chance at G rollouts"]
+        rows.append(
+            [
+                str(g),
+                method,
+                str(len(runs)),
+                _pct(mean["pass1"]),
+                _pct(se["pass1"]),
+                _pct(mean["final_acc"]),
+                fmt(mean["step_s"]),
+                score.get(g, "n/a"),
+            ]
+        )
+    header = [
+        "G",
+        "method",
+        "seeds",
+        "pass@1 (%)",
+        "± se",
+        "final train acc. (%)",
+        "s / step",
+        "FGW likelihood score - chance at G rollouts",
+    ]
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4))
     for method in config["analyses"]["group_size_methods"]:
@@ -173,14 +263,23 @@ def group_size_study(config: Mapping, results: Path, out: Path) -> AnalysisResul
             ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     figure = save_figure(fig, out / "group_size.png")
-    finding = "; ".join(f"G={r[0]} {r[1]}: pass@1 {r[3]}%" for r in rows) + "; FGW interpretability gain over " \
+    finding = (
+        "; ".join(f"G={r[0]} {r[1]}: pass@1 {r[3]}%" for r in rows) + "; FGW interpretability gain over "
         "chance at G rollouts: " + ", ".join(f"G={g}: {v}" for g, v in sorted(score.items())) + "."
-    return AnalysisResult("group_size", "Rollout-count scaling: group size G", CLAIMS["group_size"], finding,
-                          header, rows, [figure],
-                          "training.group_size overridden per run (prompts per step unchanged, so larger G means "
-                          "more rollouts per step). Last column: from the interpretability analysis (the probed "
-                          "checkpoint's rollouts, first G per problem; n/a where G is not among "
-                          "analyses.interpretability.rollouts or the study is off).")
+    )
+    return AnalysisResult(
+        "group_size",
+        "Rollout-count scaling: group size G",
+        CLAIMS["group_size"],
+        finding,
+        header,
+        rows,
+        [figure],
+        "training.group_size overridden per run (prompts per step unchanged, so larger G means "
+        "more rollouts per step). Last column: from the interpretability analysis (the probed "
+        "checkpoint's rollouts, first G per problem; n/a where G is not among "
+        "analyses.interpretability.rollouts or the study is off).",
+    )
 
 
 def _curve(run: Run) -> tuple[list[float], list[float]]:
@@ -201,32 +300,52 @@ def efficiency_study(config: Mapping, results: Path, out: Path) -> AnalysisResul
         base_total, total = (cumulative_time(base.metrics) or [None])[-1], (cumulative_time(run.metrics) or [None])[-1]
         base_final = final_value(base.metrics, ACCURACY)
         # a baseline that learned nothing (final accuracy 0) gives no target to reach: n/a, not a speed-up
-        speedup = base_total / m["seconds_to_target"] if base_total and m["seconds_to_target"] and base_final \
+        speedup = base_total / m["seconds_to_target"] if base_total and m["seconds_to_target"] and base_final else None
+        gain = (
+            (m["acc_at_budget"] - base_final) * 100
+            if m["acc_at_budget"] is not None and base_final is not None
             else None
-        gain = (m["acc_at_budget"] - base_final) * 100 if m["acc_at_budget"] is not None and base_final is not None \
-            else None
+        )
         overhead = (total / base_total - 1.0) * 100 if total and base_total else None
-        rows.append([cell.size, cell.rlvr, cell.method, str(cell.seed), fmt(overhead, 1), fmt(speedup, 2),
-                     fmt(gain, 1)])
-    header = ["size", "rlvr", "method", "seed", "total-time overhead (%)", "speed-up to none's final acc. (x)",
-              "acc. gain at none's wall time (points)"]
+        rows.append(
+            [cell.size, cell.rlvr, cell.method, str(cell.seed), fmt(overhead, 1), fmt(speedup, 2), fmt(gain, 1)]
+        )
+    header = [
+        "size",
+        "rlvr",
+        "method",
+        "seed",
+        "total-time overhead (%)",
+        "speed-up to none's final acc. (x)",
+        "acc. gain at none's wall time (points)",
+    ]
     figure = _efficiency_figure(config, runs, out / "efficiency.png")
     speedups, gains = [v for v in column(rows, 5) if v is not None], [v for v in column(rows, 6) if v is not None]
-    finding = (f"Over {len(rows)} (method, preset, seed) pairs: best speed-up "
-               f"{fmt(max(speedups), 2) + 'x' if speedups else 'n/a (target not reached)'}, best accuracy gain at "
-               f"equal time {fmt(max(gains), 1) if gains else 'n/a'} points (paper: up to 2.64x and +8.7).")
-    return AnalysisResult("efficiency", "Efficiency from training curves (wall-clock time)", CLAIMS["efficiency"],
-                          finding, header, rows, [figure] if figure else [],
-                          "Speed-up = none's total training time / the method's time to reach none's final "
-                          "(smoothed) training accuracy; gain = the method's smoothed training accuracy after "
-                          "none's total time minus none's final accuracy; n/a = target never reached.")
+    finding = (
+        f"Over {len(rows)} (method, preset, seed) pairs: best speed-up "
+        f"{fmt(max(speedups), 2) + 'x' if speedups else 'n/a (target not reached)'}, best accuracy gain at "
+        f"equal time {fmt(max(gains), 1) if gains else 'n/a'} points (paper: up to 2.64x and +8.7)."
+    )
+    return AnalysisResult(
+        "efficiency",
+        "Efficiency from training curves (wall-clock time)",
+        CLAIMS["efficiency"],
+        finding,
+        header,
+        rows,
+        [figure] if figure else [],
+        "Speed-up = none's total training time / the method's time to reach none's final "
+        "(smoothed) training accuracy; gain = the method's smoothed training accuracy after "
+        "none's total time minus none's final accuracy; n/a = target never reached.",
+    )
 
 
 def _efficiency_figure(config: Mapping, runs: Mapping[Cell, Run], path: Path) -> str | None:
     """Training accuracy vs cumulative wall time, host preset, first size and seed, every method."""
     size, rlvr, seed = config["models"]["sizes"][0], host_rlvr(config), int(config["grid"]["seeds"][0])
-    curves = {c.method: _curve(r) for c, r in runs.items() if (c.size, c.rlvr, c.seed) == (size, rlvr, seed)
-              and r.metrics}
+    curves = {
+        c.method: _curve(r) for c, r in runs.items() if (c.size, c.rlvr, c.seed) == (size, rlvr, seed) and r.metrics
+    }
     if not any(t for t, _ in curves.values()):
         return None
     plt = pyplot()
@@ -242,5 +361,9 @@ def _efficiency_figure(config: Mapping, runs: Mapping[Cell, Run], path: Path) ->
 
 
 #: Training-run analyses by name, all (config, results folder, output folder) -> AnalysisResult.
-STUDIES = {"variants": variants_study, "exact": exact_study, "group_size": group_size_study,
-           "efficiency": efficiency_study}
+STUDIES = {
+    "variants": variants_study,
+    "exact": exact_study,
+    "group_size": group_size_study,
+    "efficiency": efficiency_study,
+}

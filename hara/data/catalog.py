@@ -21,8 +21,15 @@ from hara.data import hub
 from hara.data.embedded import BENCHMARKS as MINI_BENCHMARKS
 from hara.data.hub import HubSchema, answer_list, solution_list
 
-__all__ = ["HUB_BENCHMARKS", "HUB_TRAIN_SETS", "SOURCES", "Benchmark", "benchmarks", "get_benchmark",
-           "register_benchmark"]
+__all__ = [
+    "HUB_BENCHMARKS",
+    "HUB_TRAIN_SETS",
+    "SOURCES",
+    "Benchmark",
+    "benchmarks",
+    "get_benchmark",
+    "register_benchmark",
+]
 
 #: Benchmark sources: which data sources provide them (config data.source).
 SOURCES = {"embedded": ("synthetic", "champ"), "hub": ("hub",)}
@@ -79,20 +86,40 @@ HUB_TRAIN_SETS: tuple[str, ...] = hub.TRAINING_DATASETS
 for _name in MINI_BENCHMARKS:
     register_benchmark(Benchmark(_name, "embedded"))
 
-_MATH_COLUMNS = dict(problem="problem", answer="answer", solution="solution", level="level", skill="subject",
-                     id="unique_id")
+_MATH_COLUMNS = dict(
+    problem="problem", answer="answer", solution="solution", level="level", skill="subject", id="unique_id"
+)
 # Schemas: see hara.data.hub's docstring for where each was looked up.
 for _benchmark in (
     Benchmark("math500", "hub", "HuggingFaceH4/MATH-500", HubSchema("benchmark", "test", **_MATH_COLUMNS)),
-    Benchmark("aime24", "hub", "HuggingFaceH4/aime_2024",
-              HubSchema("benchmark", "train", problem="problem", answer="answer", solution="solution", id="id")),
-    Benchmark("amc23", "hub", "math-ai/amc23", HubSchema("benchmark", "test", problem="question", answer="answer",
-                                                         id="id")),
-    Benchmark("minerva", "hub", "math-ai/minervamath",
-              HubSchema("benchmark", "test", problem="question", answer="answer")),
-    Benchmark("olympiadbench", "hub", "Hothan/OlympiadBench",
-              HubSchema("benchmark", "train", problem="question", answer="final_answer", solution="solution",
-                        skill="subfield", id="id", config="OE_TO_maths_en_COMP", clean_answer=answer_list,
-                        clean_solution=solution_list)),
+    Benchmark(
+        "aime24",
+        "hub",
+        "HuggingFaceH4/aime_2024",
+        HubSchema("benchmark", "train", problem="problem", answer="answer", solution="solution", id="id"),
+    ),
+    Benchmark(
+        "amc23", "hub", "math-ai/amc23", HubSchema("benchmark", "test", problem="question", answer="answer", id="id")
+    ),
+    Benchmark(
+        "minerva", "hub", "math-ai/minervamath", HubSchema("benchmark", "test", problem="question", answer="answer")
+    ),
+    Benchmark(
+        "olympiadbench",
+        "hub",
+        "Hothan/OlympiadBench",
+        HubSchema(
+            "benchmark",
+            "train",
+            problem="question",
+            answer="final_answer",
+            solution="solution",
+            skill="subfield",
+            id="id",
+            config="OE_TO_maths_en_COMP",
+            clean_answer=answer_list,
+            clean_solution=solution_list,
+        ),
+    ),
 ):
     register_benchmark(_benchmark)

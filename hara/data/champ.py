@@ -107,13 +107,15 @@ def load_champ(numeric_only: bool = False, version: str = CHAMP_VERSION) -> list
         answer = simple_answer(problem.answer or "")
         if answer is None or (numeric_only and re.search(r"[a-z]", answer)):
             continue
-        records.append({
-            "id": f"champ:{identifier}",
-            "problem": problem.text.strip(),
-            "solution": " ".join(step.text.strip() for step in problem.solution.steps),
-            "answer": answer,
-            "skill": problem.category,
-            "level": None,
-            "source": f"champ:{version}",
-        })
+        records.append(
+            {
+                "id": f"champ:{identifier}",
+                "problem": problem.text.strip(),
+                "solution": " ".join(step.text.strip() for step in problem.solution.steps),
+                "answer": answer,
+                "skill": problem.category,
+                "level": None,
+                "source": f"champ:{version}",
+            }
+        )
     return records

@@ -21,7 +21,15 @@ from hara.data.io import lookup, write_jsonl
 from hara.data.synthetic import SKILLS, generate_problems, normalize_problem
 from hara.hashing import file_sha256
 
-__all__ = ["BENCHMARKS", "TRAIN", "VALIDATION", "BenchmarkSpec", "benchmark_spec", "build_embedded_datasets", "write_datasets"]
+__all__ = [
+    "BENCHMARKS",
+    "TRAIN",
+    "VALIDATION",
+    "BenchmarkSpec",
+    "benchmark_spec",
+    "build_embedded_datasets",
+    "write_datasets",
+]
 
 TRAIN = "train"
 #: Training problems held out for model selection (checkpoints, sweep trials): never trained on, never a test set.
@@ -50,8 +58,9 @@ _NUMBER_THEORY = ("remainder", "gcd_lcm", "sequence", "powers", "linear_equation
 BENCHMARKS: dict[str, BenchmarkSpec] = {
     "mini_math500": BenchmarkSpec("all skills, mostly easy (stands in for MATH-500)", (1, 2, 3), (3, 4, 3)),
     "mini_minerva": BenchmarkSpec("applied skills, easy to medium (Minerva Math)", (2, 3, 4), (3, 4, 3), _APPLIED),
-    "mini_olympiad": BenchmarkSpec("number theory and algebra, medium (OlympiadBench)", (3, 4, 5), (4, 4, 2),
-                                   _NUMBER_THEORY),
+    "mini_olympiad": BenchmarkSpec(
+        "number theory and algebra, medium (OlympiadBench)", (3, 4, 5), (4, 4, 2), _NUMBER_THEORY
+    ),
     "mini_amc23": BenchmarkSpec("all skills, medium to hard (AMC23)", (3, 4, 5), (2, 4, 4)),
     "mini_aime24": BenchmarkSpec("all skills, hardest (AIME24)", (4, 5), (1, 4)),
 }
@@ -102,13 +111,20 @@ def build_embedded_datasets(
     taken: set[str] = set()
     datasets: dict[str, list[dict]] = {}
     for name, spec in specs.items():
-        records = generate_problems(benchmark_size, _set_seed(seed, name), spec.levels,
-                                    restrict_skills(spec.skills, skills),
-                                    level_weights=spec.level_weights, exclude=taken, id_prefix=name)
+        records = generate_problems(
+            benchmark_size,
+            _set_seed(seed, name),
+            spec.levels,
+            restrict_skills(spec.skills, skills),
+            level_weights=spec.level_weights,
+            exclude=taken,
+            id_prefix=name,
+        )
         taken.update(normalize_problem(r["problem"]) for r in records)
         datasets[name] = records
-    datasets[TRAIN] = generate_problems(train_size, _set_seed(seed, TRAIN), skills=restrict_skills(None, skills),
-                                        exclude=taken, id_prefix=TRAIN)
+    datasets[TRAIN] = generate_problems(
+        train_size, _set_seed(seed, TRAIN), skills=restrict_skills(None, skills), exclude=taken, id_prefix=TRAIN
+    )
     return {TRAIN: datasets.pop(TRAIN), **datasets}
 
 

@@ -42,7 +42,12 @@ from typing import Any
 
 from hara.data.io import DataError, lookup, read_jsonl
 
-__all__ = ["HUB_DATASETS", "TRAINING_DATASETS", "HubSchema", "load_local_dataset"]  # and BENCHMARK_DATASETS (__getattr__)
+__all__ = [
+    "HUB_DATASETS",
+    "TRAINING_DATASETS",
+    "HubSchema",
+    "load_local_dataset",
+]  # and BENCHMARK_DATASETS (__getattr__)
 
 
 # ------------------------------------------------------------------------------------------------ value cleaning
@@ -116,8 +121,16 @@ class HubSchema:
 #: registers it (its one declaration), before anything reads this table (hara.data imports the catalog).
 HUB_DATASETS: dict[str, HubSchema] = {
     "hiyouga/math12k": HubSchema("train", "train", problem="problem", answer="answer", solution="solution"),
-    "joyheyueya/math500": HubSchema("train", "train", problem="problem", answer="answer", solution="solution",
-                                    level="level", skill="subject", id="unique_id"),
+    "joyheyueya/math500": HubSchema(
+        "train",
+        "train",
+        problem="problem",
+        answer="answer",
+        solution="solution",
+        level="level",
+        skill="subject",
+        id="unique_id",
+    ),
 }
 TRAINING_DATASETS = tuple(HUB_DATASETS)
 
@@ -155,8 +168,11 @@ def _rows_parquet(path: Path) -> list[dict]:
         raise DataError(f"{path}: cannot read parquet ({err})") from None
 
 
-_READERS: dict[str, Callable[[Path], list[dict]]] = {".jsonl": read_jsonl, ".json": _rows_json,
-                                                     ".parquet": _rows_parquet}
+_READERS: dict[str, Callable[[Path], list[dict]]] = {
+    ".jsonl": read_jsonl,
+    ".json": _rows_json,
+    ".parquet": _rows_parquet,
+}
 
 
 def _data_files(folder: Path, split: str | None) -> list[Path]:
@@ -186,9 +202,15 @@ def _to_record(name: str, schema: HubSchema, row: dict, path: Path, index: int) 
     if not problem or not answer:
         empty = schema.problem if not problem else schema.answer
         raise DataError(f"{path}: row {index + 1}: empty {empty!r}")
-    optional = {field: row.get(column) if column else None
-                for field, column in (("solution", schema.solution), ("level", schema.level),
-                                      ("skill", schema.skill), ("id", schema.id))}
+    optional = {
+        field: row.get(column) if column else None
+        for field, column in (
+            ("solution", schema.solution),
+            ("level", schema.level),
+            ("skill", schema.skill),
+            ("id", schema.id),
+        )
+    }
     row_id = optional["id"] if optional["id"] is not None else index
     return {
         "id": f"{name}:{row_id}",

@@ -22,9 +22,13 @@ REQUIRED_KEYS = ("id", "problem", "answer")
 def synthetic_datasets(config: Mapping) -> dict[str, list[dict]]:
     """The embedded world: seeded synthetic train set and mini benchmarks, disjoint by problem text."""
     data = config["data"]
-    return build_embedded_datasets(config["seed"], train_size=data["train_size"],
-                                   benchmark_size=data["benchmark_size"], benchmarks=data["benchmarks"],
-                                   skills=data["skills"])
+    return build_embedded_datasets(
+        config["seed"],
+        train_size=data["train_size"],
+        benchmark_size=data["benchmark_size"],
+        benchmarks=data["benchmarks"],
+        skills=data["skills"],
+    )
 
 
 def champ_datasets(config: Mapping) -> dict[str, list[dict]]:
@@ -85,8 +89,11 @@ def selection_datasets(config: Mapping) -> dict[str, list[dict]]:
     selection = config["selection"]
     if selection["enabled"]:
         datasets[TRAIN], datasets[VALIDATION] = hold_out_validation(
-            datasets[TRAIN], selection["validation_problems"], f"selection-validation:{config['seed']}",
-            "selection.validation_problems")
+            datasets[TRAIN],
+            selection["validation_problems"],
+            f"selection-validation:{config['seed']}",
+            "selection.validation_problems",
+        )
     return datasets
 
 

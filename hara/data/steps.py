@@ -136,7 +136,7 @@ def split_steps(completion: str) -> list[tuple[str, int, bool]]:
         if text:
             steps.append((text, a + len(piece) - len(piece.lstrip()), False))
     if answer:
-        steps.append((completion[answer.start():].strip(), answer.start(), True))
+        steps.append((completion[answer.start() :].strip(), answer.start(), True))
     return steps
 
 
@@ -177,8 +177,10 @@ def first_wrong_step(completion: str, answer: str, reference: str | None = None)
     gold, known = _gold(answer), reference_values(reference) if reference is not None else None
     if known is not None and gold is not None:
         known.add(gold)
-    steps = tuple(Step(text, start, is_answer, _answer_ok(text, gold) if is_answer else _step_ok(text, known))
-                  for text, start, is_answer in split_steps(completion))
+    steps = tuple(
+        Step(text, start, is_answer, _answer_ok(text, gold) if is_answer else _step_ok(text, known))
+        for text, start, is_answer in split_steps(completion)
+    )
     wrong = next((index for index, step in enumerate(steps) if step.ok is False), None)
     return StepCheck(steps, wrong)
 

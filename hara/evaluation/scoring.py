@@ -58,5 +58,10 @@ class RewardPassAtK(PassAtK):
 
 def pass_at_1_metric(n: int) -> SampleLevelMetric:
     """A fresh pass@1 metric over ``n`` samples (fresh: lighteval's shared metric objects are mutated by tasks)."""
-    return SampleLevelMetric(metric_name=METRIC_NAME, sample_level_fn=RewardPassAtK(n=n),
-                             category=SamplingMethod.GENERATIVE, corpus_level_fn=np.mean, higher_is_better=True)
+    return SampleLevelMetric(
+        metric_name=METRIC_NAME,
+        sample_level_fn=RewardPassAtK(n=n),
+        category=SamplingMethod.GENERATIVE,
+        corpus_level_fn=np.mean,
+        higher_is_better=True,
+    )

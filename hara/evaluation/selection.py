@@ -37,13 +37,22 @@ def candidates(config: Mapping, run_dir: Path) -> list[tuple[int, Path]]:
     kept = [(step, candidate_dir(run_dir, step)) for step in steps[:-1]]
     missing = [str(path) for _, path in kept if not (path / "config.json").is_file()]
     if missing:
-        raise FileNotFoundError(f"{missing[0]}: candidate checkpoint missing (was the run trained with "
-                                "selection.enabled and the same selection.candidates?)")
+        raise FileNotFoundError(
+            f"{missing[0]}: candidate checkpoint missing (was the run trained with "
+            "selection.enabled and the same selection.candidates?)"
+        )
     return [*kept, (steps[-1], run_dir / "final")]
 
 
-def validation_score(config: Mapping, checkpoint: Path, records: list[dict], cache_dir: Path, backend: str,
-                     engine_factory: Callable | None = None, engine=None) -> dict:
+def validation_score(
+    config: Mapping,
+    checkpoint: Path,
+    records: list[dict],
+    cache_dir: Path,
+    backend: str,
+    engine_factory: Callable | None = None,
+    engine=None,
+) -> dict:
     """The validation result entry of one checkpoint (score, predictions, fingerprint), from the cache when this
     checkpoint was scored before on the same split with the same evaluation settings; ``cached`` says which."""
     from hara.data.format import prompt_format
@@ -53,23 +62,40 @@ def validation_score(config: Mapping, checkpoint: Path, records: list[dict], cac
     from hara.evaluation.tasks import build_task
 
     settings, prompt = benchmark_settings(config, VALIDATION), prompt_format(config)
-    fingerprint = evaluation_fingerprint(build_task(VALIDATION, records, settings, prompt), settings, prompt, backend,
-                                         versions())
+    fingerprint = evaluation_fingerprint(
+        build_task(VALIDATION, records, settings, prompt), settings, prompt, backend, versions()
+    )
     key = {"checkpoint": checkpoint_fingerprint(checkpoint), "evaluation": fingerprint}
     path = cache_dir / f"{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()}.json"
     if path.is_file():
         return {**json.loads(path.read_text(encoding="utf-8")), "cached": True}
-    result = evaluate_checkpoint(config, checkpoint, [VALIDATION], backend=backend,
-                                 cache_dir=cache_dir / "lighteval", engine_factory=engine_factory,
-                                 records={VALIDATION: records}, fingerprint=key["checkpoint"], engine=engine)
+    result = evaluate_checkpoint(
+        config,
+        checkpoint,
+        [VALIDATION],
+        backend=backend,
+        cache_dir=cache_dir / "lighteval",
+        engine_factory=engine_factory,
+        records={VALIDATION: records},
+        fingerprint=key["checkpoint"],
+        engine=engine,
+    )
     entry = {**result["benchmarks"][VALIDATION], "checkpoint_fingerprint": key["checkpoint"]}
     write_result(entry, path)
     return {**entry, "cached": False}
 
 
-def select_checkpoint(config: Mapping, run_dir: str | Path, data_dir: str | Path, final_scores: str | Path, *,
-                      backend: str | None = None, cache_dir: str | Path | None = None,
-                      engine_factory: Callable | None = None, final_engine=None) -> tuple[dict, dict]:
+def select_checkpoint(
+    config: Mapping,
+    run_dir: str | Path,
+    data_dir: str | Path,
+    final_scores: str | Path,
+    *,
+    backend: str | None = None,
+    cache_dir: str | Path | None = None,
+    engine_factory: Callable | None = None,
+    final_engine=None,
+) -> tuple[dict, dict]:
     """(selection, test result of the selected checkpoint) for one run; see the module docstring.
 
     ``final_scores``: the final checkpoint's `hara evaluate` result (the test scores when final/ is selected).
@@ -92,36 +118,63 @@ def select_checkpoint(config: Mapping, run_dir: str | Path, data_dir: str | Path
         entry = validation_score(config, checkpoint, records, cache_dir, backend, engine_factory, engine)
         if engine is not None:
             engine.close()
-        by_step[step] = {"step": step, "checkpoint": str(checkpoint), "fingerprint": entry["checkpoint_fingerprint"],
-                         "validation_pass_at_1": entry["score"], "cached": entry["cached"],
-                         "eval_fingerprint": entry.get("eval_fingerprint")}
+        by_step[step] = {
+            "step": step,
+            "checkpoint": str(checkpoint),
+            "fingerprint": entry["checkpoint_fingerprint"],
+            "validation_pass_at_1": entry["score"],
+            "cached": entry["cached"],
+            "eval_fingerprint": entry.get("eval_fingerprint"),
+        }
     scored = [by_step[step] for step, _ in listed]
     best = max(scored, key=lambda c: (c["validation_pass_at_1"], c["step"]))
     final = scored[-1]
     if best is final:
         test = json.loads(Path(final_scores).read_text(encoding="utf-8"))
     else:
-        test = evaluate_checkpoint(config, Path(best["checkpoint"]), list(config["data"]["benchmarks"]),
-                                   backend=backend, data_dir=data_dir, engine_factory=engine_factory)
+        test = evaluate_checkpoint(
+            config,
+            Path(best["checkpoint"]),
+            list(config["data"]["benchmarks"]),
+            backend=backend,
+            data_dir=data_dir,
+            engine_factory=engine_factory,
+        )
     test["selected_step"] = best["step"]
-    selection = {"rule": SELECTION_RULE, "selected_step": best["step"], "final_step": final["step"],
-                 "validation": {"problems": len(records), "file": str(Path(data_dir) / f"{VALIDATION}.jsonl")},
-                 "candidates": scored}
+    selection = {
+        "rule": SELECTION_RULE,
+        "selected_step": best["step"],
+        "final_step": final["step"],
+        "validation": {"problems": len(records), "file": str(Path(data_dir) / f"{VALIDATION}.jsonl")},
+        "candidates": scored,
+    }
     return selection, test
 
 
-def write_selection(config: Mapping, run_dir: str | Path, data_dir: str | Path, final_scores: str | Path,
-                    out: str | Path, scores_out: str | Path, *, backend: str | None = None,
-                    cache_dir: str | Path | None = None, final_engine=None) -> dict:
+def write_selection(
+    config: Mapping,
+    run_dir: str | Path,
+    data_dir: str | Path,
+    final_scores: str | Path,
+    out: str | Path,
+    scores_out: str | Path,
+    *,
+    backend: str | None = None,
+    cache_dir: str | Path | None = None,
+    final_engine=None,
+) -> dict:
     """:func:`select_checkpoint`, its two files written (the selected checkpoint's test scores first, so a
     selection.json on disk always has them beside it); what the commands print. `hara evaluate --selection-out`
     (the workflow's evaluate job, one process for the final's evaluation and the selection) and `hara
     select-checkpoint` both come here, after checking selection.enabled."""
     from hara.evaluation.runner import write_result
 
-    selection, test = select_checkpoint(config, run_dir, data_dir, final_scores, backend=backend, cache_dir=cache_dir,
-                                        final_engine=final_engine)
+    selection, test = select_checkpoint(
+        config, run_dir, data_dir, final_scores, backend=backend, cache_dir=cache_dir, final_engine=final_engine
+    )
     write_result(test, scores_out)
     write_result(selection, out)
-    return {"selected_step": selection["selected_step"], "validation_pass_at_1": {
-        c["step"]: round(c["validation_pass_at_1"], 4) for c in selection["candidates"]}}
+    return {
+        "selected_step": selection["selected_step"],
+        "validation_pass_at_1": {c["step"]: round(c["validation_pass_at_1"], 4) for c in selection["candidates"]},
+    }

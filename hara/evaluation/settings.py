@@ -40,5 +40,10 @@ def benchmark_settings(config: Mapping, benchmark: str) -> SamplingSettings:
     evaluation = config["evaluation"]
     overrides = (evaluation.get("benchmarks") or {}).get(benchmark) or {}
     values = {key: overrides.get(key) if overrides.get(key) is not None else evaluation[key] for key in SETTING_KEYS}
-    return SamplingSettings(n=int(values["n"]), temperature=float(values["temperature"]), top_p=float(values["top_p"]),
-                            max_new_tokens=int(values["max_new_tokens"]), seed=int(values["seed"]))
+    return SamplingSettings(
+        n=int(values["n"]),
+        temperature=float(values["temperature"]),
+        top_p=float(values["top_p"]),
+        max_new_tokens=int(values["max_new_tokens"]),
+        seed=int(values["seed"]),
+    )

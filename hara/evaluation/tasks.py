@@ -58,8 +58,13 @@ def task_name(benchmark: str) -> str:
 
 def record_to_doc(line: dict, task: str, template: str = PROMPT_TEMPLATE) -> Doc:
     """lighteval prompt function: one canonical record -> a generative Doc with the gold answer as its only choice."""
-    return Doc(query=format_prompt(line["problem"], template), choices=[str(line["answer"])], gold_index=0,
-               specific={"record_id": str(line["id"]), "problem": line["problem"]}, task_name=task)
+    return Doc(
+        query=format_prompt(line["problem"], template),
+        choices=[str(line["answer"])],
+        gold_index=0,
+        specific={"record_id": str(line["id"]), "problem": line["problem"]},
+        task_name=task,
+    )
 
 
 def load_mini(config: Mapping, benchmark: str) -> list[dict]:
@@ -70,8 +75,9 @@ def load_mini(config: Mapping, benchmark: str) -> list[dict]:
     names = list(config["data"]["benchmarks"])
     names = names if benchmark in names else [*names, benchmark]
     data = config["data"]
-    return build_embedded_datasets(config["seed"], train_size=0, benchmark_size=data["benchmark_size"],
-                                   benchmarks=names, skills=data["skills"])[benchmark]
+    return build_embedded_datasets(
+        config["seed"], train_size=0, benchmark_size=data["benchmark_size"], benchmarks=names, skills=data["skills"]
+    )[benchmark]
 
 
 def load_hub(config: Mapping, benchmark: str) -> list[dict]:
@@ -136,16 +142,25 @@ def prompt_fingerprint(prompt: PromptFormat) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def build_task(benchmark: str, records: list[dict], settings: SamplingSettings,
-               prompt: PromptFormat = PromptFormat()) -> EvalTask:
+def build_task(
+    benchmark: str, records: list[dict], settings: SamplingSettings, prompt: PromptFormat = PromptFormat()
+) -> EvalTask:
     """The lighteval task of a benchmark: the config's prompt format, pass@1 over ``settings.n`` samples, the token
     budget. The stop sequences reach the models through each Doc's ``stop_sequences``."""
     revision = hashlib.sha256(f"{records_fingerprint(records)}:{prompt_fingerprint(prompt)}".encode()).hexdigest()
     config = LightevalTaskConfig(
-        name=task_name(benchmark), prompt_function=functools.partial(record_to_doc, template=prompt.template),
-        hf_repo=HUB_BENCHMARKS.get(benchmark, "hara/embedded"), hf_subset=benchmark,
-        hf_revision=revision, metrics=[pass_at_1_metric(settings.n)],
-        hf_avail_splits=[SPLIT], evaluation_splits=[SPLIT], few_shots_split=SPLIT, few_shots_select=None,
-        generation_size=settings.max_new_tokens, stop_sequence=list(prompt.stop), version=TASK_VERSION,
+        name=task_name(benchmark),
+        prompt_function=functools.partial(record_to_doc, template=prompt.template),
+        hf_repo=HUB_BENCHMARKS.get(benchmark, "hara/embedded"),
+        hf_subset=benchmark,
+        hf_revision=revision,
+        metrics=[pass_at_1_metric(settings.n)],
+        hf_avail_splits=[SPLIT],
+        evaluation_splits=[SPLIT],
+        few_shots_split=SPLIT,
+        few_shots_select=None,
+        generation_size=settings.max_new_tokens,
+        stop_sequence=list(prompt.stop),
+        version=TASK_VERSION,
     )
     return EvalTask(benchmark=benchmark, config=config, records=records)

@@ -61,8 +61,10 @@ def benchmark_sha256(name: str, entry: Mapping) -> str:
     ``dataset_fingerprint``); an entry with neither is an error naming the benchmark."""
     sha = entry.get("eval_fingerprint", {}).get("benchmark_sha256") or entry.get("dataset_fingerprint")
     if not sha:
-        raise ValueError(f"benchmark {name}: no eval_fingerprint.benchmark_sha256 or dataset_fingerprint in its "
-                         "scores (evaluated by an older hara; evaluate again)")
+        raise ValueError(
+            f"benchmark {name}: no eval_fingerprint.benchmark_sha256 or dataset_fingerprint in its "
+            "scores (evaluated by an older hara; evaluate again)"
+        )
     return sha
 
 
@@ -75,8 +77,13 @@ def benchmark_inputs(benchmarks: Mapping[str, Mapping]) -> list:
     for name, entry in benchmarks.items():
         sha = benchmark_sha256(name, entry)
         profile = json.dumps({"num_rows": entry["n_problems"]}) if "n_problems" in entry else None
-        dataset = Dataset(name=name, digest=sha[:DIGEST_CHARS], source_type="code",
-                          source=json.dumps({"tags": {"benchmark": name, "benchmark_sha256": sha}}), profile=profile)
+        dataset = Dataset(
+            name=name,
+            digest=sha[:DIGEST_CHARS],
+            source_type="code",
+            source=json.dumps({"tags": {"benchmark": name, "benchmark_sha256": sha}}),
+            profile=profile,
+        )
         inputs.append(DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "eval")]))
     return inputs
 
@@ -89,8 +96,12 @@ def log_benchmark_inputs(client, run_id: str, benchmarks: Mapping[str, Mapping])
         client.log_inputs(run_id, datasets=inputs)
 
 
-def log_scores(checkpoint: str | Path, scores: Mapping[str, Mapping[str, float]], step: int = 0,
-               benchmarks: Mapping[str, Mapping] | None = None) -> dict | None:
+def log_scores(
+    checkpoint: str | Path,
+    scores: Mapping[str, Mapping[str, float]],
+    step: int = 0,
+    benchmarks: Mapping[str, Mapping] | None = None,
+) -> dict | None:
     """Log ``{benchmark: {metric: value}}`` into the checkpoint's training run, and ``benchmarks`` (the result's
     entries, as in scores.json) as its dataset inputs; returns the run reference or None.
 
@@ -108,14 +119,18 @@ def log_scores(checkpoint: str | Path, scores: Mapping[str, Mapping[str, float]]
     from hara.tracking import TrackingError, tracking_client
 
     now = int(time.time() * 1000)
-    metrics = [Metric(mlflow_key(benchmark, metric), float(value), now, step)
-               for benchmark, values in scores.items() for metric, value in values.items()]
+    metrics = [
+        Metric(mlflow_key(benchmark, metric), float(value), now, step)
+        for benchmark, values in scores.items()
+        for metric, value in values.items()
+    ]
     try:
         client = tracking_client(run["tracking_uri"])
         client.log_batch(run["run_id"], metrics=metrics)
         log_benchmark_inputs(client, run["run_id"], benchmarks or {})
     except MlflowException as error:
         reason = " ".join(str(error).split())[:300]
-        raise TrackingError(f"{path}: the MLflow run {run['run_id']} at {run['tracking_uri']} did not take the "
-                            f"scores ({reason})") from None
+        raise TrackingError(
+            f"{path}: the MLflow run {run['run_id']} at {run['tracking_uri']} did not take the scores ({reason})"
+        ) from None
     return {**run, "run_file": str(path)}

@@ -24,24 +24,40 @@ __all__ = ["CPU_ATTENTION", "grouped_sdpa_forward", "use_cpu_attention"]
 CPU_ATTENTION = "sdpa_grouped_no_grad"
 
 
-def grouped_sdpa_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                         attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                         is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+def grouped_sdpa_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
     """transformers' ``sdpa_attention_forward``, with ``enable_gqa`` instead of repeated key / value heads when no
     gradient is taken (the arguments and the output are transformers')."""
     # transformers' rule: the kernel's causal flag only for a multi-token query without a mask
-    causal = query.shape[2] > 1 and attention_mask is None and (
-        is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    causal = (
+        query.shape[2] > 1
+        and attention_mask is None
+        and (is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    )
     grouped = getattr(module, "num_key_value_groups", 1) > 1
     # transformers' own path wherever it does more than repeat the heads: gradients, position biases, a causal
     # prefill into a longer (static) cache, which it crops
-    if (torch.is_grad_enabled() or not grouped or kwargs.get("position_bias") is not None
-            or (causal and key.shape[2] != query.shape[2])):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
+    if (
+        torch.is_grad_enabled()
+        or not grouped
+        or kwargs.get("position_bias") is not None
+        or (causal and key.shape[2] != query.shape[2])
+    ):
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
     output = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=causal,
-        enable_gqa=True)
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=causal, enable_gqa=True
+    )
     return output.transpose(1, 2).contiguous(), None
 
 

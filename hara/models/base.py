@@ -15,8 +15,17 @@ from pathlib import Path
 from hara.config import ConfigError, valid_model_sizes
 from hara.runinfo import write_run_info
 
-WARMUP_KEYS = ("steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "weight_decay", "max_length",
-               "direct_fraction", "threads")
+WARMUP_KEYS = (
+    "steps",
+    "batch_size",
+    "lr",
+    "warmup_steps",
+    "min_lr_ratio",
+    "weight_decay",
+    "max_length",
+    "direct_fraction",
+    "threads",
+)
 #: The files `from_pretrained` reads (config, safetensors weights, tokenizer), not the duplicate PyTorch .bin weights
 #: some hub repositories also hold.
 SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken"]
@@ -54,8 +63,12 @@ def warm_up_tiny(config: Mapping, size: str, out: Path, data_dir: str | Path | N
 def warmup_arguments(config: Mapping) -> dict:
     """The keyword arguments of ``warmup_base_model`` that a config sets (its warm-up recipe, seed, tokenizer and
     prompt template)."""
-    return dict({key: config["warmup"][key] for key in WARMUP_KEYS}, seed=config["seed"],
-                tokenizer_name=config["models"]["tokenizer"], prompt_template=config["prompt"]["template"])
+    return dict(
+        {key: config["warmup"][key] for key in WARMUP_KEYS},
+        seed=config["seed"],
+        tokenizer_name=config["models"]["tokenizer"],
+        prompt_template=config["prompt"]["template"],
+    )
 
 
 def copy_hub_snapshot(config: Mapping, size: str, out: Path, data_dir: str | Path | None) -> dict:
@@ -64,7 +77,8 @@ def copy_hub_snapshot(config: Mapping, size: str, out: Path, data_dir: str | Pat
     if not (snapshot / "config.json").is_file():
         raise FileNotFoundError(
             f"models.local_dir: no snapshot of {config['models']['hub_ids'][size]} at {snapshot} "
-            "(the workflow's download rule writes it on a machine with hub access)")
+            "(the workflow's download rule writes it on a machine with hub access)"
+        )
     shutil.copytree(snapshot, out, dirs_exist_ok=True)
     return {"size": size, "hub_id": config["models"]["hub_ids"][size], "snapshot": str(snapshot)}
 
@@ -87,11 +101,17 @@ def accuracy_report(config: Mapping, model_dir: str | Path, data_dir: str | Path
     datasets = config_datasets(config, data_dir)
     benchmarks = {name: datasets[name] for name in config["data"]["benchmarks"]}
     evaluation = config["evaluation"]
-    common = dict(max_new_tokens=evaluation["max_new_tokens"], seed=config["seed"], threads=config["threads"],
-                  limit=evaluation["limit"] or None, prompt=prompt_format(config))
+    common = dict(
+        max_new_tokens=evaluation["max_new_tokens"],
+        seed=config["seed"],
+        threads=config["threads"],
+        limit=evaluation["limit"] or None,
+        prompt=prompt_format(config),
+    )
     greedy = measure_accuracy(model_dir, benchmarks, greedy=True, **common)
-    sampled = measure_accuracy(model_dir, benchmarks, greedy=False, temperature=evaluation["temperature"],
-                               top_p=evaluation["top_p"], **common)
+    sampled = measure_accuracy(
+        model_dir, benchmarks, greedy=False, temperature=evaluation["temperature"], top_p=evaluation["top_p"], **common
+    )
     return {"greedy": greedy, "sampled": sampled}
 
 
@@ -101,17 +121,31 @@ def format_accuracy_table(report: Mapping) -> str:
     width = max(len(name) for name in [*names, "average"])
     sampled_label = f"sampled@T={report['sampled']['temperature']}"
     lines = [f"{'benchmark':<{width}}  {'greedy':>8}  {sampled_label:>16}  {'direct answers':>14}"]
-    rows = [(name, report["greedy"]["accuracy"][name], report["sampled"]["accuracy"][name],
-             report["sampled"]["direct"][name]) for name in names]
-    rows.append(("average", report["greedy"]["average"], report["sampled"]["average"],
-                 sum(report["sampled"]["direct"].values()) / len(names)))
+    rows = [
+        (
+            name,
+            report["greedy"]["accuracy"][name],
+            report["sampled"]["accuracy"][name],
+            report["sampled"]["direct"][name],
+        )
+        for name in names
+    ]
+    rows.append(
+        (
+            "average",
+            report["greedy"]["average"],
+            report["sampled"]["average"],
+            sum(report["sampled"]["direct"].values()) / len(names),
+        )
+    )
     for name, greedy, sampled, direct in rows:
         lines.append(f"{name:<{width}}  {100 * greedy:7.1f}%  {100 * sampled:15.1f}%  {100 * direct:13.1f}%")
     return "\n".join(lines)
 
 
-def make_base_model(config: Mapping, size: str, out_dir: str | Path, data_dir: str | Path | None = None,
-                    measure: bool = True) -> dict:
+def make_base_model(
+    config: Mapping, size: str, out_dir: str | Path, data_dir: str | Path | None = None, measure: bool = True
+) -> dict:
     """Run the base-model stage for one size; writes the model, run info and (optionally) accuracy.json."""
     check_size(config, size)
     out = Path(out_dir)

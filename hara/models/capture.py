@@ -14,8 +14,15 @@ from typing import Any, Self
 import torch
 from torch import Tensor
 
-__all__ = ["ENTROPY_CHUNK", "FINAL_NORM", "GenerationRecorder", "PassRecorder", "capture_context",
-           "chunked_token_entropies", "hidden_module"]
+__all__ = [
+    "ENTROPY_CHUNK",
+    "FINAL_NORM",
+    "GenerationRecorder",
+    "PassRecorder",
+    "capture_context",
+    "chunked_token_entropies",
+    "hidden_module",
+]
 
 
 #: hidden_layer value for the last layer after the final norm (docs/method.md's default; output_hidden_states[-1]).
@@ -33,9 +40,17 @@ def hidden_module(model: torch.nn.Module, layer: int | str) -> torch.nn.Module:
 ENTROPY_CHUNK = 256
 
 
-def capture_context(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
-                    completion_mask: Tensor, layer: int | str, needs: frozenset[str], chunk: int | None = None,
-                    entropy_chunk: int = ENTROPY_CHUNK) -> tuple[Tensor | None, Tensor | None]:
+def capture_context(
+    model: torch.nn.Module,
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    completion_ids: Tensor,
+    completion_mask: Tensor,
+    layer: int | str,
+    needs: frozenset[str],
+    chunk: int | None = None,
+    entropy_chunk: int = ENTROPY_CHUNK,
+) -> tuple[Tensor | None, Tensor | None]:
     """One no-grad forward over prompt (B, P) + completion (B, T): layer ``layer``'s hidden states (B, T, d), in the
     model's dtype, and token entropies at temperature 1 (B, T) in fp32, both at the positions that predict the
     completion tokens.
@@ -48,9 +63,19 @@ def capture_context(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Ten
     if not needs:
         return None, None
     step = chunk or prompt_ids.shape[0]
-    parts = [_capture_rows(model, prompt_ids[i:i + step], prompt_mask[i:i + step], completion_ids[i:i + step],
-                           completion_mask[i:i + step], layer, needs, entropy_chunk)
-             for i in range(0, prompt_ids.shape[0], step)]
+    parts = [
+        _capture_rows(
+            model,
+            prompt_ids[i : i + step],
+            prompt_mask[i : i + step],
+            completion_ids[i : i + step],
+            completion_mask[i : i + step],
+            layer,
+            needs,
+            entropy_chunk,
+        )
+        for i in range(0, prompt_ids.shape[0], step)
+    ]
     hidden, entropies = zip(*parts)
     return (torch.cat(hidden) if "hidden" in needs else None), (torch.cat(entropies) if "entropy" in needs else None)
 
@@ -64,19 +89,30 @@ def chunked_token_entropies(final_hidden: Tensor, lm_head: torch.nn.Module, chun
     """
     parts = []
     for start in range(0, final_hidden.shape[1], chunk):
-        logp = torch.log_softmax(lm_head(final_hidden[:, start:start + chunk]).float(), dim=-1)
+        logp = torch.log_softmax(lm_head(final_hidden[:, start : start + chunk]).float(), dim=-1)
         parts.append(-(logp.exp() * logp).sum(-1))
     return torch.cat(parts, 1) if parts else final_hidden.new_zeros(final_hidden.shape[:2], dtype=torch.float32)
 
 
-def _capture_rows(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
-                  completion_mask: Tensor, layer: int | str, needs: frozenset[str],
-                  entropy_chunk: int) -> tuple[Tensor | None, Tensor | None]:
+def _capture_rows(
+    model: torch.nn.Module,
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    completion_ids: Tensor,
+    completion_mask: Tensor,
+    layer: int | str,
+    needs: frozenset[str],
+    entropy_chunk: int,
+) -> tuple[Tensor | None, Tensor | None]:
     """:func:`capture_context` for one chunk of rows: a :class:`PassRecorder` on our own forward, in which the model
     computes the logits of one position only."""
     with PassRecorder(model, layer, needs, completion_ids.shape[1], entropy_chunk) as recorder, torch.no_grad():
-        model(input_ids=torch.cat([prompt_ids, completion_ids], 1),
-              attention_mask=torch.cat([prompt_mask, completion_mask], 1), logits_to_keep=1, use_cache=False)
+        model(
+            input_ids=torch.cat([prompt_ids, completion_ids], 1),
+            attention_mask=torch.cat([prompt_mask, completion_mask], 1),
+            logits_to_keep=1,
+            use_cache=False,
+        )
     return recorder.result()
 
 
@@ -130,17 +166,28 @@ class PassRecorder:
     ``completion_length`` positions that predict the completion tokens, and their entropies (LM head in chunks of
     ``entropy_chunk`` positions over the final norm's output, so no (rows, T, V) logits)."""
 
-    def __init__(self, model: torch.nn.Module, layer: int | str, needs: frozenset[str], completion_length: int,
-                 entropy_chunk: int = ENTROPY_CHUNK) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        layer: int | str,
+        needs: frozenset[str],
+        completion_length: int,
+        entropy_chunk: int = ENTROPY_CHUNK,
+    ) -> None:
         self.model, self.needs, self.length, self.entropy_chunk = model, needs, completion_length, entropy_chunk
-        self.modules = {"hidden": hidden_module(model, layer) if "hidden" in needs else None,
-                        "entropy": hidden_module(model, FINAL_NORM) if "entropy" in needs else None}
+        self.modules = {
+            "hidden": hidden_module(model, layer) if "hidden" in needs else None,
+            "entropy": hidden_module(model, FINAL_NORM) if "entropy" in needs else None,
+        }
         self.parts: dict[str, list[Tensor]] = {"hidden": [], "entropy": []}
         self._handles: list[Any] = []
 
     def __enter__(self) -> Self:
-        self._handles = [m.register_forward_hook(functools.partial(self._keep, name))
-                         for name, m in self.modules.items() if m is not None]
+        self._handles = [
+            m.register_forward_hook(functools.partial(self._keep, name))
+            for name, m in self.modules.items()
+            if m is not None
+        ]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -150,7 +197,7 @@ class PassRecorder:
 
     def _keep(self, name: str, module: torch.nn.Module, args: Any, output: Any) -> None:
         out = output[0] if isinstance(output, tuple) else output
-        states = out[:, -self.length - 1:-1].detach()  # position t predicts completion token t
+        states = out[:, -self.length - 1 : -1].detach()  # position t predicts completion token t
         if name == "entropy":
             states = chunked_token_entropies(states, self.model.get_output_embeddings(), self.entropy_chunk)
         self.parts[name].append(states)

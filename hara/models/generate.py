@@ -20,8 +20,15 @@ from hara.data.format import PromptFormat, cut_at_stop, is_direct_answer
 from hara.models.tokenizer import load_tokenizer
 from hara.runinfo import set_threads
 
-__all__ = ["generate_completions", "generate_ids", "generation_placement", "load_model", "measure_accuracy",
-           "stop_string_criteria", "strip_padding"]
+__all__ = [
+    "generate_completions",
+    "generate_ids",
+    "generation_placement",
+    "load_model",
+    "measure_accuracy",
+    "stop_string_criteria",
+    "strip_padding",
+]
 
 #: tokenizer -> {stop strings: StopStringCriteria}. Building the criterion scans the whole vocabulary (1.3 s of CPU
 #: for Qwen3's 151,669 tokens, 5 ms for the char tokenizer). transformers keeps a cache of its own, but keys it on
@@ -50,8 +57,16 @@ def load_model(model_dir: str | Path) -> tuple[Qwen3ForCausalLM, PreTrainedToken
 
 @torch.no_grad()
 def generate_ids(
-    model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerBase, prompts: list[str], *, greedy: bool = True,
-    temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, seed: int = 0, batch_size: int = 256,
+    model: Qwen3ForCausalLM,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    *,
+    greedy: bool = True,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 256,
+    seed: int = 0,
+    batch_size: int = 256,
     stop: tuple[str, ...] = (),
 ) -> list[list[int]]:
     """New token ids per prompt, in order: at most ``max_new_tokens``, ending at the first eos (kept) if any, or
@@ -70,13 +85,22 @@ def generate_ids(
     eos = tokenizer.eos_token_id
     rows = []
     for start in range(0, len(prompts), batch_size):
-        batch = tokenizer(prompts[start: start + batch_size], add_special_tokens=False, padding=True,
-                          padding_side="left", return_tensors="pt").to(model.device)
+        batch = tokenizer(
+            prompts[start : start + batch_size],
+            add_special_tokens=False,
+            padding=True,
+            padding_side="left",
+            return_tensors="pt",
+        ).to(model.device)
         output = model.generate(
-            **batch, do_sample=not greedy, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=eos, **sampling,
+            **batch,
+            do_sample=not greedy,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=eos,
+            **sampling,
         )
-        for row in output[:, batch["input_ids"].shape[1]:].tolist():
+        for row in output[:, batch["input_ids"].shape[1] :].tolist():
             if eos in row:
                 rows.append(row[: row.index(eos) + 1])  # after eos there is only padding
             else:  # a row ended by a stop string is padded from there on
@@ -102,8 +126,9 @@ def strip_padding(row: list[int], pad: int) -> list[int]:
     return row[:end]
 
 
-def generate_completions(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerBase, prompts: list[str],
-                         **kwargs) -> list[str]:
+def generate_completions(
+    model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerBase, prompts: list[str], **kwargs
+) -> list[str]:
     """Completion text per prompt (special tokens removed, cut before the first ``stop`` string); keyword arguments
     as in :func:`generate_ids`."""
     texts = tokenizer.batch_decode(generate_ids(model, tokenizer, prompts, **kwargs), skip_special_tokens=True)
@@ -111,9 +136,18 @@ def generate_completions(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizer
 
 
 def measure_accuracy(
-    model_dir: str | Path, benchmarks: dict[str, list[dict]], *, greedy: bool, temperature: float = 1.0,
-    top_p: float = 1.0, max_new_tokens: int = 256, seed: int = 0, threads: int = 1, limit: int | None = None,
-    reward_fn: Callable[[str, str], float] | None = None, prompt: PromptFormat = PromptFormat(),
+    model_dir: str | Path,
+    benchmarks: dict[str, list[dict]],
+    *,
+    greedy: bool,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 256,
+    seed: int = 0,
+    threads: int = 1,
+    limit: int | None = None,
+    reward_fn: Callable[[str, str], float] | None = None,
+    prompt: PromptFormat = PromptFormat(),
 ) -> dict:
     """Mean reward (accuracy) per benchmark of the model in ``model_dir``, and their unweighted average.
 
@@ -136,8 +170,15 @@ def measure_accuracy(
         if not records:
             raise ValueError(f"benchmark {name!r} has no records")
         texts = generate_completions(
-            model, tokenizer, [prompt.prompt(r["problem"]) for r in records], greedy=greedy,
-            temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, stop=prompt.stop,
+            model,
+            tokenizer,
+            [prompt.prompt(r["problem"]) for r in records],
+            greedy=greedy,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            stop=prompt.stop,
         )
         rewards = [reward_fn(text, str(r["answer"])) for text, r in zip(texts, records)]
         accuracy[name] = sum(rewards) / len(rewards)
@@ -147,9 +188,18 @@ def measure_accuracy(
         direct_correct[name] = sum(r for r, d in zip(rewards, is_direct) if d) / len(texts)
         counts[name] = len(records)
     return {
-        "accuracy": accuracy, "average": sum(accuracy.values()) / len(accuracy), "boxed": boxed, "direct": direct,
-        "direct_correct": direct_correct, "n": counts,
-        "greedy": greedy, "temperature": None if greedy else temperature, "top_p": None if greedy else top_p,
-        "max_new_tokens": max_new_tokens, "seed": seed, "threads": threads, "model_dir": str(model_dir),
+        "accuracy": accuracy,
+        "average": sum(accuracy.values()) / len(accuracy),
+        "boxed": boxed,
+        "direct": direct,
+        "direct_correct": direct_correct,
+        "n": counts,
+        "greedy": greedy,
+        "temperature": None if greedy else temperature,
+        "top_p": None if greedy else top_p,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "threads": threads,
+        "model_dir": str(model_dir),
         "seconds": time.perf_counter() - start,
     }

@@ -33,12 +33,30 @@ class TinySize:
 # warm-up steps the larger model is the better one while tiny-l still trains on a CPU in well under an hour.
 # Parameter counts with the 259-token char vocabulary (tied embeddings): 115,264 / 348,192 / 788,096.
 TINY_SIZES: dict[str, TinySize] = {
-    "tiny-s": TinySize(hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=4,
-                       num_key_value_heads=2, head_dim=16),
-    "tiny-m": TinySize(hidden_size=96, intermediate_size=288, num_hidden_layers=3, num_attention_heads=6,
-                       num_key_value_heads=2, head_dim=16),
-    "tiny-l": TinySize(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=8,
-                       num_key_value_heads=2, head_dim=16),
+    "tiny-s": TinySize(
+        hidden_size=64,
+        intermediate_size=192,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+    ),
+    "tiny-m": TinySize(
+        hidden_size=96,
+        intermediate_size=288,
+        num_hidden_layers=3,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        head_dim=16,
+    ),
+    "tiny-l": TinySize(
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=16,
+    ),
 }
 
 

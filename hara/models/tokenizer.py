@@ -62,7 +62,11 @@ def build_char_tokenizer() -> PreTrainedTokenizerFast:
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
     return PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token=PAD, bos_token=BOS, eos_token=EOS, model_max_length=4096,
+        tokenizer_object=core,
+        pad_token=PAD,
+        bos_token=BOS,
+        eos_token=EOS,
+        model_max_length=4096,
         clean_up_tokenization_spaces=False,
     )
 
@@ -81,8 +85,12 @@ def qwen3_tokenizer_dir() -> Path:
 def build_qwen3_tokenizer() -> PreTrainedTokenizerFast:
     """The real Qwen3 vocabulary; like Qwen3-Base, ``<|endoftext|>`` is both eos and pad, bos is ``<|im_start|>``."""
     return PreTrainedTokenizerFast(
-        tokenizer_file=str(qwen3_tokenizer_dir() / "tokenizer.json"), pad_token="<|endoftext|>",
-        eos_token="<|endoftext|>", bos_token="<|im_start|>", model_max_length=4096, clean_up_tokenization_spaces=False,
+        tokenizer_file=str(qwen3_tokenizer_dir() / "tokenizer.json"),
+        pad_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        bos_token="<|im_start|>",
+        model_max_length=4096,
+        clean_up_tokenization_spaces=False,
     )
 
 

@@ -36,8 +36,19 @@ __all__ = ["WARMUP_DEFAULTS", "cosine_schedule", "encode_records", "warmup_base_
 # than 3e-3; accuracy arrives late (32 x 2000 steps: 4.6%, 32 x 4000: 12.8%), in the low-learning-rate tail.
 # Threads: 2 threads were 1.7x faster than 1 on an idle machine (tiny-s, batch 32: 78 vs 131 ms per step) but 6x
 # slower as soon as another process used the second core (tiny-l: 10.1 vs 1.6 s per step), hence 1.
-_DEFAULTS = dict(steps=6000, batch_size=16, lr=3e-3, warmup_steps=50, min_lr_ratio=0.05, weight_decay=0.1,
-                 max_length=256, direct_fraction=0.0, seed=0, threads=1, tokenizer_name=DEFAULT_TOKENIZER)
+_DEFAULTS = dict(
+    steps=6000,
+    batch_size=16,
+    lr=3e-3,
+    warmup_steps=50,
+    min_lr_ratio=0.05,
+    weight_decay=0.1,
+    max_length=256,
+    direct_fraction=0.0,
+    seed=0,
+    threads=1,
+    tokenizer_name=DEFAULT_TOKENIZER,
+)
 WARMUP_DEFAULTS: dict[str, dict] = {size: dict(_DEFAULTS) for size in TINY_SIZES}
 
 
@@ -57,23 +68,35 @@ def direct_answer_mask(n: int, fraction: float, seed: int) -> list[bool]:
     return [i in chosen for i in range(n)]
 
 
-def warmup_texts(records: list[dict], direct_fraction: float, seed: int,
-                 template: str = PROMPT_TEMPLATE) -> list[tuple[str, str]]:
+def warmup_texts(
+    records: list[dict], direct_fraction: float, seed: int, template: str = PROMPT_TEMPLATE
+) -> list[tuple[str, str]]:
     """(prompt, completion) pairs: every record's worked solution, then the direct answers of a seeded share.
 
     The direct examples are added, not substituted, so the worked skill sees as many examples as without them.
     ``template`` is the config's prompt.template, the prompt RL and evaluation use too.
     """
-    texts = [(format_prompt(r["problem"], template), format_completion(r["solution"], str(r["answer"])))
-             for r in records]
+    texts = [
+        (format_prompt(r["problem"], template), format_completion(r["solution"], str(r["answer"]))) for r in records
+    ]
     direct = direct_answer_mask(len(records), direct_fraction, seed)
-    texts += [(format_prompt(r["problem"], template), format_direct_answer(str(r["answer"])))
-              for r, chosen in zip(records, direct) if chosen]
+    texts += [
+        (format_prompt(r["problem"], template), format_direct_answer(str(r["answer"])))
+        for r, chosen in zip(records, direct)
+        if chosen
+    ]
     return texts
 
 
-def encode_records(records: list[dict], tokenizer, max_length: int, *, direct_fraction: float = 0.0,
-                   seed: int = 0, template: str = PROMPT_TEMPLATE) -> list[tuple[list[int], int]]:
+def encode_records(
+    records: list[dict],
+    tokenizer,
+    max_length: int,
+    *,
+    direct_fraction: float = 0.0,
+    seed: int = 0,
+    template: str = PROMPT_TEMPLATE,
+) -> list[tuple[list[int], int]]:
     """Token ids of prompt + completion + eos and the prompt length, per example; longer than ``max_length``: dropped.
 
     Prompt and completion are tokenized separately because that is what the model sees at generation time. Long
@@ -99,7 +122,7 @@ def _collate(batch: list[tuple[list[int], int]], pad_id: int) -> dict[str, torch
     attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
     for row, (ids, prompt_len) in enumerate(batch):
         input_ids[row, : len(ids)] = torch.tensor(ids)
-        labels[row, prompt_len: len(ids)] = torch.tensor(ids[prompt_len:])
+        labels[row, prompt_len : len(ids)] = torch.tensor(ids[prompt_len:])
         attention_mask[row, : len(ids)] = 1
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
@@ -116,8 +139,8 @@ def _batches(lengths: list[int], batch_size: int, generator: torch.Generator, wi
         order = torch.randperm(n, generator=generator).tolist()
         usable = n - n % batch_size
         for start in range(0, usable, window * batch_size):
-            chunk = sorted(order[start: min(usable, start + window * batch_size)], key=lengths.__getitem__)
-            batches = [chunk[i: i + batch_size] for i in range(0, len(chunk), batch_size)]
+            chunk = sorted(order[start : min(usable, start + window * batch_size)], key=lengths.__getitem__)
+            batches = [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
             for k in torch.randperm(len(batches), generator=generator).tolist():
                 yield batches[k]
 
@@ -131,11 +154,23 @@ def _optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.
 
 
 def warmup_base_model(
-    size: str, train_records: list[dict], out_dir: str | Path, *, steps: int | None = None,
-    batch_size: int | None = None, lr: float | None = None, warmup_steps: int | None = None,
-    min_lr_ratio: float | None = None, weight_decay: float | None = None, max_length: int | None = None,
-    direct_fraction: float | None = None, seed: int | None = None, threads: int | None = None,
-    tokenizer_name: str | None = None, progress: bool = True, prompt_template: str = PROMPT_TEMPLATE,
+    size: str,
+    train_records: list[dict],
+    out_dir: str | Path,
+    *,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    lr: float | None = None,
+    warmup_steps: int | None = None,
+    min_lr_ratio: float | None = None,
+    weight_decay: float | None = None,
+    max_length: int | None = None,
+    direct_fraction: float | None = None,
+    seed: int | None = None,
+    threads: int | None = None,
+    tokenizer_name: str | None = None,
+    progress: bool = True,
+    prompt_template: str = PROMPT_TEMPLATE,
 ) -> dict:
     """Build ``size`` and fine-tune it on ``train_records``; save model, tokenizer and ``warmup.json`` in ``out_dir``.
 
@@ -145,9 +180,19 @@ def warmup_base_model(
     """
     if size not in TINY_SIZES:
         raise ValueError(f"unknown model size {size!r}; valid sizes: {', '.join(TINY_SIZES)}")
-    given = dict(steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, min_lr_ratio=min_lr_ratio,
-                 weight_decay=weight_decay, max_length=max_length, direct_fraction=direct_fraction, seed=seed,
-                 threads=threads, tokenizer_name=tokenizer_name)
+    given = dict(
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        warmup_steps=warmup_steps,
+        min_lr_ratio=min_lr_ratio,
+        weight_decay=weight_decay,
+        max_length=max_length,
+        direct_fraction=direct_fraction,
+        seed=seed,
+        threads=threads,
+        tokenizer_name=tokenizer_name,
+    )
     args = {k: (WARMUP_DEFAULTS[size][k] if v is None else v) for k, v in given.items()}
     start = time.perf_counter()
     set_threads(args["threads"])
@@ -155,13 +200,23 @@ def warmup_base_model(
 
     tokenizer = build_tokenizer(args["tokenizer_name"])
     model = build_tiny_model(size, tokenizer, seed=args["seed"])
-    examples = encode_records(train_records, tokenizer, args["max_length"],
-                              direct_fraction=args["direct_fraction"], seed=args["seed"], template=prompt_template)
+    examples = encode_records(
+        train_records,
+        tokenizer,
+        args["max_length"],
+        direct_fraction=args["direct_fraction"],
+        seed=args["seed"],
+        template=prompt_template,
+    )
     if len(examples) < args["batch_size"]:
         raise ValueError(f"{len(examples)} usable training examples, fewer than batch_size={args['batch_size']}")
     optimizer = _optimizer(model, args["lr"], args["weight_decay"])
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: cosine_schedule(
-        s, steps=args["steps"], warmup_steps=args["warmup_steps"], min_lr_ratio=args["min_lr_ratio"]))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda s: cosine_schedule(
+            s, steps=args["steps"], warmup_steps=args["warmup_steps"], min_lr_ratio=args["min_lr_ratio"]
+        ),
+    )
     generator = torch.Generator().manual_seed(args["seed"])
     batches = _batches([len(ids) for ids, _ in examples], args["batch_size"], generator)
 
@@ -186,13 +241,23 @@ def warmup_base_model(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     record = {
-        "size": size, **args, "n_parameters": count_parameters(model), "n_train_records": len(train_records),
-        "n_train_examples": len(examples), "epochs": args["steps"] * args["batch_size"] / len(examples),
-        "final_loss": float(np.mean(losses[-20:])), "last_loss": losses[-1],
+        "size": size,
+        **args,
+        "n_parameters": count_parameters(model),
+        "n_train_records": len(train_records),
+        "n_train_examples": len(examples),
+        "epochs": args["steps"] * args["batch_size"] / len(examples),
+        "final_loss": float(np.mean(losses[-20:])),
+        "last_loss": losses[-1],
         "loss_curve": losses[:: max(1, len(losses) // 100)],  # at most ~100 points
-        "train_seconds": train_seconds, "wall_seconds": time.perf_counter() - start,
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "numpy": np.__version__, "python": platform.python_version()},
+        "train_seconds": train_seconds,
+        "wall_seconds": time.perf_counter() - start,
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+        },
     }
     (out / "warmup.json").write_text(json.dumps(record, indent=2) + "\n")
     return record

@@ -142,8 +142,16 @@ def _whiten_means(num: Tensor, mass: Tensor, shift: Tensor | None, scale: Tensor
     return mean if scale is None else mean * scale[..., None, None]
 
 
-def init_support(h: Tensor, mask: Tensor, p: Tensor, group: Tensor, num_groups: int, k: int,
-                 shift: Tensor | None = None, scale: Tensor | None = None) -> Tensor:
+def init_support(
+    h: Tensor,
+    mask: Tensor,
+    p: Tensor,
+    group: Tensor,
+    num_groups: int,
+    k: int,
+    shift: Tensor | None = None,
+    scale: Tensor | None = None,
+) -> Tensor:
     """Position-binned means X0 (G, k, d) (whitened space) of the valid tokens of each group.
 
     h (N, n, d), mask (N, n), p (N, n), group (N,). Bin j collects tokens with round(p (k-1)) = j: a 0/1 "plan"
@@ -179,15 +187,32 @@ def _group_mean_cost(cost: Tensor, mask: Tensor, group: Tensor, num_groups: int)
     return total / count.clamp_min(1.0)
 
 
-def _solve(cfg: BarycenterConfig, log_a: Tensor, log_q: Tensor, cost: Tensor, eps: Tensor,
-           warm: SinkhornResult | None, active: Tensor, final: bool = False) -> SinkhornResult:
+def _solve(
+    cfg: BarycenterConfig,
+    log_a: Tensor,
+    log_q: Tensor,
+    cost: Tensor,
+    eps: Tensor,
+    warm: SinkhornResult | None,
+    active: Tensor,
+    final: bool = False,
+) -> SinkhornResult:
     """One warm-started Sinkhorn solve of the active rows (N,) bool, eps (N,) per row: capped (a barycenter
     iteration) or until the marginal tolerance (``final``)."""
     f, g = (warm.f, warm.g) if warm is not None else (None, None)
     max_iter, tol = (cfg.final_max_iter, cfg.marginal_tol) if final else (cfg.sinkhorn_max_iter, cfg.sinkhorn_tol)
     return SOLVERS[cfg.solver](
-        log_a, log_q, cost, eps, f, g, max_iter=cfg.budget(max_iter), tol=tol,
-        check_every=cfg.check_every, absorb_every=cfg.absorb_every, active=active,
+        log_a,
+        log_q,
+        cost,
+        eps,
+        f,
+        g,
+        max_iter=cfg.budget(max_iter),
+        tol=tol,
+        check_every=cfg.check_every,
+        absorb_every=cfg.absorb_every,
+        active=active,
     )
 
 
@@ -228,8 +253,9 @@ class _Warm:
     projection: tuple[Tensor, ...]
 
 
-def _support_loop(cfg: BarycenterConfig, prob: _Problem, x: Tensor, has_tokens: Tensor
-                  ) -> tuple[Tensor, _Warm, Tensor, dict[str, float]]:
+def _support_loop(
+    cfg: BarycenterConfig, prob: _Problem, x: Tensor, has_tokens: Tensor
+) -> tuple[Tensor, _Warm, Tensor, dict[str, float]]:
     """Step 2 of the module docstring: X (G, k, d) refined until each group's relative change is below
     barycenter_tol (a settled group keeps X, and its rows are not solved again) or for barycenter_iters."""
     group, num_groups = prob.group, prob.num_groups
@@ -239,40 +265,60 @@ def _support_loop(cfg: BarycenterConfig, prob: _Problem, x: Tensor, has_tokens: 
         cost = prob.cost(x[group], cfg.alpha)
         if eps is None:
             eps = (cfg.eps_rel * _group_mean_cost(cost, prob.mask, group, num_groups)).clamp_min(1e-12)
-        solve = _solve(cfg, prob.log_a, prob.log_q, cost, eps[group], warm and warm.solve,
-                       has_tokens & ~settled[group])
+        solve = _solve(cfg, prob.log_a, prob.log_q, cost, eps[group], warm and warm.solve, has_tokens & ~settled[group])
         sk_iters, fallbacks = sk_iters + solve.iterations, fallbacks + solve.fallback
-        projection = barycentric_projection(solve.plan * has_tokens[:, None, None].to(x.dtype), prob.h, group,
-                                            num_groups)
+        projection = barycentric_projection(
+            solve.plan * has_tokens[:, None, None].to(x.dtype), prob.h, group, num_groups
+        )
         x_new = _whiten_means(projection[0], projection[1], prob.group_shift, prob.group_scale)
         change = (x_new - x).flatten(1).norm(dim=1) / x.flatten(1).norm(dim=1).clamp_min(1e-30)
         x = torch.where(settled[:, None, None], x, x_new)
         if warm is not None:  # a settled group keeps the sums of the iteration that settled it
             flags = (settled, settled, settled[group], settled[group])  # (num, mass) per group, then per row
-            projection = tuple(torch.where(flag.reshape(-1, *[1] * (new.dim() - 1)), old, new)
-                               for flag, old, new in zip(flags, warm.projection, projection))
+            projection = tuple(
+                torch.where(flag.reshape(-1, *[1] * (new.dim() - 1)), old, new)
+                for flag, old, new in zip(flags, warm.projection, projection)
+            )
         warm = _Warm(solve, projection)
         settled = settled | (torch.nan_to_num(change, nan=0.0) < cfg.barycenter_tol)
         if bool(settled.all()):  # one host sync per iteration
             break
-    return x, warm, eps, {"barycenter_iters": float(iters), "sinkhorn_iters": float(sk_iters),
-                          "solver_fallbacks": float(fallbacks)}
+    return (
+        x,
+        warm,
+        eps,
+        {"barycenter_iters": float(iters), "sinkhorn_iters": float(sk_iters), "solver_fallbacks": float(fallbacks)},
+    )
 
 
 def _plan_info(final: SinkhornResult, stats: dict[str, float], has_tokens: Tensor, tol: float) -> dict[str, float]:
     """Iterations, worst row-marginal error and unconverged rows of the final plans, fallbacks of all solves."""
-    err = torch.where(has_tokens, torch.nan_to_num(final.marginal_error, nan=float("inf")),
-                      torch.zeros((), device=has_tokens.device, dtype=final.marginal_error.dtype))
-    worst, unconverged = torch.stack([err.max(), (err >= tol).sum().to(err.dtype)]).tolist() if err.numel() \
-        else (0.0, 0.0)
-    return {"sinkhorn_iters": stats["sinkhorn_iters"] + final.iterations, "sinkhorn_marginal_error": worst,
-            "sinkhorn_unconverged": unconverged, "solver_fallbacks": stats["solver_fallbacks"] + final.fallback}
+    err = torch.where(
+        has_tokens,
+        torch.nan_to_num(final.marginal_error, nan=float("inf")),
+        torch.zeros((), device=has_tokens.device, dtype=final.marginal_error.dtype),
+    )
+    worst, unconverged = (
+        torch.stack([err.max(), (err >= tol).sum().to(err.dtype)]).tolist() if err.numel() else (0.0, 0.0)
+    )
+    return {
+        "sinkhorn_iters": stats["sinkhorn_iters"] + final.iterations,
+        "sinkhorn_marginal_error": worst,
+        "sinkhorn_unconverged": unconverged,
+        "solver_fallbacks": stats["solver_fallbacks"] + final.fallback,
+    }
 
 
 @torch.no_grad()
 def linearized_barycenter(
-    h: Tensor, mask: Tensor, group: Tensor, num_groups: int, config: BarycenterConfig = BarycenterConfig(),
-    shift: Tensor | None = None, scale: Tensor | None = None, h_sqnorm: Tensor | None = None,
+    h: Tensor,
+    mask: Tensor,
+    group: Tensor,
+    num_groups: int,
+    config: BarycenterConfig = BarycenterConfig(),
+    shift: Tensor | None = None,
+    scale: Tensor | None = None,
+    h_sqnorm: Tensor | None = None,
 ) -> BarycenterResult:
     """Linearized FGW barycenter loop (module docstring).
 
@@ -282,16 +328,28 @@ def linearized_barycenter(
     """
     start, cfg, k = time.perf_counter(), config, config.barycenter_size
     if cfg.structure != "position":
-        raise ValueError(f"structure {cfg.structure!r}: the anchor-guided linearization needs the 1-D positional "
-                         "structure; other structures are solved exactly (the exact backend, hara_exact_*)")
+        raise ValueError(
+            f"structure {cfg.structure!r}: the anchor-guided linearization needs the 1-D positional "
+            "structure; other structures are solved exactly (the exact backend, hara_exact_*)"
+        )
     mask, dev = mask.bool(), h.device
     p, s = token_positions(mask), support_positions(k, device=dev)
     row_shift = None if shift is None else shift[group]
     row_scale = None if scale is None else scale[group]
-    prob = _Problem(h, mask, group, num_groups, row_shift, row_scale, shift, scale,
-                    centered_sqnorm(h, row_shift) if h_sqnorm is None else h_sqnorm,
-                    position_cost(p, s, cfg.alpha).to(h.dtype), token_log_weights(mask).to(h.dtype),
-                    torch.full((h.shape[0], k), -math.log(k), device=dev, dtype=h.dtype))
+    prob = _Problem(
+        h,
+        mask,
+        group,
+        num_groups,
+        row_shift,
+        row_scale,
+        shift,
+        scale,
+        centered_sqnorm(h, row_shift) if h_sqnorm is None else h_sqnorm,
+        position_cost(p, s, cfg.alpha).to(h.dtype),
+        token_log_weights(mask).to(h.dtype),
+        torch.full((h.shape[0], k), -math.log(k), device=dev, dtype=h.dtype),
+    )
     has_tokens = mask.any(-1)  # rows without tokens carry no plan
     x = init_support(h, mask, p, group, num_groups, k, shift, scale)
     with flush_denormals():

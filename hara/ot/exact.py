@@ -45,8 +45,9 @@ def _pot() -> ModuleType:
     try:
         return importlib.import_module("ot")
     except ImportError as err:
-        raise ImportError("the exact FGW backend needs POT (pip install pot==0.9.7.post1) and numpy; the "
-                          "linearized backend does not") from err
+        raise ImportError(
+            "the exact FGW backend needs POT (pip install pot==0.9.7.post1) and numpy; the linearized backend does not"
+        ) from err
 
 
 def _numpy() -> ModuleType:
@@ -78,8 +79,15 @@ STRUCTURES = {"position": lambda h, p: structure_matrix(p), "hidden": lambda h, 
 
 
 def exact_fgw(
-    h: np.ndarray, x: np.ndarray, p: np.ndarray, s: np.ndarray, alpha: float, max_iter: int = 100, tol: float = 1e-9,
-    c_r: np.ndarray | None = None, c_b: np.ndarray | None = None,
+    h: np.ndarray,
+    x: np.ndarray,
+    p: np.ndarray,
+    s: np.ndarray,
+    alpha: float,
+    max_iter: int = 100,
+    tol: float = 1e-9,
+    c_r: np.ndarray | None = None,
+    c_b: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Exact FGW between a rollout (h (n, d), p (n,), a = 1/n) and a barycenter (x (k, d), s (k,), q = 1/k).
 
@@ -110,17 +118,34 @@ def _group_barycenter(
     s = support_positions(cfg.barycenter_size, dtype=torch.float64).numpy()
     init_c = structure_matrix(s) if fixed else hidden_structure(x0)
     x, c_b, log = ot.gromov.fgw_barycenters(
-        cfg.barycenter_size, hs, cs, [ot.unif(len(c)) for c in cs],
-        alpha=cfg.alpha, fixed_structure=fixed, init_C=init_c, init_X=x0, loss_fun="square_loss",
-        max_iter=cfg.exact_max_iter, tol=cfg.exact_tol, stop_criterion="loss", warmstartT=True, log=True,
+        cfg.barycenter_size,
+        hs,
+        cs,
+        [ot.unif(len(c)) for c in cs],
+        alpha=cfg.alpha,
+        fixed_structure=fixed,
+        init_C=init_c,
+        init_X=x0,
+        loss_fun="square_loss",
+        max_iter=cfg.exact_max_iter,
+        tol=cfg.exact_tol,
+        stop_criterion="loss",
+        warmstartT=True,
+        log=True,
     )
     return x, c_b, len(log["loss"])
 
 
 @torch.no_grad()
 def exact_barycenter(
-    h: Tensor, mask: Tensor, group: Tensor, num_groups: int, config: BarycenterConfig = BarycenterConfig(),
-    shift: Tensor | None = None, scale: Tensor | None = None, h_sqnorm: Tensor | None = None,
+    h: Tensor,
+    mask: Tensor,
+    group: Tensor,
+    num_groups: int,
+    config: BarycenterConfig = BarycenterConfig(),
+    shift: Tensor | None = None,
+    scale: Tensor | None = None,
+    h_sqnorm: Tensor | None = None,
 ) -> BarycenterResult:
     """Exact counterpart of :func:`hara.ot.barycenter.linearized_barycenter` (same arguments and result type;
     h_sqnorm is accepted for the common signature and not needed). Plans, costs and R(T) come back as fp32
@@ -148,11 +173,16 @@ def exact_barycenter(
             valid = mask[b].cpu()
             plan[b, valid], cost[b, valid] = torch.from_numpy(t_b), torch.from_numpy(c_b)
         x0[g] = torch.from_numpy(x).to(x0)
-    row_error = (plan.sum(-1) - token_log_weights(mask).exp().double().cpu() * mask.any(-1, keepdim=True).cpu())
+    row_error = plan.sum(-1) - token_log_weights(mask).exp().double().cpu() * mask.any(-1, keepdim=True).cpu()
     plan, cost = plan.float().to(h.device), cost.float().to(h.device)
-    info = {"barycenter_iters": float(iters), "sinkhorn_iters": 0.0,
-            "sinkhorn_marginal_error": float(row_error.abs().sum(-1).max()) if plan.numel() else 0.0,
-            "sinkhorn_unconverged": 0.0, "solver_fallbacks": 0.0, "time_s": time.perf_counter() - start}
+    info = {
+        "barycenter_iters": float(iters),
+        "sinkhorn_iters": 0.0,
+        "sinkhorn_marginal_error": float(row_error.abs().sum(-1).max()) if plan.numel() else 0.0,
+        "sinkhorn_unconverged": 0.0,
+        "solver_fallbacks": 0.0,
+        "time_s": time.perf_counter() - start,
+    }
     eps = torch.zeros(num_groups, device=h.device)
     return BarycenterResult(x0, plan, cost, eps, p, order_reversing_mass(plan, p, s), info)
 

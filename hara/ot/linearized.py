@@ -83,8 +83,13 @@ def centered_sqnorm(h: Tensor, shift: Tensor | None = None) -> Tensor:
 
 
 def linearized_cost(
-    h: Tensor, x: Tensor, pos_cost: Tensor, alpha: float,
-    shift: Tensor | None = None, scale: Tensor | None = None, h_sqnorm: Tensor | None = None,
+    h: Tensor,
+    x: Tensor,
+    pos_cost: Tensor,
+    alpha: float,
+    shift: Tensor | None = None,
+    scale: Tensor | None = None,
+    h_sqnorm: Tensor | None = None,
 ) -> Tensor:
     """K[b,t,j] = (1 - alpha) ||c_b (h[b,t] - mu_b) - x[b,j]||^2 + pos_cost[b,t,j].
 

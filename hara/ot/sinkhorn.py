@@ -214,8 +214,9 @@ def sinkhorn_scaling(
             f = torch.where(live[..., None], _log_update_f(log_b, cost, eps_t, g0), f0)
             g = torch.where(live[..., None], _log_update_g(log_a, cost, eps_t, f), g0)
             done = 1
-        f, g, done = _scaling_loop(log_a, log_b, cost, eps_t, f, g, live, done, max_iter, tol, check_every,
-                                   absorb_every)
+        f, g, done = _scaling_loop(
+            log_a, log_b, cost, eps_t, f, g, live, done, max_iter, tol, check_every, absorb_every
+        )
         if not (torch.isfinite(f).all() and torch.isfinite(g).all()):
             res = sinkhorn_log(log_a, log_b, cost, eps_t, f0, g0, max_iter, tol, check_every, active=active)
             res.fallback = True
@@ -224,9 +225,20 @@ def sinkhorn_scaling(
     return SinkhornResult(plan, f, g, done, error)
 
 
-def _scaling_loop(log_a: Tensor, log_b: Tensor, cost: Tensor, eps: Tensor, f: Tensor, g: Tensor, live: Tensor,
-                  done: int, max_iter: int, tol: float, check_every: int, absorb_every: int
-                  ) -> tuple[Tensor, Tensor, int]:
+def _scaling_loop(
+    log_a: Tensor,
+    log_b: Tensor,
+    cost: Tensor,
+    eps: Tensor,
+    f: Tensor,
+    g: Tensor,
+    live: Tensor,
+    done: int,
+    max_iter: int,
+    tol: float,
+    check_every: int,
+    absorb_every: int,
+) -> tuple[Tensor, Tensor, int]:
     """The absorption cycles of :func:`sinkhorn_scaling` from potentials (f, g) after ``done`` iterations."""
     a, b, e = log_a.exp(), log_b.exp(), eps[..., None]
     period, next_check = max(1, min(absorb_every, check_every)), check_every

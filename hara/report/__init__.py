@@ -26,8 +26,10 @@ def summary_line(config: Mapping, runs: Mapping) -> str:
     """What the report covers, and how much of the grid has results."""
     trained = sum(1 for run in runs.values() if run.metrics)
     scored = sum(1 for run in runs.values() if run.scores)
-    return (f"Config {config['name']}: {len(runs)} grid cells (sizes x rlvr x methods x seeds), {trained} with "
-            f"training metrics, {scored} with benchmark scores. Cells without data read n/a.")
+    return (
+        f"Config {config['name']}: {len(runs)} grid cells (sizes x rlvr x methods x seeds), {trained} with "
+        f"training metrics, {scored} with benchmark scores. Cells without data read n/a."
+    )
 
 
 def comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> list[dict]:
@@ -41,8 +43,14 @@ def log_report(config: Mapping, out_dir: Path) -> str:
     """Log the report folder as artifacts of the ``report`` run of the config's experiment; returns the run id."""
     from hara.tracking import start_run
 
-    run, _ = start_run(config["tracking"]["mlflow_uri"], config["name"], "report", out_dir,
-                       {"stage": "report"}, {"results_dir": config["results_dir"]})
+    run, _ = start_run(
+        config["tracking"]["mlflow_uri"],
+        config["name"],
+        "report",
+        out_dir,
+        {"stage": "report"},
+        {"results_dir": config["results_dir"]},
+    )
     run.client.log_artifacts(run.run_id, str(out_dir), artifact_path="report")
     run.finish()
     return run.run_id
@@ -56,24 +64,37 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     from hara.report.ablation import ablation_table
     from hara.report.repro import check_claims, claims_table
 
-    tables = [claims_table(check_claims(config, results, runs)),
-              *build_tables(config, runs, read_base_scores(config, results)), ablation_table(config, results)]
+    tables = [
+        claims_table(check_claims(config, results, runs)),
+        *build_tables(config, runs, read_base_scores(config, results)),
+        ablation_table(config, results),
+    ]
     figures = write_figures(config, runs, out_dir)
     sections = collect_sections(config, results, out_dir)
     title, summary = f"HarA report: {config['name']}", summary_line(config, runs)
-    (out_dir / "tables.json").write_text(json.dumps([dataclasses.asdict(t) for t in tables], indent=2,
-                                                    ensure_ascii=False) + "\n", encoding="utf-8")
-    (out_dir / "comparisons.json").write_text(json.dumps(comparisons(config, runs), indent=2, ensure_ascii=False)
-                                              + "\n", encoding="utf-8")
+    (out_dir / "tables.json").write_text(
+        json.dumps([dataclasses.asdict(t) for t in tables], indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    (out_dir / "comparisons.json").write_text(
+        json.dumps(comparisons(config, runs), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     from hara.sweeps.report_section import sweep_studies, sweeps_markdown  # "" when results/sweeps/ has no study
 
-    (out_dir / "report.md").write_text(render_markdown(title, summary, tables, figures, out_dir, sections)
-                                       + sweeps_markdown(results, out_dir), encoding="utf-8")
-    (out_dir / "index.html").write_text(render_html(title, summary, tables, figures, sections,
-                                                    studies=sweep_studies(results)), encoding="utf-8")
+    (out_dir / "report.md").write_text(
+        render_markdown(title, summary, tables, figures, out_dir, sections) + sweeps_markdown(results, out_dir),
+        encoding="utf-8",
+    )
+    (out_dir / "index.html").write_text(
+        render_html(title, summary, tables, figures, sections, studies=sweep_studies(results)), encoding="utf-8"
+    )
     run_id = log_report(config, out_dir) if mlflow else None
     from hara.report.mlflow_runs import log_run_summaries  # each training run: scores, vs none, description
+
     log_run_summaries(config, results, runs, out_dir, run_id)
-    return {"out": str(out_dir), "tables": [t.key for t in tables],
-            "figures": {size: str(path) if path else None for size, path in figures.items()},
-            "analyses": [s.name for s in sections if s.result is not None], "mlflow_run": run_id}
+    return {
+        "out": str(out_dir),
+        "tables": [t.key for t in tables],
+        "figures": {size: str(path) if path else None for size, path in figures.items()},
+        "analyses": [s.name for s in sections if s.result is not None],
+        "mlflow_run": run_id,
+    }

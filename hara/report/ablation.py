@@ -28,8 +28,20 @@ __all__ = ["BOOKKEEPING", "TrainedRun", "ablation_table", "factor_differences", 
 
 #: Config keys (with everything below them) that name, place, track or schedule a run without changing what it
 #: learns; the grid is the run's coordinates instead.
-BOOKKEEPING = ("name", "results_dir", "tracking", "resources", "plan", "analyses", "sweeps", "report", "grid",
-               "models.sizes", "threads", "training.progress")
+BOOKKEEPING = (
+    "name",
+    "results_dir",
+    "tracking",
+    "resources",
+    "plan",
+    "analyses",
+    "sweeps",
+    "report",
+    "grid",
+    "models.sizes",
+    "threads",
+    "training.progress",
+)
 
 
 @dataclass(frozen=True)
@@ -49,22 +61,38 @@ def run_factors(train_dir: Path) -> dict[str, object] | None:
         return None
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     info = json.loads(info_path.read_text(encoding="utf-8"))
-    factors = {key: value for key, value in flatten(config).items()
-               if not any(key == b or key.startswith(f"{b}.") for b in BOOKKEEPING)}
-    factors.update({"cell.size": info.get("size"), "cell.rlvr": info.get("rlvr"), "cell.method": info.get("method"),
-                    "cell.seed": info.get("train_seed")})
+    factors = {
+        key: value
+        for key, value in flatten(config).items()
+        if not any(key == b or key.startswith(f"{b}.") for b in BOOKKEEPING)
+    }
+    factors.update(
+        {
+            "cell.size": info.get("size"),
+            "cell.rlvr": info.get("rlvr"),
+            "cell.method": info.get("method"),
+            "cell.seed": info.get("train_seed"),
+        }
+    )
     return factors
 
 
 def factor_differences(run: Mapping, baseline: Mapping) -> list[str]:
     """``key: baseline's -> run's`` for every factor that differs (sorted)."""
-    return [f"{key}: {baseline.get(key, 'absent')} → {run.get(key, 'absent')}"
-            for key in sorted(run.keys() | baseline.keys()) if run.get(key) != baseline.get(key)]
+    return [
+        f"{key}: {baseline.get(key, 'absent')} → {run.get(key, 'absent')}"
+        for key in sorted(run.keys() | baseline.keys())
+        if run.get(key) != baseline.get(key)
+    ]
 
 
 def grid_runs(config: Mapping, results: Path) -> list[TrainedRun]:
-    return [TrainedRun(cell.path(), run_dir(results, cell), eval_dir(results, cell),
-                       (cell.size, cell.rlvr, cell.method, cell.seed)) for cell in grid_cells(config)]
+    return [
+        TrainedRun(
+            cell.path(), run_dir(results, cell), eval_dir(results, cell), (cell.size, cell.rlvr, cell.method, cell.seed)
+        )
+        for cell in grid_cells(config)
+    ]
 
 
 def analysis_runs(config: Mapping, results: Path) -> list[TrainedRun]:
@@ -72,9 +100,16 @@ def analysis_runs(config: Mapping, results: Path) -> list[TrainedRun]:
     from hara.analysis import plan
 
     moved = {**config, "results_dir": str(results)}
-    return [TrainedRun(f"{run.study}/{run.label}/{run.cell}", Path(plan.run_dir(moved, run)),
-                       Path(plan.eval_dir(moved, run)), (run.size, run.rlvr, run.method, run.seed))
-            for run in plan.analysis_runs(config) if not plan.is_grid_cell(config, run)]
+    return [
+        TrainedRun(
+            f"{run.study}/{run.label}/{run.cell}",
+            Path(plan.run_dir(moved, run)),
+            Path(plan.eval_dir(moved, run)),
+            (run.size, run.rlvr, run.method, run.seed),
+        )
+        for run in plan.analysis_runs(config)
+        if not plan.is_grid_cell(config, run)
+    ]
 
 
 def _baseline_of(run: TrainedRun, grid: Mapping[tuple, TrainedRun]) -> TrainedRun | None:
@@ -91,10 +126,17 @@ def _row(config: Mapping, run: TrainedRun, baseline: TrainedRun) -> list[str] | 
         return None
     differing = factor_differences(mine, theirs)
     if len(differing) != 1:
-        return [run.label, baseline.label, f"not compared: {len(differing)} factors differ ({'; '.join(differing)})",
-                NA, NA]
-    a, b = read_run(Cell(*run.coordinates[:2], "a", 0), run.train_dir, run.eval_dir), \
-        read_run(Cell(*run.coordinates[:2], "b", 0), baseline.train_dir, baseline.eval_dir)
+        return [
+            run.label,
+            baseline.label,
+            f"not compared: {len(differing)} factors differ ({'; '.join(differing)})",
+            NA,
+            NA,
+        ]
+    a, b = (
+        read_run(Cell(*run.coordinates[:2], "a", 0), run.train_dir, run.eval_dir),
+        read_run(Cell(*run.coordinates[:2], "b", 0), baseline.train_dir, baseline.eval_dir),
+    )
     found = compare_cells(config, {a.cell: a, b.cell: b}, *run.coordinates[:2], "a", "b")
     return [run.label, baseline.label, differing[0], found.format() if found else NA, _cpu_difference(a, b)]
 
@@ -113,11 +155,18 @@ def ablation_table(config: Mapping, results: str | Path):
 
     results = Path(results)
     grid = {run.coordinates: run for run in grid_runs(config, results)}
-    rows = [row for run in [*grid.values(), *analysis_runs(config, results)]
-            if (baseline := _baseline_of(run, grid)) is not None and (row := _row(config, run, baseline))]
-    return Table("ablation", "One-factor ablations",
-                 "Each run against the run it differs from in one factor (its resolved config and grid coordinates; "
-                 "names, paths, tracking and resources excepted): the grid's none cell of the same size, preset "
-                 f"and seed, or for an analysis run the grid cell it overrides. {paired_note(config)} Δ s / step: "
-                 "mean per-step process CPU time. Runs that differ in more than one factor are flagged, not compared.",
-                 ["run", "baseline", "factor (baseline → run)", "Δ average pass@1", "Δ s / step"], rows)
+    rows = [
+        row
+        for run in [*grid.values(), *analysis_runs(config, results)]
+        if (baseline := _baseline_of(run, grid)) is not None and (row := _row(config, run, baseline))
+    ]
+    return Table(
+        "ablation",
+        "One-factor ablations",
+        "Each run against the run it differs from in one factor (its resolved config and grid coordinates; "
+        "names, paths, tracking and resources excepted): the grid's none cell of the same size, preset "
+        f"and seed, or for an analysis run the grid cell it overrides. {paired_note(config)} Δ s / step: "
+        "mean per-step process CPU time. Runs that differ in more than one factor are flagged, not compared.",
+        ["run", "baseline", "factor (baseline → run)", "Δ average pass@1", "Δ s / step"],
+        rows,
+    )

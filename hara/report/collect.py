@@ -56,21 +56,30 @@ def read_scores(path: Path) -> dict[str, float]:
 
 def problem_scores(evaluation: Mapping[str, dict]) -> dict[str, dict[str, float]]:
     """Per benchmark, each problem's pass@1 from a `hara evaluate` result's saved predictions."""
-    return {name: {str(row["id"]): float(row[entry["metric"]]) for row in entry["predictions"]}
-            for name, entry in evaluation.items() if entry.get("predictions")}
+    return {
+        name: {str(row["id"]): float(row[entry["metric"]]) for row in entry["predictions"]}
+        for name, entry in evaluation.items()
+        if entry.get("predictions")
+    }
 
 
 def read_run(cell: Cell, train_dir: Path, eval_dir: Path) -> Run:
     """One run's metrics (train_dir/metrics.jsonl) and evaluation (eval_dir/scores.json: scores, per-problem pass@1
     from the saved predictions, fingerprints; selection.json and selected_scores.json when selection ran)."""
     evaluation = read_evaluation(eval_dir / "scores.json")
-    fingerprints = {name: entry["eval_fingerprint"] for name, entry in evaluation.items()
-                    if "eval_fingerprint" in entry}
+    fingerprints = {
+        name: entry["eval_fingerprint"] for name, entry in evaluation.items() if "eval_fingerprint" in entry
+    }
     selection = eval_dir / "selection.json"
-    return Run(cell, read_metrics(train_dir / "metrics.jsonl"),
-               {name: float(entry["score"]) for name, entry in evaluation.items()}, problem_scores(evaluation),
-               fingerprints, json.loads(selection.read_text(encoding="utf-8")) if selection.is_file() else {},
-               problem_scores(read_evaluation(eval_dir / "selected_scores.json")))
+    return Run(
+        cell,
+        read_metrics(train_dir / "metrics.jsonl"),
+        {name: float(entry["score"]) for name, entry in evaluation.items()},
+        problem_scores(evaluation),
+        fingerprints,
+        json.loads(selection.read_text(encoding="utf-8")) if selection.is_file() else {},
+        problem_scores(read_evaluation(eval_dir / "selected_scores.json")),
+    )
 
 
 def seed_runs(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[int, Run]:
@@ -85,5 +94,4 @@ def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:
 
 def read_base_scores(config: Mapping, results: str | Path) -> dict[str, dict[str, float]]:
     """pass@1 per benchmark of each size's Base model ({} for a size not evaluated)."""
-    return {size: read_scores(base_eval_dir(results, size) / "scores.json")
-            for size in config["models"]["sizes"]}
+    return {size: read_scores(base_eval_dir(results, size) / "scores.json") for size in config["models"]["sizes"]}

@@ -24,9 +24,23 @@ from dataclasses import dataclass, field
 from hara.report.collect import Cell, Run, seed_runs
 from hara.report.paired import Bootstrap, Corrected, Difference, bootstrap_difference, correct_family, paired_matrix
 
-__all__ = ["CORRECTED_MARK", "FINGERPRINT_KEY", "LOW_POWER_MARK", "MISMATCH_MARK", "Comparison", "ComparisonError",
-           "GridComparisons", "compare_cells", "compared_pairs", "family_of", "fingerprint_differences", "flatten",
-           "grid_comparisons", "is_control", "low_power_threshold"]
+__all__ = [
+    "CORRECTED_MARK",
+    "FINGERPRINT_KEY",
+    "LOW_POWER_MARK",
+    "MISMATCH_MARK",
+    "Comparison",
+    "ComparisonError",
+    "GridComparisons",
+    "compare_cells",
+    "compared_pairs",
+    "family_of",
+    "fingerprint_differences",
+    "flatten",
+    "grid_comparisons",
+    "is_control",
+    "low_power_threshold",
+]
 
 LOGGER = logging.getLogger(__name__)
 FINGERPRINT_KEY = "eval_fingerprint"
@@ -65,12 +79,17 @@ def fingerprint_differences(a: Mapping | None, b: Mapping | None, descriptive: b
     """``field (a vs b)`` for every fingerprint field that differs (a missing fingerprint is a difference): the
     fields that decide comparability, or with ``descriptive`` those of :data:`DESCRIPTIVE_FIELDS`."""
     if a is None or b is None:
-        return [] if descriptive else [(f"{FINGERPRINT_KEY} (missing: evaluated before fingerprints were recorded; "
-                                        "evaluate again)")]
+        return (
+            []
+            if descriptive
+            else [(f"{FINGERPRINT_KEY} (missing: evaluated before fingerprints were recorded; evaluate again)")]
+        )
     flat_a, flat_b = flatten(a), flatten(b)
-    return [f"{key} ({flat_a.get(key, 'absent')} vs {flat_b.get(key, 'absent')})"
-            for key in sorted(flat_a.keys() | flat_b.keys())
-            if flat_a.get(key) != flat_b.get(key) and (key in DESCRIPTIVE_FIELDS) == descriptive]
+    return [
+        f"{key} ({flat_a.get(key, 'absent')} vs {flat_b.get(key, 'absent')})"
+        for key in sorted(flat_a.keys() | flat_b.keys())
+        if flat_a.get(key) != flat_b.get(key) and (key in DESCRIPTIVE_FIELDS) == descriptive
+    ]
 
 
 @dataclass(frozen=True)
@@ -92,9 +111,14 @@ class Comparison:
         return f"{diff.format()} {diff.verdict}{mark}"
 
     def as_dict(self) -> dict:
-        return {"a": self.a, "b": self.b, "average": self.average.as_dict(),
-                "benchmarks": {name: d.as_dict() for name, d in self.per_benchmark.items()},
-                "fingerprint_mismatch": self.mismatched, "fingerprint_notes": self.notes}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "average": self.average.as_dict(),
+            "benchmarks": {name: d.as_dict() for name, d in self.per_benchmark.items()},
+            "fingerprint_mismatch": self.mismatched,
+            "fingerprint_notes": self.notes,
+        }
 
 
 def _seeds(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[int, Run]:
@@ -106,8 +130,11 @@ def _differences(pairs: list[tuple[Run, Run]], benchmark: str, descriptive: bool
     """The distinct :func:`fingerprint_differences` of the pairs on one benchmark."""
     differing: list[str] = []
     for a, b in pairs:
-        differing += [d for d in fingerprint_differences(a.fingerprints.get(benchmark), b.fingerprints.get(benchmark),
-                                                         descriptive) if d not in differing]
+        differing += [
+            d
+            for d in fingerprint_differences(a.fingerprints.get(benchmark), b.fingerprints.get(benchmark), descriptive)
+            if d not in differing
+        ]
     return differing
 
 
@@ -115,20 +142,26 @@ def _checked_fingerprints(label: str, pairs: list[tuple[Run, Run]], benchmark: s
     """The differing fields of the pairs' fingerprints on one benchmark; raises unless ``allow``."""
     differing = _differences(pairs, benchmark)
     if differing and not allow:
-        raise ComparisonError(f"{label} on {benchmark}: evaluations not comparable, they differ in "
-                              f"{'; '.join(differing)} (hara report --allow-fingerprint-mismatch compares them "
-                              "anyway, marked)")
+        raise ComparisonError(
+            f"{label} on {benchmark}: evaluations not comparable, they differ in "
+            f"{'; '.join(differing)} (hara report --allow-fingerprint-mismatch compares them "
+            "anyway, marked)"
+        )
     return differing
 
 
-def compare_cells(config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: str, method: str, against: str
-                  ) -> Comparison | None:
+def compare_cells(
+    config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: str, method: str, against: str
+) -> Comparison | None:
     """``method`` - ``against`` within (size, rlvr), paired by seed and problem; None unless both have per-problem
     predictions for a common seed on every benchmark of the config."""
     benchmarks = config["data"]["benchmarks"]
     mine, theirs = _seeds(runs, size, rlvr, method), _seeds(runs, size, rlvr, against)
-    seeds = [s for s in sorted(set(mine) & set(theirs))
-             if all(b in mine[s].problems and b in theirs[s].problems for b in benchmarks)]
+    seeds = [
+        s
+        for s in sorted(set(mine) & set(theirs))
+        if all(b in mine[s].problems and b in theirs[s].problems for b in benchmarks)
+    ]
     if not seeds:
         return None
     label, allow = f"{method} vs {against} ({size}, {rlvr})", config["report"]["allow_fingerprint_mismatch"]
@@ -141,11 +174,16 @@ def compare_cells(config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: st
         described = _differences(pairs, benchmark, descriptive=True)
         if described:
             notes[benchmark] = described
-            LOGGER.warning("%s on %s: evaluated on different hardware, %s (compared: the device is not part of "
-                           "comparability)", label, benchmark, "; ".join(described))
+            LOGGER.warning(
+                "%s on %s: evaluated on different hardware, %s (compared: the device is not part of comparability)",
+                label,
+                benchmark,
+                "; ".join(described),
+            )
         try:
-            matrix = paired_matrix({s: mine[s].problems[benchmark] for s in seeds},
-                                   {s: theirs[s].problems[benchmark] for s in seeds})
+            matrix = paired_matrix(
+                {s: mine[s].problems[benchmark] for s in seeds}, {s: theirs[s].problems[benchmark] for s in seeds}
+            )
         except ValueError as error:
             raise ComparisonError(f"{label} on {benchmark}: {error}") from None
         per_benchmark[benchmark] = bootstrap_difference([matrix], settings)
@@ -219,8 +257,9 @@ class GridComparisons:
 
     def family_sizes(self) -> dict[str, int]:
         """Family (:func:`family_of`) -> how many differences it corrects over (per benchmark and averages)."""
-        return {family_of(key[2], key[3]): next(iter(group.values())).family_size
-                for key, group in self.corrected.items()}
+        return {
+            family_of(key[2], key[3]): next(iter(group.values())).family_size for key, group in self.corrected.items()
+        }
 
     def records(self) -> list[dict]:
         """comparisons.json: every comparison's raw numbers, its corrected verdicts, MDEs and low-power flags."""
@@ -230,8 +269,11 @@ class GridComparisons:
             for benchmark, entry in [(None, record["average"]), *record["benchmarks"].items()]:
                 corrected = self.corrected[key][benchmark]
                 threshold = self.thresholds[key[3]]
-                entry["corrected"] = {**corrected.as_dict(), "low_power_above": threshold,
-                                      "low_power": threshold is not None and corrected.mde > threshold}
+                entry["corrected"] = {
+                    **corrected.as_dict(),
+                    "low_power_above": threshold,
+                    "low_power": threshold is not None and corrected.mde > threshold,
+                }
             out.append(record)
         return out
 
@@ -248,8 +290,12 @@ def grid_comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> GridCompariso
                     found[(size, rlvr, method, against)] = comparison
     confidence, corrected = Bootstrap.from_config(config).confidence, {key: {} for key in found}
     for family in {family_of(key[2], key[3]) for key in found}:
-        members = [(key, benchmark, diff) for key, comparison in found.items() if family_of(key[2], key[3]) == family
-                   for benchmark, diff in [(None, comparison.average), *comparison.per_benchmark.items()]]
+        members = [
+            (key, benchmark, diff)
+            for key, comparison in found.items()
+            if family_of(key[2], key[3]) == family
+            for benchmark, diff in [(None, comparison.average), *comparison.per_benchmark.items()]
+        ]
         for (key, benchmark, _), fixed in zip(members, correct_family([d for _, _, d in members], confidence)):
             corrected[key][benchmark] = fixed
     thresholds = {against: low_power_threshold(config, against) for _, against in compared_pairs(config)}

@@ -12,8 +12,11 @@ from hara.report.tables import BASELINE, host_rlvr
 __all__ = ["PANELS", "dynamics_figure", "write_figures"]
 
 #: (metric key, axis label) of each panel.
-PANELS = [("train/accuracy", "training accuracy"), ("train/entropy", "token entropy"),
-          ("train/response_length", "response length (tokens)")]
+PANELS = [
+    ("train/accuracy", "training accuracy"),
+    ("train/entropy", "token entropy"),
+    ("train/response_length", "response length (tokens)"),
+]
 
 
 def mean_curve(group: list[Run], key: str) -> tuple[list[int], list[float]]:
@@ -37,8 +40,10 @@ def dynamics_figure(config: Mapping, runs: Mapping[Cell, Run], size: str, path: 
     import matplotlib.pyplot as plt
 
     rlvr = host_rlvr(config)
-    groups = {m: [r for c, r in runs.items() if (c.size, c.rlvr, c.method) == (size, rlvr, m) and r.metrics]
-              for m in compared_methods(config)}
+    groups = {
+        m: [r for c, r in runs.items() if (c.size, c.rlvr, c.method) == (size, rlvr, m) and r.metrics]
+        for m in compared_methods(config)
+    }
     if not any(groups.values()):
         return False
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
@@ -46,8 +51,12 @@ def dynamics_figure(config: Mapping, runs: Mapping[Cell, Run], size: str, path: 
         for method, group in groups.items():
             steps, values = mean_curve(group, key)
             if steps:
-                ax.plot(steps, values, label=f"{rlvr} + {method}" if method != BASELINE else rlvr,
-                        linestyle="--" if method == BASELINE else "-")
+                ax.plot(
+                    steps,
+                    values,
+                    label=f"{rlvr} + {method}" if method != BASELINE else rlvr,
+                    linestyle="--" if method == BASELINE else "-",
+                )
         ax.set_xlabel("step")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)

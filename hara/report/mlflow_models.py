@@ -32,8 +32,13 @@ def _dataset_input(name: str, sha: str, rows: int | None, context: str):
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     profile = json.dumps({"num_rows": rows}) if rows is not None else None
-    dataset = Dataset(name=name, digest=sha[:DIGEST_CHARS], source_type="code",
-                      source=json.dumps({"tags": {"dataset": name, "sha256": sha}}), profile=profile)
+    dataset = Dataset(
+        name=name,
+        digest=sha[:DIGEST_CHARS],
+        source_type="code",
+        source=json.dumps({"tags": {"dataset": name, "sha256": sha}}),
+        profile=profile,
+    )
     return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])
 
 
@@ -56,14 +61,24 @@ def data_inputs(results: Path, size: str) -> list:
     return inputs
 
 
-def _benchmark_metrics(problems: Mapping[str, Mapping[str, float]], fingerprints: Mapping[str, Mapping],
-                       model_id: str, now: int, step: int) -> list:
+def _benchmark_metrics(
+    problems: Mapping[str, Mapping[str, float]], fingerprints: Mapping[str, Mapping], model_id: str, now: int, step: int
+) -> list:
     from mlflow.entities import Metric
 
-    return [Metric(f"eval/{name}/pass_at_1", sum(outcomes.values()) / len(outcomes), now, step, model_id=model_id,
-                   dataset_name=name, dataset_digest=fingerprints[name]["benchmark_sha256"][:DIGEST_CHARS])
-            for name, outcomes in problems.items()
-            if outcomes and (fingerprints.get(name) or {}).get("benchmark_sha256")]
+    return [
+        Metric(
+            f"eval/{name}/pass_at_1",
+            sum(outcomes.values()) / len(outcomes),
+            now,
+            step,
+            model_id=model_id,
+            dataset_name=name,
+            dataset_digest=fingerprints[name]["benchmark_sha256"][:DIGEST_CHARS],
+        )
+        for name, outcomes in problems.items()
+        if outcomes and (fingerprints.get(name) or {}).get("benchmark_sha256")
+    ]
 
 
 def model_name(run_name: str, step: int) -> str:
@@ -72,8 +87,9 @@ def model_name(run_name: str, step: int) -> str:
     return re.sub(r"[/:.%\"']", "_", f"{run_name}-step{step}")
 
 
-def log_candidate_models(client, run_id: str, experiment_id: str, name: str, run: Run, validation_sha: str | None
-                         ) -> dict[str, str]:
+def log_candidate_models(
+    client, run_id: str, experiment_id: str, name: str, run: Run, validation_sha: str | None
+) -> dict[str, str]:
     """One external logged model per checkpoint candidate of the run's selection; returns {step: model id}."""
     from mlflow.entities import LoggedModelOutput, Metric
 
@@ -85,15 +101,32 @@ def log_candidate_models(client, run_id: str, experiment_id: str, name: str, run
     for candidate in run.selection["candidates"]:
         step = int(candidate["step"])
         model = client.create_logged_model(
-            experiment_id, name=model_name(name, step), source_run_id=run_id, model_type="checkpoint",
-            params={"step": str(step), "checkpoint": str(candidate["checkpoint"]),
-                    "fingerprint": str(candidate.get("fingerprint"))},
-            tags={"hara.selected": str(step == selected).lower(), "hara.final": str(step == final).lower()})
+            experiment_id,
+            name=model_name(name, step),
+            source_run_id=run_id,
+            model_type="checkpoint",
+            params={
+                "step": str(step),
+                "checkpoint": str(candidate["checkpoint"]),
+                "fingerprint": str(candidate.get("fingerprint")),
+            },
+            tags={"hara.selected": str(step == selected).lower(), "hara.final": str(step == final).lower()},
+        )
         client.finalize_logged_model(model.model_id, "READY")
-        metrics.append(Metric(VALIDATION_METRIC, float(candidate["validation_pass_at_1"]), now, step,
-                              model_id=model.model_id, **({"dataset_name": "validation",
-                                                            "dataset_digest": validation_sha[:DIGEST_CHARS]}
-                                                           if validation_sha else {})))
+        metrics.append(
+            Metric(
+                VALIDATION_METRIC,
+                float(candidate["validation_pass_at_1"]),
+                now,
+                step,
+                model_id=model.model_id,
+                **(
+                    {"dataset_name": "validation", "dataset_digest": validation_sha[:DIGEST_CHARS]}
+                    if validation_sha
+                    else {}
+                ),
+            )
+        )
         if step == selected and run.selected_problems:
             metrics += _benchmark_metrics(run.selected_problems, run.fingerprints, model.model_id, now, step)
         elif step == final and run.problems:

@@ -33,8 +33,16 @@ from hara.layout import run_dir
 from hara.report.collect import Cell, Run
 from hara.report.tables import BASELINE
 
-__all__ = ["AVERAGE", "VIEW_BY_METHOD", "VIEW_PER_RUN", "average_pass_at_1", "comparison_summary", "describe",
-           "log_run_summaries", "saved_views"]
+__all__ = [
+    "AVERAGE",
+    "VIEW_BY_METHOD",
+    "VIEW_PER_RUN",
+    "average_pass_at_1",
+    "comparison_summary",
+    "describe",
+    "log_run_summaries",
+    "saved_views",
+]
 
 AVERAGE = "eval/avg_pass_at_1_pct"  # `eval/avg_pass@1` in percent, spelled as MLflow accepts it
 #: The summary's numbers as the report prints them (percent, one decimal): the runs table shows them as they are.
@@ -61,8 +69,11 @@ def average_pass_at_1(config: Mapping, run: Run) -> float | None:
 
 def of_cell(cell: Cell, comparisons: Iterable[Mapping]) -> list[Mapping]:
     """The comparisons whose A side is the cell's method in its (size, rlvr)."""
-    return [found for found in comparisons if (found["size"], found["rlvr"], found["a"]) == (cell.size, cell.rlvr,
-                                                                                              cell.method)]
+    return [
+        found
+        for found in comparisons
+        if (found["size"], found["rlvr"], found["a"]) == (cell.size, cell.rlvr, cell.method)
+    ]
 
 
 def points(value: float) -> float:
@@ -96,25 +107,37 @@ def _signed(value: float) -> str:
 def _comparison_line(found: Mapping) -> str:
     avg, fixed = found["average"], found["average"]["corrected"]
     power = " (low power: it cannot rule out the effect the paper claims)" if fixed["low_power"] else ""
-    return (f"**vs {found['b']}**: {_signed(avg['difference'])} [{_signed(avg['ci_low'])}, {_signed(avg['ci_high'])}] "
-            f"points (raw 95% interval), **{fixed['verdict']}** after correction over {fixed['family_size']} "
-            f"comparisons, minimum detectable effect {100 * fixed['mde']:.{DIGITS}f} points{power}; paired over "
-            f"{avg['seeds']} seed(s) x {avg['problems']} problems, the same for every seed of the cell.")
+    return (
+        f"**vs {found['b']}**: {_signed(avg['difference'])} [{_signed(avg['ci_low'])}, {_signed(avg['ci_high'])}] "
+        f"points (raw 95% interval), **{fixed['verdict']}** after correction over {fixed['family_size']} "
+        f"comparisons, minimum detectable effect {100 * fixed['mde']:.{DIGITS}f} points{power}; paired over "
+        f"{avg['seeds']} seed(s) x {avg['problems']} problems, the same for every seed of the cell."
+    )
 
 
-def describe(cell: Cell, average: float | None, comparisons: Iterable[Mapping], report_file: Path,
-             links: Mapping[str, str]) -> str:
+def describe(
+    cell: Cell, average: float | None, comparisons: Iterable[Mapping], report_file: Path, links: Mapping[str, str]
+) -> str:
     """The run's description (Markdown): which cell, where the report is, its scores in words. ``links``: in-app
     links (:func:`hara.tracking.ui_path`) of the report page (``report``) and of the saved views (other labels)."""
     views = " · ".join(f"[{label}]({link})" for label, link in links.items() if label != "report")
-    score = (f"**Average pass@1** over the config's benchmarks: {average:.{DIGITS}f}%." if average is not None
-             else "**Average pass@1**: n/a (not scored on every benchmark of the config).")
+    score = (
+        f"**Average pass@1** over the config's benchmarks: {average:.{DIGITS}f}%."
+        if average is not None
+        else "**Average pass@1**: n/a (not scored on every benchmark of the config)."
+    )
     if cell.method == BASELINE:
         score += f" This is the baseline ({BASELINE}) that the other methods are compared with."
-    parts = [(f"{NOTE_HEADER}: size `{cell.size}`, RLVR `{cell.rlvr}`, method `{cell.method}`, seed {cell.seed} "
-              f"(`train/{cell.path()}`)."),
-             f"**Report**: `{report_file}` ([open in MLflow]({links['report']}))", score,
-             *map(_comparison_line, of_cell(cell, comparisons)), f"**Compare in MLflow**: {views}"]
+    parts = [
+        (
+            f"{NOTE_HEADER}: size `{cell.size}`, RLVR `{cell.rlvr}`, method `{cell.method}`, seed {cell.seed} "
+            f"(`train/{cell.path()}`)."
+        ),
+        f"**Report**: `{report_file}` ([open in MLflow]({links['report']}))",
+        score,
+        *map(_comparison_line, of_cell(cell, comparisons)),
+        f"**Compare in MLflow**: {views}",
+    ]
     return "\n\n".join(parts)
 
 
@@ -122,9 +145,15 @@ def _view_state(columns: list[str], group_by_method: bool) -> dict:
     """MLflow's runs-table state (the keys its "Save view" writes): the training runs, ``columns`` picked and first,
     best average first, charts filtered to the averaged metrics; grouped by the ``method`` tag (seeds averaged)."""
     widths = {"attributes.`Run Name`": 260, **dict.fromkeys(columns, 170)}  # pixels: room for a full float
-    state = {"searchFilter": "tags.stage = 'train'", "orderByKey": f"metrics.`{AVERAGE}`", "orderByAsc": False,
-             "selectedColumns": [*columns, "attributes.`Dataset`"], "chartsSearchFilter": "avg_",
-             "columnOrder": ["attributes.`Run Name`", *columns, "attributes.`Dataset`"], "columnWidths": widths}
+    state = {
+        "searchFilter": "tags.stage = 'train'",
+        "orderByKey": f"metrics.`{AVERAGE}`",
+        "orderByAsc": False,
+        "selectedColumns": [*columns, "attributes.`Dataset`"],
+        "chartsSearchFilter": "avg_",
+        "columnOrder": ["attributes.`Run Name`", *columns, "attributes.`Dataset`"],
+        "columnWidths": widths,
+    }
     if group_by_method:
         state["groupBy"] = {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "method"}]}
     return state
@@ -137,9 +166,12 @@ def saved_views(comparisons: Iterable[Mapping], now_ms: int) -> dict[str, str]:
     for name in baselines(comparisons):
         columns += [f"metrics.`vs_{name}/{key}`" for key in (*DIFFERENCE_METRICS.values(), "avg_mde_pts")]
         columns.append(f"tags.`vs_{name}.verdict`")
-    return {VIEW_TAG_PREFIX + key: json.dumps({"name": name, "createdAt": now_ms, "updatedAt": now_ms,
-                                               "state": json.dumps(_view_state(columns, grouped))})
-            for (key, name), grouped in ((VIEW_PER_RUN, False), (VIEW_BY_METHOD, True))}
+    return {
+        VIEW_TAG_PREFIX + key: json.dumps(
+            {"name": name, "createdAt": now_ms, "updatedAt": now_ms, "state": json.dumps(_view_state(columns, grouped))}
+        )
+        for (key, name), grouped in ((VIEW_PER_RUN, False), (VIEW_BY_METHOD, True))
+    }
 
 
 def read_comparisons(out_dir: Path) -> list[dict]:
@@ -152,8 +184,10 @@ def read_comparisons(out_dir: Path) -> list[dict]:
 
 def _benchmark_entries(run: Run) -> dict[str, dict]:
     """The run's benchmarks in scores.json's shape, as far as the dataset inputs need them."""
-    return {name: {"eval_fingerprint": fingerprint, "n_problems": len(run.problems.get(name, {}))}
-            for name, fingerprint in run.fingerprints.items()}
+    return {
+        name: {"eval_fingerprint": fingerprint, "n_problems": len(run.problems.get(name, {}))}
+        for name, fingerprint in run.fingerprints.items()
+    }
 
 
 def _links(experiment_id: str, report_run_id: str) -> dict[str, str]:
@@ -161,13 +195,16 @@ def _links(experiment_id: str, report_run_id: str) -> dict[str, str]:
     report run and the training runs share the config's experiment (both are named after config['name'])."""
     from hara.tracking import ui_path
 
-    return {"report": ui_path(experiment_id, f"runs/{report_run_id}/artifacts/{REPORT_ARTIFACT}"),
-            "scores per run": ui_path(experiment_id, "runs", f"viewStateShareKey={VIEW_PER_RUN[0]}"),
-            "scores by method": ui_path(experiment_id, "runs", f"viewStateShareKey={VIEW_BY_METHOD[0]}")}
+    return {
+        "report": ui_path(experiment_id, f"runs/{report_run_id}/artifacts/{REPORT_ARTIFACT}"),
+        "scores per run": ui_path(experiment_id, "runs", f"viewStateShareKey={VIEW_PER_RUN[0]}"),
+        "scores by method": ui_path(experiment_id, "runs", f"viewStateShareKey={VIEW_BY_METHOD[0]}"),
+    }
 
 
-def _summarize(client, run_id: str, config: Mapping, run: Run, comparisons: list[dict], report_file: Path,
-               report_run_id: str) -> str:
+def _summarize(
+    client, run_id: str, config: Mapping, run: Run, comparisons: list[dict], report_file: Path, report_run_id: str
+) -> str:
     """Log one training run's summary metrics, verdict tags, dataset inputs and description; returns its
     experiment's id."""
     from mlflow.entities import Metric, RunTag
@@ -183,8 +220,11 @@ def _summarize(client, run_id: str, config: Mapping, run: Run, comparisons: list
         links = _links(logged.info.experiment_id, report_run_id)
         tags[NOTE_TAG] = describe(run.cell, average, comparisons, report_file, links)
     now = int(time.time() * 1000)
-    client.log_batch(run_id, metrics=[Metric(key, float(value), now, 0) for key, value in metrics.items()],
-                     tags=[RunTag(key, value) for key, value in tags.items()])
+    client.log_batch(
+        run_id,
+        metrics=[Metric(key, float(value), now, 0) for key, value in metrics.items()],
+        tags=[RunTag(key, value) for key, value in tags.items()],
+    )
     log_benchmark_inputs(client, run_id, _benchmark_entries(run))
     _log_data_and_models(client, run_id, logged, config, run)
     return logged.info.experiment_id
@@ -203,8 +243,9 @@ def _log_data_and_models(client, run_id: str, logged, config: Mapping, run: Run)
     log_candidate_models(client, run_id, logged.info.experiment_id, logged.info.run_name, run, sha)
 
 
-def log_run_summaries(config: Mapping, results: str | Path, runs: Mapping[Cell, Run], out_dir: str | Path,
-                      report_run_id: str | None) -> list[str]:
+def log_run_summaries(
+    config: Mapping, results: str | Path, runs: Mapping[Cell, Run], out_dir: str | Path, report_run_id: str | None
+) -> list[str]:
     """Write the summaries into every training run that has an MLflow run, and the saved views into their
     experiments; returns the run ids. ``report_run_id``: the report's MLflow run (None: the report was not logged
     to MLflow, and nothing is)."""
@@ -225,8 +266,9 @@ def log_run_summaries(config: Mapping, results: str | Path, runs: Mapping[Cell, 
         if uri not in clients:
             clients[uri] = tracking_client(uri)
         client = clients[uri]
-        experiments.add((uri, _summarize(client, reference["run_id"], config, run, comparisons, report_file,
-                                         report_run_id)))
+        experiments.add(
+            (uri, _summarize(client, reference["run_id"], config, run, comparisons, report_file, report_run_id))
+        )
         done.append(reference["run_id"])
     for uri, experiment_id in sorted(experiments):
         for key, value in saved_views(comparisons, int(time.time() * 1000)).items():

@@ -126,13 +126,19 @@ class Difference:
 
     def format(self, scale: float = 100.0, digits: int = 1) -> str:
         """``+0.3 [-1.2, +1.8]`` (scaled: percentage points by default)."""
-        return (f"{self.mean * scale:+.{digits}f} [{self.low * scale:+.{digits}f}, "
-                f"{self.high * scale:+.{digits}f}]")
+        return f"{self.mean * scale:+.{digits}f} [{self.low * scale:+.{digits}f}, {self.high * scale:+.{digits}f}]"
 
     def as_dict(self) -> dict:
-        return {"difference": self.mean, "ci_low": self.low, "ci_high": self.high, "verdict": self.verdict,
-                "se": self.se, "df": self.df if math.isfinite(self.df) else None, "seeds": self.seeds,
-                "problems": self.problems}
+        return {
+            "difference": self.mean,
+            "ci_low": self.low,
+            "ci_high": self.high,
+            "verdict": self.verdict,
+            "se": self.se,
+            "df": self.df if math.isfinite(self.df) else None,
+            "seeds": self.seeds,
+            "problems": self.problems,
+        }
 
 
 def paired_matrix(a: Mapping[int, Mapping[str, float]], b: Mapping[int, Mapping[str, float]]) -> np.ndarray:
@@ -153,8 +159,9 @@ def paired_matrix(a: Mapping[int, Mapping[str, float]], b: Mapping[int, Mapping[
 
 
 @functools.lru_cache(maxsize=8)
-def _draws(seed: int, resamples: int, n_seeds: int, problem_counts: tuple[int, ...]
-           ) -> tuple[np.ndarray | None, tuple[np.ndarray, ...]]:
+def _draws(
+    seed: int, resamples: int, n_seeds: int, problem_counts: tuple[int, ...]
+) -> tuple[np.ndarray | None, tuple[np.ndarray, ...]]:
     """The draw protocol's index arrays: the seed draw (None for one seed), then one problem draw per benchmark.
     Every comparison of the same shape uses the same draws (their replicates are a joint bootstrap), so they are
     made once and shared, read-only."""
@@ -186,8 +193,9 @@ def satterthwaite_df(diffs: Sequence[np.ndarray]) -> float:
     n_seeds, n_benchmarks = diffs[0].shape[0], len(diffs)
     seed_means = np.mean([d.mean(axis=1) for d in diffs], axis=0)
     terms = [(seed_means.var(ddof=1) / n_seeds, n_seeds - 1)]
-    terms += [(d.mean(axis=0).var(ddof=1) / (d.shape[1] * n_benchmarks ** 2), d.shape[1] - 1)
-              for d in diffs if d.shape[1] > 1]
+    terms += [
+        (d.mean(axis=0).var(ddof=1) / (d.shape[1] * n_benchmarks**2), d.shape[1] - 1) for d in diffs if d.shape[1] > 1
+    ]
     spread = sum(t * t / df for t, df in terms)
     return sum(t for t, _ in terms) ** 2 / spread if spread > 0 else math.inf
 
@@ -246,8 +254,14 @@ class Corrected:
         return (self.critical + t_quantile(POWER, self.difference.df)) * self.difference.se
 
     def as_dict(self) -> dict:
-        return {"verdict": self.verdict, "ci_low": self.low, "ci_high": self.high, "critical": self.critical,
-                "family_size": self.family_size, "mde": self.mde}
+        return {
+            "verdict": self.verdict,
+            "ci_low": self.low,
+            "ci_high": self.high,
+            "critical": self.critical,
+            "family_size": self.family_size,
+            "mde": self.mde,
+        }
 
 
 def max_t_critical(differences: Sequence[Difference], confidence: float) -> float:
@@ -268,9 +282,16 @@ def correct_family(differences: Sequence[Difference], confidence: float) -> list
     the critical value is carried to each comparison's df at the same tail probability."""
     critical = max_t_critical(differences, confidence)
     tail = NormalDist().cdf(critical)
-    return [Corrected(d, max(critical if not math.isfinite(d.df) else t_quantile(tail, d.df),
-                             t_quantile((1 + confidence) / 2, d.df)), len(differences))
-            for d in differences]
+    return [
+        Corrected(
+            d,
+            max(
+                critical if not math.isfinite(d.df) else t_quantile(tail, d.df), t_quantile((1 + confidence) / 2, d.df)
+            ),
+            len(differences),
+        )
+        for d in differences
+    ]
 
 
 @dataclass(frozen=True)

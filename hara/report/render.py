@@ -17,11 +17,13 @@ from hara.report.tables import Table
 
 __all__ = ["page_macros", "render_html", "render_markdown"]
 
-STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
-         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-         "td:first-child,th:first-child,td:nth-child(2),td:nth-child(3){text-align:left}"
-         ".note{color:#555;font-size:90%}img{max-width:100%}"
-         "td.better{background:#dff3df}td.worse{background:#f8dddd}td.low-power{color:#777}")
+STYLE = (
+    "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+    "td:first-child,th:first-child,td:nth-child(2),td:nth-child(3){text-align:left}"
+    ".note{color:#555;font-size:90%}img{max-width:100%}"
+    "td.better{background:#dff3df}td.worse{background:#f8dddd}td.low-power{color:#777}"
+)
 
 #: The verdict after correction that a table cell states (hara.report.compare.GridComparisons.format), as the CSS
 #: class that colours it: better green, worse red, a low-power "within noise" greyed.
@@ -37,14 +39,26 @@ def verdict_class(cell: str) -> str:
 
 
 def markdown_table(table: Table) -> str:
-    lines = [f"## {table.title}", "", table.note, "", "| " + " | ".join(table.header) + " |",
-             "|" + "---|" * len(table.header)]
+    lines = [
+        f"## {table.title}",
+        "",
+        table.note,
+        "",
+        "| " + " | ".join(table.header) + " |",
+        "|" + "---|" * len(table.header),
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in table.rows]
     return "\n".join(lines) + "\n"
 
 
-def render_markdown(title: str, summary: str, tables: list[Table], figures: Mapping[str, Path | None],
-                    out_dir: Path, sections: Sequence[Section] = ()) -> str:
+def render_markdown(
+    title: str,
+    summary: str,
+    tables: list[Table],
+    figures: Mapping[str, Path | None],
+    out_dir: Path,
+    sections: Sequence[Section] = (),
+) -> str:
     parts = [f"# {title}", "", summary, ""] + [markdown_table(t) for t in tables] + ["## Training dynamics", ""]
     for size, path in figures.items():
         parts.append(f"![{size}]({path.relative_to(out_dir).as_posix()})" if path else f"{size}: n/a (no metrics)")
@@ -60,14 +74,24 @@ def _png(path: Path) -> str:
 @functools.cache
 def page_macros() -> Any:
     """The macros of templates/report.html (page, table, figure, analysis, sweeps), each callable -> HTML."""
-    env = jinja2.Environment(loader=jinja2.PackageLoader("hara.report", "templates"), autoescape=False,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("hara.report", "templates"),
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
     env.filters.update(esc=html.escape, png=_png, verdict_class=verdict_class)
     return env.get_template("report.html").module
 
 
-def render_html(title: str, summary: str, tables: list[Table], figures: Mapping[str, Path | None],
-                sections: Sequence[Section] = (), studies: Sequence[tuple] = ()) -> str:
+def render_html(
+    title: str,
+    summary: str,
+    tables: list[Table],
+    figures: Mapping[str, Path | None],
+    sections: Sequence[Section] = (),
+    studies: Sequence[tuple] = (),
+) -> str:
     """The self-contained page: tables, training dynamics, the analyses (config `analyses`) and the sweeps
     (``studies``: (folder, summary, best line, effect table) of each, hara.sweeps.report_section)."""
     return str(page_macros().page(title, summary, STYLE, tables, figures, sections, studies))

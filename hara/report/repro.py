@@ -110,10 +110,18 @@ def load_claims(path: str | Path = CLAIMS_PATH) -> list[Claim]:
     claims = []
     for key, entry in (raw or {}).get("claims", {}).items():
         if entry.get("measure") not in MEASURES:
-            raise ConfigError(f"{path}: claims.{key}.measure: {entry.get('measure')!r} is not one of "
-                              f"{', '.join(sorted(MEASURES))}")
-        claims.append(Claim(key, str(entry["paper"]), entry["measure"], entry.get("params") or {},
-                            " ".join(str(entry.get("how", "")).split())))
+            raise ConfigError(
+                f"{path}: claims.{key}.measure: {entry.get('measure')!r} is not one of {', '.join(sorted(MEASURES))}"
+            )
+        claims.append(
+            Claim(
+                key,
+                str(entry["paper"]),
+                entry["measure"],
+                entry.get("params") or {},
+                " ".join(str(entry.get("how", "")).split()),
+            )
+        )
     return claims
 
 
@@ -122,8 +130,13 @@ def _absent(what: str) -> Outcome:
 
 
 def _pairs(evidence: Evidence, methods: list[str], against: list[str]) -> list[tuple[Comparison, str, str]]:
-    return [(found, size, rlvr) for size, rlvr in evidence.cells() for m in methods for b in against
-            if (found := compare_cells(evidence.config, evidence.runs, size, rlvr, m, b)) is not None]
+    return [
+        (found, size, rlvr)
+        for size, rlvr in evidence.cells()
+        for m in methods
+        for b in against
+        if (found := compare_cells(evidence.config, evidence.runs, size, rlvr, m, b)) is not None
+    ]
 
 
 def _family_status(verdicts: Counter, size: int) -> str:
@@ -149,14 +162,33 @@ def paired_gain_family(evidence: Evidence, params: Mapping) -> Outcome:
     verdicts = Counter(c.verdict for c in corrected)
     largest = max(range(len(pairs)), key=lambda i: pairs[i][0].average.mean)
     (best, size, rlvr), best_fixed = pairs[largest], corrected[largest]
-    ours = (f"{verdicts[BETTER]} of {len(pairs)} better after correction, {verdicts[WORSE]} worse; largest: {best.a} "
-            f"vs {best.b} ({size}, {rlvr}) {best.average.format()} points (raw interval), corrected "
-            f"{best_fixed.verdict}, MDE {_points(best_fixed.mde)}")
-    comparisons = [{"size": size, "rlvr": rlvr, **found.average.as_dict(), "a": found.a, "b": found.b,
-                    "corrected": fixed.as_dict()} for (found, size, rlvr), fixed in zip(pairs, corrected)]
-    return Outcome(_family_status(verdicts, len(pairs)), ours,
-                   {"family_size": len(pairs), "critical": best_fixed.critical, "verdicts": dict(verdicts),
-                    "largest": comparisons[largest], "comparisons": comparisons})
+    ours = (
+        f"{verdicts[BETTER]} of {len(pairs)} better after correction, {verdicts[WORSE]} worse; largest: {best.a} "
+        f"vs {best.b} ({size}, {rlvr}) {best.average.format()} points (raw interval), corrected "
+        f"{best_fixed.verdict}, MDE {_points(best_fixed.mde)}"
+    )
+    comparisons = [
+        {
+            "size": size,
+            "rlvr": rlvr,
+            **found.average.as_dict(),
+            "a": found.a,
+            "b": found.b,
+            "corrected": fixed.as_dict(),
+        }
+        for (found, size, rlvr), fixed in zip(pairs, corrected)
+    ]
+    return Outcome(
+        _family_status(verdicts, len(pairs)),
+        ours,
+        {
+            "family_size": len(pairs),
+            "critical": best_fixed.critical,
+            "verdicts": dict(verdicts),
+            "largest": comparisons[largest],
+            "comparisons": comparisons,
+        },
+    )
 
 
 @measure("majority_better")
@@ -170,8 +202,10 @@ def majority_better(evidence: Evidence, params: Mapping) -> Outcome:
     verdicts = Counter(c.verdict for c in correct_family(differences, evidence.bootstrap.confidence))
     total, better, worse = len(differences), verdicts[BETTER], verdicts[WORSE]
     status = CONTRADICTED if worse > better else REPRODUCED if better > worse and 2 * better >= total else NOISE
-    ours = (f"{params['method']} - {params['against']} over {total} (size, rlvr, benchmark), after correction: "
-            f"{better} better, {verdicts[WITHIN_NOISE]} within noise, {worse} worse")
+    ours = (
+        f"{params['method']} - {params['against']} over {total} (size, rlvr, benchmark), after correction: "
+        f"{better} better, {verdicts[WITHIN_NOISE]} within noise, {worse} worse"
+    )
     return Outcome(status, ours, {"verdicts": dict(verdicts), "total": total})
 
 
@@ -190,8 +224,7 @@ def cost_ratio(pairs: list[tuple[list[float], list[float]]], evidence: Evidence)
         logs = [math.log(statistics.fmean(a) / statistics.fmean(b)) for a, b in pairs]
         found = t_interval(logs, evidence.bootstrap.confidence)
         return Interval(math.exp(found.value), math.exp(found.low), math.exp(found.high))
-    return block_bootstrap_ratio([c for a, _ in pairs for c in a], [c for _, b in pairs for c in b],
-                                 evidence.bootstrap)
+    return block_bootstrap_ratio([c for a, _ in pairs for c in a], [c for _, b in pairs for c in b], evidence.bootstrap)
 
 
 @measure("cost_overhead")
@@ -215,18 +248,24 @@ def cost_overhead(evidence: Evidence, params: Mapping) -> Outcome:
     for key, pairs in grouped.items():
         ratio = cost_ratio(pairs, evidence)
         kind = "CPU time" if kinds[key] == {"CPU time"} else "wall time"
-        found.append((Interval(ratio.value - 1, ratio.low - 1, ratio.high - 1),
-                      f"{', '.join(key)}, {len(pairs)} seed(s)", kind))
+        found.append(
+            (Interval(ratio.value - 1, ratio.low - 1, ratio.high - 1), f"{', '.join(key)}, {len(pairs)} seed(s)", kind)
+        )
     worst, where, kind = max(found, key=lambda item: item[0].value)
     flag = "" if kind == "CPU time" else " (wall time: not comparable where jobs shared the machine)"
     ours = f"largest: {worst.format('{:+.1%}')} per-step {kind} ({where}){flag}"
-    return Outcome(_bounded([i for i, _, _ in found], float(params["bound"])), ours,
-                   {"largest": vars(worst), "where": where, "cost": kind})
+    return Outcome(
+        _bounded([i for i, _, _ in found], float(params["bound"])),
+        ours,
+        {"largest": vars(worst), "where": where, "cost": kind},
+    )
 
 
 #: How a training-curve measure's value reads.
-CURVE_FORMATS: dict[str, Callable[[float], str]] = {"speedup": lambda v: f"{v:.2f}x",
-                                                    "equal_time": lambda v: f"{100 * v:+.1f} points"}
+CURVE_FORMATS: dict[str, Callable[[float], str]] = {
+    "speedup": lambda v: f"{v:.2f}x",
+    "equal_time": lambda v: f"{100 * v:+.1f} points",
+}
 
 
 @measure("seed_curve_measure")
@@ -255,10 +294,13 @@ def seed_curve_measure(evidence: Evidence, params: Mapping) -> Outcome:
     above = sum(i.low > reference for i, _ in intervals)
     status = REPRODUCED if above else CONTRADICTED if all(i.high < reference for i, _ in intervals) else NOISE
     best, where = max(intervals, key=lambda item: item[0].value)
-    ours = (f"{above} of {len(intervals)} cells above {show(reference)} after correction; largest: "
-            f"{show(best.value)} [{show(best.low)}, {show(best.high)}] ({where}; t-interval at {level:.1%})")
-    return Outcome(status, ours, {"largest": vars(best), "where": where, "cells": len(intervals),
-                                  "above": above, "level": level})
+    ours = (
+        f"{above} of {len(intervals)} cells above {show(reference)} after correction; largest: "
+        f"{show(best.value)} [{show(best.low)}, {show(best.high)}] ({where}; t-interval at {level:.1%})"
+    )
+    return Outcome(
+        status, ours, {"largest": vars(best), "where": where, "cells": len(intervals), "above": above, "level": level}
+    )
 
 
 def _exact_runs(evidence: Evidence, method: str) -> dict[str, dict[int, Run]] | None:
@@ -273,8 +315,9 @@ def _exact_runs(evidence: Evidence, method: str) -> dict[str, dict[int, Run]] | 
         backend = {method: "linearized", exact_counterpart(method): "exact"}.get(run.method)
         if backend:
             cell = Cell(run.size, run.rlvr, backend, run.seed)
-            found[backend][run.seed] = read_run(cell, Path(run_dir(evidence.config, run)),
-                                                Path(eval_dir(evidence.config, run)))
+            found[backend][run.seed] = read_run(
+                cell, Path(run_dir(evidence.config, run)), Path(eval_dir(evidence.config, run))
+            )
     return found
 
 
@@ -284,8 +327,10 @@ def exact_speedup(evidence: Evidence, params: Mapping) -> Outcome:
     runs = _exact_runs(evidence, params["method"])
     if runs is None:
         return _absent(f"the exact-vs-linearized analysis of {params['method']} is off: config/analyses.yaml")
-    pairs = [(step_costs(runs["exact"][seed].metrics)[0], step_costs(runs["linearized"][seed].metrics)[0])
-             for seed in sorted(set(runs["exact"]) & set(runs["linearized"]))]
+    pairs = [
+        (step_costs(runs["exact"][seed].metrics)[0], step_costs(runs["linearized"][seed].metrics)[0])
+        for seed in sorted(set(runs["exact"]) & set(runs["linearized"]))
+    ]
     pairs = [(exact, linear) for exact, linear in pairs if exact and linear]
     if not pairs:
         return _absent("the analysis' runs have no training metrics yet")
@@ -339,13 +384,20 @@ def _problem_difference(a: Mapping[str, float], b: Mapping[str, float], evidence
     from hara.report.paired import bootstrap_difference, paired_matrix
 
     shared = sorted(set(a) & set(b))
-    return bootstrap_difference([paired_matrix({0: {p: a[p] for p in shared}}, {0: {p: b[p] for p in shared}})],
-                                evidence.bootstrap)
+    return bootstrap_difference(
+        [paired_matrix({0: {p: a[p] for p in shared}}, {0: {p: b[p] for p in shared}})], evidence.bootstrap
+    )
 
 
 def _scores_of(rows: list[dict], variant: str, structure: str, rollouts: int) -> dict[str, float] | None:
-    return next((r["per_problem"] for r in rows if (r["variant"], r["structure"], r["rollouts"]) ==
-                 (variant, structure, rollouts)), None)
+    return next(
+        (
+            r["per_problem"]
+            for r in rows
+            if (r["variant"], r["structure"], r["rollouts"]) == (variant, structure, rollouts)
+        ),
+        None,
+    )
 
 
 def _every_one_better(differences: list, evidence: Evidence) -> tuple[list, Counter, str]:
@@ -373,14 +425,18 @@ def interpretability_order(evidence: Evidence, params: Mapping) -> Outcome:
         for other in params["over"]:
             theirs = _scores_of(rows, other, structure, top)
             if mine and theirs:
-                found.append((f"{params['variant']} - {other} ({structure})", _problem_difference(mine, theirs,
-                                                                                                    evidence)))
+                found.append(
+                    (f"{params['variant']} - {other} ({structure})", _problem_difference(mine, theirs, evidence))
+                )
     if not found:
         return _absent("the analysis scored none of the variants compared")
     corrected, verdicts, status = _every_one_better([d for _, d in found], evidence)
     parts = [f"{label} {d.format(1.0, 3)} nats/token {c.verdict}" for (label, d), c in zip(found, corrected)]
-    return Outcome(status, f"at {top} rollouts, over {found[0][1].problems} problems, after correction: "
-                   + "; ".join(parts), {"verdicts": dict(verdicts), "rollouts": top})
+    return Outcome(
+        status,
+        f"at {top} rollouts, over {found[0][1].problems} problems, after correction: " + "; ".join(parts),
+        {"verdicts": dict(verdicts), "rollouts": top},
+    )
 
 
 @measure("interpretability_rollouts")
@@ -393,20 +449,26 @@ def interpretability_rollouts(evidence: Evidence, params: Mapping) -> Outcome:
     counts = sorted({r["rollouts"] for r in rows})
     if len(counts) < 2:
         return _absent("the analysis scored one number of rollouts (analyses.interpretability.rollouts)")
-    found = [(structure, _problem_difference(high, low, evidence))
-             for structure in dict.fromkeys(r["structure"] for r in rows)
-             if (high := _scores_of(rows, params["variant"], structure, counts[-1]))
-             and (low := _scores_of(rows, params["variant"], structure, counts[0]))]
+    found = [
+        (structure, _problem_difference(high, low, evidence))
+        for structure in dict.fromkeys(r["structure"] for r in rows)
+        if (high := _scores_of(rows, params["variant"], structure, counts[-1]))
+        and (low := _scores_of(rows, params["variant"], structure, counts[0]))
+    ]
     if not found:
         return _absent(f"the analysis did not score {params['variant']}")
     corrected, verdicts, status = _every_one_better([d for _, d in found], evidence)
     parts = [f"{structure} {d.format(1.0, 3)} nats/token {c.verdict}" for (structure, d), c in zip(found, corrected)]
-    return Outcome(status, f"{params['variant']} at {counts[-1]} minus at {counts[0]} rollouts, after correction: "
-                   + "; ".join(parts), {"verdicts": dict(verdicts), "rollouts": [counts[0], counts[-1]]})
+    return Outcome(
+        status,
+        f"{params['variant']} at {counts[-1]} minus at {counts[0]} rollouts, after correction: " + "; ".join(parts),
+        {"verdicts": dict(verdicts), "rollouts": [counts[0], counts[-1]]},
+    )
 
 
-def check_claims(config: Mapping, results: str | Path, runs: Mapping[Cell, Run] | None = None,
-                 claims: list[Claim] | None = None) -> list[tuple[Claim, Outcome]]:
+def check_claims(
+    config: Mapping, results: str | Path, runs: Mapping[Cell, Run] | None = None, claims: list[Claim] | None = None
+) -> list[tuple[Claim, Outcome]]:
     """Every claim's outcome on the results under ``results`` (the config's grid; ``runs``: already collected)."""
     config = {**config, "results_dir": str(results)}
     evidence = Evidence(config, runs if runs is not None else collect_runs(config, results))
@@ -418,20 +480,28 @@ def claims_table(checks: list[tuple[Claim, Outcome]]):
     from hara.report.tables import Table
 
     rows = [[claim.key, claim.paper, outcome.ours, outcome.status] for claim, outcome in checks]
-    return Table("paper", "The paper's claims checked on this run",
-                 "Left: the paper's own statements (its models, benchmarks and hardware; config/paper_claims.yaml, "
-                 "from the public summary), never ours. Right: the same measure on this run's results with its "
-                 "interval, and the status: reproduced / within noise / contradicted / not measured (see "
-                 "config/paper_claims.yaml for how each is measured; `hara repro-check` prints the same).",
-                 ["claim", "paper", "ours (this run)", "status"], rows)
+    return Table(
+        "paper",
+        "The paper's claims checked on this run",
+        "Left: the paper's own statements (its models, benchmarks and hardware; config/paper_claims.yaml, "
+        "from the public summary), never ours. Right: the same measure on this run's results with its "
+        "interval, and the status: reproduced / within noise / contradicted / not measured (see "
+        "config/paper_claims.yaml for how each is measured; `hara repro-check` prints the same).",
+        ["claim", "paper", "ours (this run)", "status"],
+        rows,
+    )
 
 
 def format_checks(checks: list[tuple[Claim, Outcome]]) -> str:
     """One block per claim: status, the paper's statement, ours, and how it is measured."""
     lines = []
     for claim, outcome in checks:
-        lines += [f"[{outcome.status}] {claim.key}", f"  paper: {claim.paper}", f"  ours:  {outcome.ours}",
-                  f"  how:   {claim.how}"]
+        lines += [
+            f"[{outcome.status}] {claim.key}",
+            f"  paper: {claim.paper}",
+            f"  ours:  {outcome.ours}",
+            f"  how:   {claim.how}",
+        ]
     counts = Counter(outcome.status for _, outcome in checks)
     lines.append(", ".join(f"{counts[s]} {s}" for s in (REPRODUCED, NOISE, CONTRADICTED, NOT_MEASURED)))
     return "\n".join(lines)

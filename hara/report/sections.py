@@ -43,15 +43,28 @@ def collect_sections(config: Mapping, results: str | Path, out_dir: Path) -> lis
 
 
 def _table_md(result: AnalysisResult) -> list[str]:
-    return ["| " + " | ".join(result.header) + " |", "|" + "---|" * len(result.header),
-            *("| " + " | ".join(row) + " |" for row in result.rows)]
+    return [
+        "| " + " | ".join(result.header) + " |",
+        "|" + "---|" * len(result.header),
+        *("| " + " | ".join(row) + " |" for row in result.rows),
+    ]
 
 
 def section_markdown(section: Section, out_dir: Path) -> str:
     if section.result is None:
         return f"## Analysis: {section.name}\n\nn/a (the analysis wrote no output)\n"
     r = section.result
-    parts = [f"## {r.title}", "", f"**Paper:** {r.claim}", "", f"**Our run:** {r.finding}", "", r.note, "",
-             *_table_md(r), ""]
+    parts = [
+        f"## {r.title}",
+        "",
+        f"**Paper:** {r.claim}",
+        "",
+        f"**Our run:** {r.finding}",
+        "",
+        r.note,
+        "",
+        *_table_md(r),
+        "",
+    ]
     parts += [f"![{r.name}]({p.relative_to(out_dir).as_posix()})\n" for p in section.figures]
     return "\n".join(parts)

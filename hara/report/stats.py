@@ -5,7 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["Estimate", "cumulative_time", "final_value", "mean_se", "smooth", "step_costs", "step_reaching", "value_at_time"]
+__all__ = [
+    "Estimate",
+    "cumulative_time",
+    "final_value",
+    "mean_se",
+    "smooth",
+    "step_costs",
+    "step_reaching",
+    "value_at_time",
+]
 
 #: Placeholder of a cell without data; the report never invents a number.
 NA = "n/a"

@@ -103,22 +103,27 @@ def seeds_note(config: Mapping, methods: list[str]) -> str:
 def paired_note(config: Mapping) -> str:
     """How the tables' paired differences are computed (the config's report.bootstrap)."""
     settings = Bootstrap.from_config(config)
-    return (f"Paired differences in percentage points with their raw {settings.confidence:.0%} interval: a percentile "
-            f"bootstrap over the benchmark problems (with several seeds: seeds and problems crossed), "
-            f"{settings.resamples} resamples, seed {settings.seed}. The verdict (better / worse / within noise) is the "
-            f"one after correction over the comparison's family (every difference against the same method in the "
-            f"grid: simultaneous max-T intervals); {CORRECTED_MARK} = the raw interval excludes 0 but the corrected "
-            f"one does not. MDE = the difference the corrected verdict detects with 80% power (points); "
-            f"{LOW_POWER_MARK} = low power: the MDE is above the effect the paper claims for that comparison "
-            f"(report.low_power_above), so 'within noise' there cannot rule that effect out. {MISMATCH_MARK} = "
-            f"evaluation fingerprints differ (compared on request).")
+    return (
+        f"Paired differences in percentage points with their raw {settings.confidence:.0%} interval: a percentile "
+        f"bootstrap over the benchmark problems (with several seeds: seeds and problems crossed), "
+        f"{settings.resamples} resamples, seed {settings.seed}. The verdict (better / worse / within noise) is the "
+        f"one after correction over the comparison's family (every difference against the same method in the "
+        f"grid: simultaneous max-T intervals); {CORRECTED_MARK} = the raw interval excludes 0 but the corrected "
+        f"one does not. MDE = the difference the corrected verdict detects with 80% power (points); "
+        f"{LOW_POWER_MARK} = low power: the MDE is above the effect the paper claims for that comparison "
+        f"(report.low_power_above), so 'within noise' there cannot rule that effect out. {MISMATCH_MARK} = "
+        f"evaluation fingerprints differ (compared on request)."
+    )
 
 
 def family_note(found: GridComparisons) -> str:
     """How many differences each family of the table's comparisons corrects over."""
     sizes = found.family_sizes()
-    return ("Families: " + ", ".join(f"against {against}: {size} differences" for against, size in sizes.items())
-            + ".") if sizes else ""
+    return (
+        ("Families: " + ", ".join(f"against {against}: {size} differences" for against, size in sizes.items()) + ".")
+        if sizes
+        else ""
+    )
 
 
 def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
@@ -128,21 +133,38 @@ def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
     found, rows = grid_comparisons(config, runs), []
     for size in config["models"]["sizes"]:
         base = (base_scores or {}).get(size, {})
-        rows.append([size, BASE_ROW, *(_plain_pct(base.get(b)) for b in benchmarks),
-                     _plain_pct(benchmark_mean(base, benchmarks))])
+        rows.append(
+            [
+                size,
+                BASE_ROW,
+                *(_plain_pct(base.get(b)) for b in benchmarks),
+                _plain_pct(benchmark_mean(base, benchmarks)),
+            ]
+        )
         for method in config["grid"]["methods"]:
             group, key = runs_of(runs, size, rlvr, method), (size, rlvr, method, BASELINE)
             seeds = seed_count(config, method)
-            rows.append([size, method_label(method),
-                         *(_with_difference(pct(score_estimate(group, b, benchmarks), seeds), found, key, b)
-                           for b in [*benchmarks, None])])
-    return Table("main", f"Main results ({rlvr})",
-                 f"pass@1 (%) per benchmark, mean ± standard error over "
-                 f"{seeds_note(config, config['grid']['methods'])} (one seed: the score alone); host preset {rlvr}. "
-                 f"Each method's cell then gives its difference from {BASELINE} (Δ) and a verdict. "
-                 f"{paired_note(config)} {family_note(found)} '{BASE_ROW}' is the Base model before RL (one "
-                 f"evaluation). Paper (its own models and benchmarks): {PAPER_NUMBERS['gain_vs_grpo']}.",
-                 ["size", "method", *benchmarks, "average"], rows)
+            rows.append(
+                [
+                    size,
+                    method_label(method),
+                    *(
+                        _with_difference(pct(score_estimate(group, b, benchmarks), seeds), found, key, b)
+                        for b in [*benchmarks, None]
+                    ),
+                ]
+            )
+    return Table(
+        "main",
+        f"Main results ({rlvr})",
+        f"pass@1 (%) per benchmark, mean ± standard error over "
+        f"{seeds_note(config, config['grid']['methods'])} (one seed: the score alone); host preset {rlvr}. "
+        f"Each method's cell then gives its difference from {BASELINE} (Δ) and a verdict. "
+        f"{paired_note(config)} {family_note(found)} '{BASE_ROW}' is the Base model before RL (one "
+        f"evaluation). Paper (its own models and benchmarks): {PAPER_NUMBERS['gain_vs_grpo']}.",
+        ["size", "method", *benchmarks, "average"],
+        rows,
+    )
 
 
 def method_label(method: str) -> str:
@@ -162,13 +184,26 @@ def _plain_pct(value: float | None) -> str:
 def rlvr_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
     """RLVR preset x method: the benchmark-average pass@1, per size."""
     benchmarks, methods = config["data"]["benchmarks"], config["grid"]["methods"]
-    rows = [[size, rlvr, *(pct(score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks), seed_count(config, m))
-                           for m in methods)]
-            for size in config["models"]["sizes"] for rlvr in ("grpo", "dr_grpo", "dapo")]
-    return Table("rlvr", "HarA across RLVR algorithms",
-                 "Average pass@1 (%) over the benchmarks, mean ± standard error over "
-                 f"{seeds_note(config, methods)}; presets not in the config's grid read n/a.",
-                 ["size", "rlvr", *methods], rows)
+    rows = [
+        [
+            size,
+            rlvr,
+            *(
+                pct(score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks), seed_count(config, m))
+                for m in methods
+            ),
+        ]
+        for size in config["models"]["sizes"]
+        for rlvr in ("grpo", "dr_grpo", "dapo")
+    ]
+    return Table(
+        "rlvr",
+        "HarA across RLVR algorithms",
+        "Average pass@1 (%) over the benchmarks, mean ± standard error over "
+        f"{seeds_note(config, methods)}; presets not in the config's grid read n/a.",
+        ["size", "rlvr", *methods],
+        rows,
+    )
 
 
 def seq_tok_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
@@ -180,13 +215,23 @@ def seq_tok_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseSc
         for rlvr in config["grid"]["rlvr"]:
             est = {m: score_estimate(runs_of(runs, size, rlvr, m), None, benchmarks) for m in methods}
             key = (size, rlvr, "hara_tok", "hara_seq")
-            rows.append([size, rlvr, *(pct(est[m], seed_count(config, m)) for m in methods),
-                         NA if found.get(*key) is None else found.format(key)])
-    return Table("seq_tok", "Sequence-level vs token-level HarA",
-                 "Average pass@1 (%) over the benchmarks; tok − seq as a paired difference. "
-                 f"{seeds_note(config, methods)}. {paired_note(config)} {family_note(found)} "
-                 f"Paper: {PAPER_NUMBERS['tok_vs_seq']}.",
-                 ["size", "rlvr", *methods, "tok − seq"], rows)
+            rows.append(
+                [
+                    size,
+                    rlvr,
+                    *(pct(est[m], seed_count(config, m)) for m in methods),
+                    NA if found.get(*key) is None else found.format(key),
+                ]
+            )
+    return Table(
+        "seq_tok",
+        "Sequence-level vs token-level HarA",
+        "Average pass@1 (%) over the benchmarks; tok − seq as a paired difference. "
+        f"{seeds_note(config, methods)}. {paired_note(config)} {family_note(found)} "
+        f"Paper: {PAPER_NUMBERS['tok_vs_seq']}.",
+        ["size", "rlvr", *methods, "tok − seq"],
+        rows,
+    )
 
 
 def control_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table | None:
@@ -203,10 +248,14 @@ def control_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseSc
             keys = [(size, rlvr, m, BASELINE) for m in [*controls, *(m for m in methods if m not in controls)]]
             rows.append([size, rlvr, *(NA if found.get(*key) is None else found.format(key) for key in keys)])
     order = [*controls, *(m for m in methods if m not in controls)]
-    return Table("control", "Positive control: can this grid see a credit-assignment effect?",
-                 f"Benchmark-average pass@1 differences from {BASELINE} (points), {seeds_note(config, order)}. "
-                 f"{control_finding(config, found, controls)} {paired_note(config)} {family_note(found)}",
-                 ["size", "rlvr", *(f"{method_label(m)} − {BASELINE}" for m in order)], rows)
+    return Table(
+        "control",
+        "Positive control: can this grid see a credit-assignment effect?",
+        f"Benchmark-average pass@1 differences from {BASELINE} (points), {seeds_note(config, order)}. "
+        f"{control_finding(config, found, controls)} {paired_note(config)} {family_note(found)}",
+        ["size", "rlvr", *(f"{method_label(m)} − {BASELINE}" for m in order)],
+        rows,
+    )
 
 
 def control_finding(config: Mapping, found: GridComparisons, controls: list[str]) -> str:
@@ -219,13 +268,17 @@ def control_finding(config: Mapping, found: GridComparisons, controls: list[str]
     mdes = [100 * found.corrected[key][None].mde for key in keys]
     gains = [100 * found.found[key].average.mean for key in keys]
     if not better:
-        return (f"The control separates from {BASELINE} in none of its {len(keys)} cells (gains "
-                f"{min(gains):+.1f} to {max(gains):+.1f} points, MDE {min(mdes):.1f}-{max(mdes):.1f}): even step-level "
-                f"credit from an oracle is not visible at this budget, so the other methods' 'within noise' "
-                f"verdicts cannot tell a method without effect from one the grid cannot see (docs/analyses.md).")
-    return (f"The control is better than {BASELINE} in {len(better)} of its {len(keys)} cells after correction "
-            f"(gains {min(gains):+.1f} to {max(gains):+.1f} points): the grid can see a credit-assignment effect of "
-            f"that size, and a method 'within noise' there has no effect as large as its own MDE.")
+        return (
+            f"The control separates from {BASELINE} in none of its {len(keys)} cells (gains "
+            f"{min(gains):+.1f} to {max(gains):+.1f} points, MDE {min(mdes):.1f}-{max(mdes):.1f}): even step-level "
+            f"credit from an oracle is not visible at this budget, so the other methods' 'within noise' "
+            f"verdicts cannot tell a method without effect from one the grid cannot see (docs/analyses.md)."
+        )
+    return (
+        f"The control is better than {BASELINE} in {len(better)} of its {len(keys)} cells after correction "
+        f"(gains {min(gains):+.1f} to {max(gains):+.1f} points): the grid can see a credit-assignment effect of "
+        f"that size, and a method 'within noise' there has no effect as large as its own MDE."
+    )
 
 
 def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | None]:
@@ -274,19 +327,32 @@ def efficiency_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: Bas
             base = seed_runs(runs, size, rlvr, BASELINE)
             for method in config["grid"]["methods"]:
                 seeds = seed_count(config, method)
-                per_seed = [efficiency_measures(run, base.get(seed))
-                            for seed, run in seed_runs(runs, size, rlvr, method).items() if run.metrics]
-                rows.append([size, rlvr, method, *(fmt(mean_se([m[key] for m in per_seed]), seeds)
-                                                   for key, _, fmt in EFFICIENCY_COLUMNS)])
-    return Table("efficiency", "Efficiency",
-                 "From metrics.jsonl, paired with the baseline (none) of the same seed. CPU = the training process's "
-                 "CPU time per step, comparable between runs that shared the machine; wall = elapsed time, which "
-                 "grows with other jobs' load (the wall columns and the time-to-target columns are comparable only "
-                 "for runs made under the same load). Target = none's final "
-                 "training accuracy (moving average over a tenth of the run); n/a = not reached or not logged. "
-                 "Accuracy at equal wall time = the smoothed training accuracy after none's total training time. Paper: "
-                 f"{PAPER_NUMBERS['overhead']}, {PAPER_NUMBERS['speedup']}, {PAPER_NUMBERS['equal_time']}.",
-                 ["size", "rlvr", "method", *(title for _, title, _ in EFFICIENCY_COLUMNS)], rows)
+                per_seed = [
+                    efficiency_measures(run, base.get(seed))
+                    for seed, run in seed_runs(runs, size, rlvr, method).items()
+                    if run.metrics
+                ]
+                rows.append(
+                    [
+                        size,
+                        rlvr,
+                        method,
+                        *(fmt(mean_se([m[key] for m in per_seed]), seeds) for key, _, fmt in EFFICIENCY_COLUMNS),
+                    ]
+                )
+    return Table(
+        "efficiency",
+        "Efficiency",
+        "From metrics.jsonl, paired with the baseline (none) of the same seed. CPU = the training process's "
+        "CPU time per step, comparable between runs that shared the machine; wall = elapsed time, which "
+        "grows with other jobs' load (the wall columns and the time-to-target columns are comparable only "
+        "for runs made under the same load). Target = none's final "
+        "training accuracy (moving average over a tenth of the run); n/a = not reached or not logged. "
+        "Accuracy at equal wall time = the smoothed training accuracy after none's total training time. Paper: "
+        f"{PAPER_NUMBERS['overhead']}, {PAPER_NUMBERS['speedup']}, {PAPER_NUMBERS['equal_time']}.",
+        ["size", "rlvr", "method", *(title for _, title, _ in EFFICIENCY_COLUMNS)],
+        rows,
+    )
 
 
 def seed_curve_values(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str, measure: str) -> list[float]:
@@ -319,19 +385,45 @@ def selection_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: Base
     rows = []
     for (cell, run), diff in zip(selected, differences):
         curve = " · ".join(f"{c['step']}: {100 * c['validation_pass_at_1']:.1f}" for c in run.selection["candidates"])
-        rows.append([cell.size, cell.rlvr, cell.method, str(cell.seed), curve, str(run.selection["selected_step"]),
-                     _plain_pct(_average(run.selected_problems, config)), _plain_pct(_average(run.problems, config)),
-                     NA if diff is None else _corrected_text(diff, next(corrected))])
+        rows.append(
+            [
+                cell.size,
+                cell.rlvr,
+                cell.method,
+                str(cell.seed),
+                curve,
+                str(run.selection["selected_step"]),
+                _plain_pct(_average(run.selected_problems, config)),
+                _plain_pct(_average(run.problems, config)),
+                NA if diff is None else _corrected_text(diff, next(corrected)),
+            ]
+        )
     enabled = config["selection"]["enabled"]
-    return Table("selection", "Checkpoint selection on validation",
-                 ("Validation pass@1 (%) by step on problems held out of training (selection.validation_problems); "
-                  "the step with the highest one is selected (ties: the later), without looking at the test "
-                  "benchmarks. Test: average pass@1 (%) over the benchmarks of the selected and of the final "
-                  f"checkpoint; selected − final as a paired difference. {paired_note(config)} The family here: "
-                  f"the {len(measured)} runs of this table.") if enabled
-                 else "Checkpoint selection is off (config selection.enabled); the other tables use final/.",
-                 ["size", "rlvr", "method", "seed", "validation by step", "selected", "test (selected)",
-                  "test (final)", "selected − final"], rows)
+    return Table(
+        "selection",
+        "Checkpoint selection on validation",
+        (
+            "Validation pass@1 (%) by step on problems held out of training (selection.validation_problems); "
+            "the step with the highest one is selected (ties: the later), without looking at the test "
+            "benchmarks. Test: average pass@1 (%) over the benchmarks of the selected and of the final "
+            f"checkpoint; selected − final as a paired difference. {paired_note(config)} The family here: "
+            f"the {len(measured)} runs of this table."
+        )
+        if enabled
+        else "Checkpoint selection is off (config selection.enabled); the other tables use final/.",
+        [
+            "size",
+            "rlvr",
+            "method",
+            "seed",
+            "validation by step",
+            "selected",
+            "test (selected)",
+            "test (final)",
+            "selected − final",
+        ],
+        rows,
+    )
 
 
 def _corrected_text(diff, corrected) -> str:
@@ -358,7 +450,13 @@ def _selected_minus_final(config: Mapping, run: Run):
 #: builder takes (config, runs, base_scores); the main table shows the Base models' scores, the others compare
 #: trained runs only.
 TABLES: list[Callable[[Mapping, Mapping[Cell, Run], BaseScores | None], Table | None]] = [
-    main_table, control_table, rlvr_table, seq_tok_table, efficiency_table, selection_table]
+    main_table,
+    control_table,
+    rlvr_table,
+    seq_tok_table,
+    efficiency_table,
+    selection_table,
+]
 
 
 def build_tables(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> list[Table]:

@@ -31,9 +31,23 @@ from hara.config import ConfigError
 from hara.hashing import file_sha256, file_xxh3
 from hara.layout import CANDIDATE
 
-__all__ = ["FINISHED_CHECKPOINTS", "MANIFEST", "RESUME_IGNORED", "CandidateCallback", "CheckpointWarning",
-           "ManifestCallback", "changed_keys", "checkpoint_problem", "last_valid_checkpoint", "link_candidates",
-           "on_rank_zero", "prune_finished_checkpoints", "refuse_changed_config", "resume_point", "write_manifest"]
+__all__ = [
+    "FINISHED_CHECKPOINTS",
+    "MANIFEST",
+    "RESUME_IGNORED",
+    "CandidateCallback",
+    "CheckpointWarning",
+    "ManifestCallback",
+    "changed_keys",
+    "checkpoint_problem",
+    "last_valid_checkpoint",
+    "link_candidates",
+    "on_rank_zero",
+    "prune_finished_checkpoints",
+    "refuse_changed_config",
+    "resume_point",
+    "write_manifest",
+]
 
 MANIFEST = "hara_manifest.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
@@ -44,11 +58,27 @@ _NOT_LOADED_ON_RESUME = frozenset({"training_args.bin"})
 #: Config keys (and sections) that do not change what a training run computes (other cells, other stages, where
 #: things are stored or tracked, resources): editing them between a crash and the rerun is fine. Everything else
 #: must match the run folder's resolved_config.yaml.
-RESUME_IGNORED = ("grid", "evaluation", "analyses", "sweeps", "tracking", "threads", "resources", "models.sizes",
-                  "models.hub_ids", "models.local_dir", "models.train_gpus", "data.benchmarks", "data.benchmark_size",
-                  "data.local_dir", "training.progress", "training.vllm.gpu_memory_utilization",
-                  "training.vllm.max_model_len",
-                  "training.finished_checkpoints", "selection.candidates")
+RESUME_IGNORED = (
+    "grid",
+    "evaluation",
+    "analyses",
+    "sweeps",
+    "tracking",
+    "threads",
+    "resources",
+    "models.sizes",
+    "models.hub_ids",
+    "models.local_dir",
+    "models.train_gpus",
+    "data.benchmarks",
+    "data.benchmark_size",
+    "data.local_dir",
+    "training.progress",
+    "training.vllm.gpu_memory_utilization",
+    "training.vllm.max_model_len",
+    "training.finished_checkpoints",
+    "selection.candidates",
+)
 
 
 class CheckpointWarning(UserWarning):
@@ -69,8 +99,7 @@ def write_manifest(checkpoint: str | Path) -> Path:
     """Record size and checksum of every file of a fully written checkpoint (written aside, then renamed)."""
     checkpoint = Path(checkpoint)
     name, checksum = next(iter(CHECKSUMS.items()))
-    files = {str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, name: checksum(p)}
-             for p in _files(checkpoint)}
+    files = {str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, name: checksum(p)} for p in _files(checkpoint)}
     partial = checkpoint / f"{MANIFEST}.partial"
     partial.write_text(json.dumps({"files": files}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(partial, checkpoint / MANIFEST)
@@ -204,8 +233,11 @@ def last_valid_checkpoint(folder: str | Path) -> str | None:
         # under `accelerate launch` every rank selects; only the main one moves (the others may see it vanish,
         # which they read as "no trainer_state.json" and skip the same way)
         moved = _set_aside(checkpoint).name if os.environ.get("RANK", "0") == "0" else "(left to rank 0)"
-        warnings.warn(f"{checkpoint}: {problem}; moved to {moved}, falling back to the previous checkpoint",
-                      CheckpointWarning, stacklevel=2)
+        warnings.warn(
+            f"{checkpoint}: {problem}; moved to {moved}, falling back to the previous checkpoint",
+            CheckpointWarning,
+            stacklevel=2,
+        )
     return None
 
 
@@ -290,5 +322,7 @@ def refuse_changed_config(run_dir: str | Path, config: Mapping) -> None:
     changed = changed_keys(saved, json.loads(json.dumps(config, default=str)))
     if changed:
         shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
-        raise ConfigError(f"{run_dir}: the config differs from the run's saved resolved_config.yaml at {shown}; "
-                          "refusing to resume (restore the config or use a new --out)")
+        raise ConfigError(
+            f"{run_dir}: the config differs from the run's saved resolved_config.yaml at {shown}; "
+            "refusing to resume (restore the config or use a new --out)"
+        )

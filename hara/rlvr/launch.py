@@ -50,8 +50,18 @@ def launch_command(processes: int, accelerate_config: str, program: list[str], c
     """The ``accelerate launch`` command line that runs ``program`` (``["-m", "hara.cli", "train", ...]`` or a script
     and its arguments) in ``processes`` processes."""
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
-    command = [accelerate, "launch", "--config_file", str(resolve_accelerate_config(accelerate_config)),
-               "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", str(_free_port())]
+    command = [
+        accelerate,
+        "launch",
+        "--config_file",
+        str(resolve_accelerate_config(accelerate_config)),
+        "--num_processes",
+        str(processes),
+        "--num_machines",
+        "1",
+        "--main_process_port",
+        str(_free_port()),
+    ]
     if not cuda:  # torchrun processes (accelerate's --cpu would start a single one); the trainer picks gloo
         command += ["--mixed_precision", "no"]
     return command + program
@@ -61,7 +71,8 @@ def relaunch(processes: int, accelerate_config: str, hara_args: list[str]) -> in
     """Run ``hara <hara_args>`` in ``processes`` processes and return the launcher's exit status."""
     import torch
 
-    command = launch_command(processes, accelerate_config, ["-m", "hara.cli", *hara_args],
-                             cuda=torch.cuda.is_available())
+    command = launch_command(
+        processes, accelerate_config, ["-m", "hara.cli", *hara_args], cuda=torch.cuda.is_available()
+    )
     print("launching: " + " ".join(command), file=sys.stderr, flush=True)
     return subprocess.call(command, env={**os.environ, LAUNCHED: "1"})

@@ -28,22 +28,45 @@ __all__ = ["ACTIVE_STATES", "OWNER_FILE", "claimed", "owner_alive"]
 
 OWNER_FILE = "owner.json"
 #: squeue states of a job that holds or will hold an allocation (finished jobs stay listed for MinJobAge).
-ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
-                 "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+ACTIVE_STATES = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "STOPPED",
+}
 
 
 def _me() -> dict:
-    return {"slurm_job_id": os.environ.get("SLURM_JOB_ID"), "host": socket.gethostname(), "pid": os.getpid(),
-            "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return {
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "since": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
 
 
 def _slurm_job_active(job: str) -> bool:
     squeue = shutil.which("squeue")
     if squeue is None:
-        raise UserError(f"{OWNER_FILE}: the run folder is claimed by Slurm job {job}, and squeue is not on PATH to "
-                        "check it; run where squeue works")
-    listed = subprocess.run([squeue, "--noheader", "--states=all", "--jobs", job, "--format=%T"],
-                            capture_output=True, text=True, timeout=60, check=False).stdout.split()
+        raise UserError(
+            f"{OWNER_FILE}: the run folder is claimed by Slurm job {job}, and squeue is not on PATH to "
+            "check it; run where squeue works"
+        )
+    listed = subprocess.run(
+        [squeue, "--noheader", "--states=all", "--jobs", job, "--format=%T"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    ).stdout.split()
     return any(state in ACTIVE_STATES for state in listed)
 
 
@@ -68,8 +91,11 @@ def owner_alive(owner: dict) -> bool:
 
 
 def _describe(owner: dict) -> str:
-    where = f"Slurm job {owner['slurm_job_id']}" if owner.get("slurm_job_id") else (
-        f"process {owner.get('pid')} on {owner.get('host')}")
+    where = (
+        f"Slurm job {owner['slurm_job_id']}"
+        if owner.get("slurm_job_id")
+        else (f"process {owner.get('pid')} on {owner.get('host')}")
+    )
     return f"{where} (since {owner.get('since')})"
 
 
@@ -85,8 +111,10 @@ def claimed(out: str | Path) -> Iterator[Path]:
         except (json.JSONDecodeError, UnicodeDecodeError):
             owner = {}  # a torn write of a killed job: nobody holds it
         if owner and owner_alive(owner):
-            raise UserError(f"{path}: the run folder is being trained by {_describe(owner)}; two jobs would mix "
-                            f"their checkpoints and metrics (remove {OWNER_FILE} once that job is gone)")
+            raise UserError(
+                f"{path}: the run folder is being trained by {_describe(owner)}; two jobs would mix "
+                f"their checkpoints and metrics (remove {OWNER_FILE} once that job is gone)"
+            )
     folder.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
     partial.write_text(json.dumps(_me()) + "\n", encoding="utf-8")

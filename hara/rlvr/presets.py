@@ -75,8 +75,9 @@ class RLVRPreset:
 PRESETS: dict[str, RLVRPreset] = {
     "grpo": RLVRPreset(scale_rewards="group", loss_type="grpo"),
     "dr_grpo": RLVRPreset(scale_rewards="none", loss_type="dr_grpo"),
-    "dapo": RLVRPreset(scale_rewards="group", loss_type="dapo", epsilon_high=0.28, dynamic_sampling=True,
-                       overlong_shaping=True),
+    "dapo": RLVRPreset(
+        scale_rewards="group", loss_type="dapo", epsilon_high=0.28, dynamic_sampling=True, overlong_shaping=True
+    ),
 }
 
 
@@ -96,8 +97,13 @@ def get_preset(name: str, overrides: Mapping[str, Any] | None = None) -> RLVRPre
 
 def grpo_config_kwargs(preset: RLVRPreset) -> dict[str, Any]:
     """The GRPOConfig arguments a preset sets (dynamic sampling and overlong shaping live in the trainer)."""
-    return {"scale_rewards": preset.scale_rewards, "loss_type": preset.loss_type, "epsilon": preset.epsilon_low,
-            "epsilon_high": preset.epsilon_high, "beta": preset.beta}
+    return {
+        "scale_rewards": preset.scale_rewards,
+        "loss_type": preset.loss_type,
+        "epsilon": preset.epsilon_low,
+        "epsilon_high": preset.epsilon_high,
+        "beta": preset.beta,
+    }
 
 
 def overlong_penalty(length: int, l_max: int, l_cache: int) -> float:

@@ -27,8 +27,18 @@ __all__ = ["pass_rates", "read_prompts", "select_prompts"]
 PROMPTS_FILE = "prompts.jsonl"
 
 
-def pass_rates(model_dir: str | Path, records: list[dict], *, samples: int, temperature: float, top_p: float,
-               max_new_tokens: int, seed: int, batch_size: int = 256, prompt=None) -> list[float]:
+def pass_rates(
+    model_dir: str | Path,
+    records: list[dict],
+    *,
+    samples: int,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    seed: int,
+    batch_size: int = 256,
+    prompt=None,
+) -> list[float]:
     """Fraction of ``samples`` sampled completions per record that the RL reward scores correct (``prompt``: the
     config's :class:`hara.data.format.PromptFormat`, as in training)."""
     from hara.data.format import PromptFormat
@@ -38,10 +48,20 @@ def pass_rates(model_dir: str | Path, records: list[dict], *, samples: int, temp
     prompt = prompt or PromptFormat()
     model, tokenizer = load_model(model_dir)
     prompts = [prompt.prompt(r["problem"]) for r in records for _ in range(samples)]
-    texts = generate_completions(model, tokenizer, prompts, greedy=False, temperature=temperature, top_p=top_p,
-                                 max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, stop=prompt.stop)
+    texts = generate_completions(
+        model,
+        tokenizer,
+        prompts,
+        greedy=False,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        batch_size=batch_size,
+        stop=prompt.stop,
+    )
     correct = [math_reward(text, str(records[i // samples]["answer"])) for i, text in enumerate(texts)]
-    return [sum(correct[i * samples:(i + 1) * samples]) / samples for i in range(len(records))]
+    return [sum(correct[i * samples : (i + 1) * samples]) / samples for i in range(len(records))]
 
 
 def of_levels(records: list[dict], levels: list[int]) -> list[dict]:
@@ -49,8 +69,10 @@ def of_levels(records: list[dict], levels: list[int]) -> list[dict]:
     if not levels:
         return records
     if any("level" not in record for record in records):
-        raise ConfigError("training.prompt_selection.levels: the training problems carry no level (synthetic "
-                          "data only); leave it empty")
+        raise ConfigError(
+            "training.prompt_selection.levels: the training problems carry no level (synthetic "
+            "data only); leave it empty"
+        )
     kept = [record for record in records if record["level"] in levels]
     if not kept:
         raise ConfigError(f"training.prompt_selection.levels: no training problem of levels {levels}")
@@ -64,31 +86,53 @@ def select_prompts(config: Mapping, model_dir: str | Path, train_records: list[d
 
     settings, training = config["training"]["prompt_selection"], config["training"]
     if settings["min_pass"] > settings["max_pass"]:
-        raise ConfigError(f"training.prompt_selection: min_pass {settings['min_pass']} is above max_pass "
-                          f"{settings['max_pass']}")
+        raise ConfigError(
+            f"training.prompt_selection: min_pass {settings['min_pass']} is above max_pass {settings['max_pass']}"
+        )
     set_threads(config["threads"])
     records = of_levels(train_records, settings["levels"])
     pool = random.Random(settings["seed"]).sample(records, min(settings["pool"], len(records)))
     start = time.perf_counter()
-    rates = pass_rates(model_dir, pool, samples=settings["samples"], temperature=training["temperature"],
-                       top_p=training["top_p"], max_new_tokens=training["max_completion_length"],
-                       seed=settings["seed"], prompt=prompt_format(config))
-    kept = [dict(record, pass_rate=rate) for record, rate in zip(pool, rates)
-            if settings["min_pass"] <= rate <= settings["max_pass"]]
+    rates = pass_rates(
+        model_dir,
+        pool,
+        samples=settings["samples"],
+        temperature=training["temperature"],
+        top_p=training["top_p"],
+        max_new_tokens=training["max_completion_length"],
+        seed=settings["seed"],
+        prompt=prompt_format(config),
+    )
+    kept = [
+        dict(record, pass_rate=rate)
+        for record, rate in zip(pool, rates)
+        if settings["min_pass"] <= rate <= settings["max_pass"]
+    ]
     if len(kept) < training["prompts_per_step"]:
-        raise ConfigError(f"training.prompt_selection: only {len(kept)} of {len(pool)} problems have a pass rate in "
-                          f"[{settings['min_pass']}, {settings['max_pass']}], fewer than training.prompts_per_step")
+        raise ConfigError(
+            f"training.prompt_selection: only {len(kept)} of {len(pool)} problems have a pass rate in "
+            f"[{settings['min_pass']}, {settings['max_pass']}], fewer than training.prompts_per_step"
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / PROMPTS_FILE, "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(record, sort_keys=True) + "\n" for record in kept)
-    histogram = {f"{k}/{settings['samples']}": sum(round(r * settings["samples"]) == k for r in rates)
-                 for k in range(settings["samples"] + 1)}
-    summary = {"model": str(model_dir), **settings, "temperature": training["temperature"],
-               "max_new_tokens": training["max_completion_length"], "pool_size": len(pool), "kept": len(kept),
-               "pool_mean_pass_rate": sum(rates) / len(rates), "kept_mean_pass_rate":
-               sum(r["pass_rate"] for r in kept) / len(kept), "histogram": histogram,
-               "seconds": time.perf_counter() - start}
+    histogram = {
+        f"{k}/{settings['samples']}": sum(round(r * settings["samples"]) == k for r in rates)
+        for k in range(settings["samples"] + 1)
+    }
+    summary = {
+        "model": str(model_dir),
+        **settings,
+        "temperature": training["temperature"],
+        "max_new_tokens": training["max_completion_length"],
+        "pool_size": len(pool),
+        "kept": len(kept),
+        "pool_mean_pass_rate": sum(rates) / len(rates),
+        "kept_mean_pass_rate": sum(r["pass_rate"] for r in kept) / len(kept),
+        "histogram": histogram,
+        "seconds": time.perf_counter() - start,
+    }
     (out / "selection.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
 

@@ -37,8 +37,7 @@ from hara.rlvr.presets import (
     soft_overlong_reward,
 )
 
-__all__ = ["METHOD_SECTIONS", "METRIC_KEYS", "build_trainer", "load_policy", "method_params", "rename_metrics",
-           "train"]
+__all__ = ["METHOD_SECTIONS", "METRIC_KEYS", "build_trainer", "load_policy", "method_params", "rename_metrics", "train"]
 
 #: Which ``hara.<section>`` of the config holds each method's knobs (None: the method takes none), from the method
 #: registry (hara/methods.py).
@@ -46,12 +45,21 @@ METHOD_SECTIONS: dict[str, str | None] = {name: spec.section for name, spec in m
 
 #: TRL's log keys -> the project's namespaced metric names; other TRL keys are kept under trl/.
 METRIC_KEYS: dict[str, str] = {
-    "loss": "train/loss", "grad_norm": "train/grad_norm", "learning_rate": "train/lr",
-    "reward": "train/reward", "reward_std": "train/reward_std", "rewards/accuracy_reward/mean": "train/accuracy",
-    "rewards/soft_overlong/mean": "train/overlong_penalty", "frac_reward_zero_std": "train/frac_reward_zero_std",
-    "entropy": "train/entropy", "completions/mean_length": "train/response_length",
-    "completions/clipped_ratio": "train/truncated_fraction", "clip_ratio/region_mean": "train/clip_fraction",
-    "kl": "train/kl", "step_time": "time/step_s", "hara/step_overhead_s": "time/hara_s",
+    "loss": "train/loss",
+    "grad_norm": "train/grad_norm",
+    "learning_rate": "train/lr",
+    "reward": "train/reward",
+    "reward_std": "train/reward_std",
+    "rewards/accuracy_reward/mean": "train/accuracy",
+    "rewards/soft_overlong/mean": "train/overlong_penalty",
+    "frac_reward_zero_std": "train/frac_reward_zero_std",
+    "entropy": "train/entropy",
+    "completions/mean_length": "train/response_length",
+    "completions/clipped_ratio": "train/truncated_fraction",
+    "clip_ratio/region_mean": "train/clip_fraction",
+    "kl": "train/kl",
+    "step_time": "time/step_s",
+    "hara/step_overhead_s": "time/hara_s",
 }
 _OWN_NAMESPACES = ("train/", "time/", "memory/")
 
@@ -109,8 +117,11 @@ class MetricsCallback(TrainerCallback):
 def truncate_metrics(path: Path, last_step: int) -> None:
     """Keep only metrics.jsonl lines of steps <= ``last_step`` (lines logged after the resumed checkpoint)."""
     if path.is_file():
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines()
-                 if line.strip() and json.loads(line)["step"] <= last_step]
+        lines = [
+            line
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line)["step"] <= last_step
+        ]
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
@@ -127,9 +138,17 @@ def train_dataset(config: Mapping, data_dir: str | Path | None, prompts_dir: str
     records = read_prompts(prompts_dir) if prompts_dir else config_datasets(config, data_dir)["train"]
     prompt = prompt_format(config)
     # the reference solution and the source ride along for methods that read the problem (the step oracle)
-    return Dataset.from_list([{"prompt": prompt.prompt(r["problem"]), "answer": str(r["answer"]),
-                               "solution": str(r.get("solution") or ""), "source": str(r.get("source") or "")}
-                              for r in records])
+    return Dataset.from_list(
+        [
+            {
+                "prompt": prompt.prompt(r["problem"]),
+                "answer": str(r["answer"]),
+                "solution": str(r.get("solution") or ""),
+                "source": str(r.get("source") or ""),
+            }
+            for r in records
+        ]
+    )
 
 
 def world_size() -> int:
@@ -166,25 +185,48 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
     use_vllm = generates_with_vllm(t["use_vllm"])
     rollouts, accum, world = t["prompts_per_step"] * t["group_size"], t["grad_accum_steps"], world_size()
     if t["prompts_per_step"] % world:
-        raise ConfigError(f"training.prompts_per_step: {t['prompts_per_step']} prompts cannot be split into whole "
-                          f"groups over {world} processes")
+        raise ConfigError(
+            f"training.prompts_per_step: {t['prompts_per_step']} prompts cannot be split into whole "
+            f"groups over {world} processes"
+        )
     if (rollouts // world) % accum:
-        raise ConfigError(f"training.grad_accum_steps: {accum} does not divide the {rollouts // world} rollouts "
-                          f"per process of a step")
+        raise ConfigError(
+            f"training.grad_accum_steps: {accum} does not divide the {rollouts // world} rollouts per process of a step"
+        )
     # One generation batch per optimizer step: prompts_per_step x group_size rollouts in all, each process holding
     # whole groups (TRL's RepeatSampler lays a prompt's rollouts out consecutively), split into `accum` micro-batches
     # after the advantages are computed on the whole batch (so groups stay whole for the HarA hook).
     return GRPOConfig(
-        output_dir=str(Path(out) / "checkpoints"), seed=seed, data_seed=seed, max_steps=t["steps"],
-        per_device_train_batch_size=rollouts // (accum * world), num_generations=t["group_size"],
-        gradient_accumulation_steps=accum, steps_per_generation=accum, num_iterations=t["num_iterations"],
-        max_completion_length=t["max_completion_length"], temperature=t["temperature"], top_p=t["top_p"],
-        learning_rate=t["lr"], lr_scheduler_type=t["lr_scheduler"], warmup_steps=t["warmup_steps"],
-        weight_decay=t["weight_decay"], max_grad_norm=t["max_grad_norm"],
-        save_strategy="steps", save_steps=t["save_steps"], save_total_limit=t["save_total_limit"],
-        logging_steps=1, report_to=[], disable_tqdm=not t["progress"], log_completions=False, disable_dropout=True,
-        use_cpu=not gpu, bf16=gpu and t["bf16"], gradient_checkpointing=gpu and t["gradient_checkpointing"],
-        use_vllm=use_vllm, vllm_mode=t["vllm_mode"],
+        output_dir=str(Path(out) / "checkpoints"),
+        seed=seed,
+        data_seed=seed,
+        max_steps=t["steps"],
+        per_device_train_batch_size=rollouts // (accum * world),
+        num_generations=t["group_size"],
+        gradient_accumulation_steps=accum,
+        steps_per_generation=accum,
+        num_iterations=t["num_iterations"],
+        max_completion_length=t["max_completion_length"],
+        temperature=t["temperature"],
+        top_p=t["top_p"],
+        learning_rate=t["lr"],
+        lr_scheduler_type=t["lr_scheduler"],
+        warmup_steps=t["warmup_steps"],
+        weight_decay=t["weight_decay"],
+        max_grad_norm=t["max_grad_norm"],
+        save_strategy="steps",
+        save_steps=t["save_steps"],
+        save_total_limit=t["save_total_limit"],
+        logging_steps=1,
+        report_to=[],
+        disable_tqdm=not t["progress"],
+        log_completions=False,
+        disable_dropout=True,
+        use_cpu=not gpu,
+        bf16=gpu and t["bf16"],
+        gradient_checkpointing=gpu and t["gradient_checkpointing"],
+        use_vllm=use_vllm,
+        vllm_mode=t["vllm_mode"],
         vllm_gpu_memory_utilization=t["vllm"]["gpu_memory_utilization"],
         vllm_max_model_length=t["vllm"]["max_model_len"],
         vllm_tensor_parallel_size=t["vllm"]["tensor_parallel_size"],
@@ -235,8 +277,18 @@ def trainer_class(use_vllm: bool) -> type:
     return HaraGRPOTrainer
 
 
-def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any, tokenizer: Any, dataset: Any,
-                  out: Path, reward_funcs: list | None = None, callbacks: list | None = None):
+def build_trainer(
+    config: Mapping,
+    rlvr: str,
+    method: str,
+    seed: int,
+    model: Any,
+    tokenizer: Any,
+    dataset: Any,
+    out: Path,
+    reward_funcs: list | None = None,
+    callbacks: list | None = None,
+):
     """A :class:`HaraGRPOTrainer` for one (preset, method, seed). ``reward_funcs`` replaces the math-verify
     correctness reward (tests); DAPO's overlong term is appended when the preset asks for it."""
     from hara.rlvr.rewards import accuracy_reward
@@ -255,10 +307,19 @@ def build_trainer(config: Mapping, rlvr: str, method: str, seed: int, model: Any
         reserve_master_port()
     with colocated_generation(args):  # vLLM's CPU build only: its engine arguments and weight sync
         trainer = HaraGRPOTrainer(
-            model=model, processing_class=tokenizer, reward_funcs=funcs, args=args,
-            train_dataset=dataset, callbacks=callbacks, method=method, method_params=method_params(config, method),
-            hidden_layer=config["hara"]["hidden_layer"], capture=config["hara"]["capture"],
-            dynamic_sampling=preset.dynamic_sampling, outcome_reward=0, stop=tuple(config["prompt"]["stop"]),
+            model=model,
+            processing_class=tokenizer,
+            reward_funcs=funcs,
+            args=args,
+            train_dataset=dataset,
+            callbacks=callbacks,
+            method=method,
+            method_params=method_params(config, method),
+            hidden_layer=config["hara"]["hidden_layer"],
+            capture=config["hara"]["capture"],
+            dynamic_sampling=preset.dynamic_sampling,
+            outcome_reward=0,
+            stop=tuple(config["prompt"]["stop"]),
             entropy_chunk=config["hara"]["entropy_chunk"],
         )
     if args.use_vllm and args.vllm_mode == "colocate":
@@ -324,15 +385,31 @@ def _tracking(config: Mapping, size: str, rlvr: str, method: str, seed: int, out
     params = {f"hara.{k}": v for k, v in method_params(config, method).items()}
     params.update({f"rlvr.{k}": v for k, v in dataclasses.asdict(preset).items()})
     params.update({f"training.{k}": v for k, v in config["training"].items()})
-    tags = {"size": size, "rlvr": rlvr, "method": method, "seed": seed, "stage": "train",
-            **{f"hara.{k}": v for k, v in method_params(config, method).items()}}
-    return start_run(config["tracking"]["mlflow_uri"], config["name"], run_name(size, rlvr, method, seed), out,
-                     tags, params)
+    tags = {
+        "size": size,
+        "rlvr": rlvr,
+        "method": method,
+        "seed": seed,
+        "stage": "train",
+        **{f"hara.{k}": v for k, v in method_params(config, method).items()},
+    }
+    return start_run(
+        config["tracking"]["mlflow_uri"], config["name"], run_name(size, rlvr, method, seed), out, tags, params
+    )
 
 
-def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir: str | Path,
-          base_model: str | Path | None = None, data_dir: str | Path | None = None,
-          reward_funcs: list | None = None, prompts_dir: str | Path | None = None) -> dict:
+def train(
+    config: Mapping,
+    size: str,
+    rlvr: str,
+    method: str,
+    seed: int,
+    out_dir: str | Path,
+    base_model: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    reward_funcs: list | None = None,
+    prompts_dir: str | Path | None = None,
+) -> dict:
     """Run (or resume) one training run; returns a summary with the final step and paths.
 
     ``prompts_dir``: a `hara select-prompts` folder (the RL prompts); default: the whole training set.
@@ -367,9 +444,21 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
     run = None  # under `accelerate launch` only the main process writes files and talks to MLflow
     if is_main_process():
         truncate_metrics(out / "metrics.jsonl", int(last.rsplit("-", 1)[1]) if last else 0)
-        write_run_info(out, config, extra={"stage": "train", "size": size, "rlvr": rlvr, "method": method,
-                                           "train_seed": seed, "base_model": str(base), "resumed_from": last or "",
-                                           "preset": dataclasses.asdict(preset), "processes": world_size()})
+        write_run_info(
+            out,
+            config,
+            extra={
+                "stage": "train",
+                "size": size,
+                "rlvr": rlvr,
+                "method": method,
+                "train_seed": seed,
+                "base_model": str(base),
+                "resumed_from": last or "",
+                "preset": dataclasses.asdict(preset),
+                "processes": world_size(),
+            },
+        )
         run, _ = _tracking(config, size, rlvr, method, seed, out, preset)
         run.save(out / "checkpoints")  # the evaluation stage looks next to a checkpoint folder and in its parent
     callbacks = [MetricsCallback(out / "metrics.jsonl", run), ManifestCallback()]
@@ -378,8 +467,18 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
         callbacks.append(CandidateCallback(out / "candidates", steps))
         if is_main_process():
             link_candidates(out / "checkpoints", out / "candidates", steps)  # what a kill may have left out
-    trainer = build_trainer(config, rlvr, method, seed, model, tokenizer, train_dataset(config, data_dir, prompts_dir), out,
-                            reward_funcs=reward_funcs, callbacks=callbacks)
+    trainer = build_trainer(
+        config,
+        rlvr,
+        method,
+        seed,
+        model,
+        tokenizer,
+        train_dataset(config, data_dir, prompts_dir),
+        out,
+        reward_funcs=reward_funcs,
+        callbacks=callbacks,
+    )
     from hara.tracking import system_metrics
 
     try:
@@ -394,10 +493,15 @@ def train(config: Mapping, size: str, rlvr: str, method: str, seed: int, out_dir
         prune_finished_checkpoints(out / "checkpoints", config["training"]["finished_checkpoints"])
     if run is not None:
         run.finish()
-    return {"status": "finished", "steps": trainer.state.global_step, "resumed_from": last,
-            "final": str(out / "final"), "mlflow_run_id": run.run_id if run is not None else None,
-            "processes": trainer.accelerator.num_processes,
-            "distributed_type": str(trainer.accelerator.distributed_type)}
+    return {
+        "status": "finished",
+        "steps": trainer.state.global_step,
+        "resumed_from": last,
+        "final": str(out / "final"),
+        "mlflow_run_id": run.run_id if run is not None else None,
+        "processes": trainer.accelerator.num_processes,
+        "distributed_type": str(trainer.accelerator.distributed_type),
+    }
 
 
 def is_main_process() -> bool:

@@ -51,6 +51,7 @@ __all__ = ["CONTEXT_NEEDS", "HOST_WEIGHTING", "HaraGRPOTrainer", "equal_reward_g
 
 LOGGER = logging.getLogger(__name__)
 
+
 def _restore_indexed_cpu_location(storage: Any, location: str) -> Any:
     """torch.load location hook for ``cpu:<rank>``: the storage is already in host memory."""
     return storage if location.startswith("cpu:") else None
@@ -79,7 +80,7 @@ def group_ids_of(prompts: list[Any], num_generations: int, offset: int = 0) -> T
     batch = len(prompts)
     assert batch % num_generations == 0, f"generation batch of {batch} is not whole groups of {num_generations}"
     for start in range(0, batch, num_generations):
-        block = prompts[start:start + num_generations]
+        block = prompts[start : start + num_generations]
         assert all(p == block[0] for p in block), f"rows {start}..{start + num_generations - 1} mix prompts"
     return torch.arange(batch) // num_generations + offset
 
@@ -103,10 +104,19 @@ class HaraGRPOTrainer(GRPOTrainer):
     (completion positions per LM-head chunk when the extra forward computes entropies).
     """
 
-    def __init__(self, *args: Any, method: str = "none", method_params: dict[str, Any] | None = None,
-                 hidden_layer: int | str = FINAL_NORM, dynamic_sampling: bool = False, outcome_reward: int = 0,
-                 capture: str = "generation", stop: tuple[str, ...] = (), entropy_chunk: int = ENTROPY_CHUNK,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        method: str = "none",
+        method_params: dict[str, Any] | None = None,
+        hidden_layer: int | str = FINAL_NORM,
+        dynamic_sampling: bool = False,
+        outcome_reward: int = 0,
+        capture: str = "generation",
+        stop: tuple[str, ...] = (),
+        entropy_chunk: int = ENTROPY_CHUNK,
+        **kwargs: Any,
+    ) -> None:
         if method not in methods():
             raise ValueError(f"unknown method {method!r}; known: {', '.join(sorted(methods()))}")
         get_weighting(method)  # a registered method without a transform fails here, not at the first step
@@ -151,8 +161,12 @@ class HaraGRPOTrainer(GRPOTrainer):
 
     def _records_during_generation(self) -> bool:
         """Hooks can see the generation only when TRL runs transformers' ``generate`` in this process."""
-        return (self.capture == "generation" and not self.use_vllm and self.rollout_func is None
-                and not self.use_transformers_continuous_batching)
+        return (
+            self.capture == "generation"
+            and not self.use_vllm
+            and self.rollout_func is None
+            and not self.use_transformers_continuous_batching
+        )
 
     def _records_logprob_pass(self) -> bool:
         """Where generation cannot be hooked (vLLM), TRL's own no-grad pass over prompt + completion for the old
@@ -164,13 +178,16 @@ class HaraGRPOTrainer(GRPOTrainer):
         """TRL's log-prob pass; the no-grad one inside ``_generate_and_score_completions`` also records the
         captured layer (and entropies through the LM head in chunks) at the positions that predict the completion."""
         if not (self._record_logprob_pass and not torch.is_grad_enabled()):
-            return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
-                                                              *args, **kwargs)
-        recorder = PassRecorder(self.accelerator.unwrap_model(model), self.hidden_layer, self.needs,
-                                logits_to_keep, self.entropy_chunk)
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
+        recorder = PassRecorder(
+            self.accelerator.unwrap_model(model), self.hidden_layer, self.needs, logits_to_keep, self.entropy_chunk
+        )
         with recorder:
-            result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
-                                                                *args, **kwargs)
+            result = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
         self._recorded = (input_ids.shape[0], recorder.result())
         self._record_logprob_pass = False  # one pass per generation batch
         return result
@@ -184,8 +201,9 @@ class HaraGRPOTrainer(GRPOTrainer):
         recorder = GenerationRecorder(self.accelerator.unwrap_model(self.model), self.hidden_layer, needs)
         self.phases.start()
         with self._stop_strings_for_generate(), recorder if record else contextlib.nullcontext():
-            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
-                                                                     num_generations, has_tool_images)
+            completion_ids, logprobs = super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
         if self.model.training:
             self.phases.end("generation")
         if record:
@@ -235,18 +253,30 @@ class HaraGRPOTrainer(GRPOTrainer):
             return None, None
         recorded = self._recorded_context(*mask.shape)
         self._metrics["train"]["hara/capture_from_generation"].append(
-            float(recorded is not None and self._records_during_generation()))
+            float(recorded is not None and self._records_during_generation())
+        )
         self._metrics["train"]["hara/capture_from_logprob_pass"].append(
-            float(recorded is not None and not self._records_during_generation()))
+            float(recorded is not None and not self._records_during_generation())
+        )
         if recorded is not None:
             return recorded
         # as in TRL's own no-grad passes: checkpointing off (it only warns under no_grad), under the accelerator's
         # autocast (bf16 matmuls on a GPU, as TRL's logprob pass); dropout is off (GRPOConfig.disable_dropout)
-        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs), \
-                self.accelerator.autocast():
-            return capture_context(self.accelerator.unwrap_model(self.model), output["prompt_ids"],
-                                   output["prompt_mask"], output["completion_ids"], mask, self.hidden_layer, needs,
-                                   chunk=self.args.per_device_train_batch_size, entropy_chunk=self.entropy_chunk)
+        with (
+            disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
+            self.accelerator.autocast(),
+        ):
+            return capture_context(
+                self.accelerator.unwrap_model(self.model),
+                output["prompt_ids"],
+                output["prompt_mask"],
+                output["completion_ids"],
+                mask,
+                self.hidden_layer,
+                needs,
+                chunk=self.args.per_device_train_batch_size,
+                entropy_chunk=self.entropy_chunk,
+            )
 
     def _local_rewards(self, batch: int) -> Tensor:
         """This process's outcome (correctness) rewards (B,); TRL gathers rewards across processes."""
@@ -261,15 +291,18 @@ class HaraGRPOTrainer(GRPOTrainer):
 
         foreign = sorted({str(row.get("source")) for row in inputs} - set(NEED_SOURCES["steps"]))
         if foreign:
-            raise ValueError(f"method {self.method!r} needs the synthetic world's reference steps; training problems "
-                             f"from source {foreign[0]!r} have none (set data.source: synthetic)")
+            raise ValueError(
+                f"method {self.method!r} needs the synthetic world's reference steps; training problems "
+                f"from source {foreign[0]!r} have none (set data.source: synthetic)"
+            )
         lengths = output["completion_mask"].sum(-1).tolist()
         incorrect = (outcome <= 0.5).tolist()  # the outcome reward is 0/1 (hara.reward.math_reward); one host read
         starts = [-1] * len(inputs)
         for row, (record, ids) in enumerate(zip(inputs, output["completion_ids"].tolist())):
             if incorrect[row]:
-                pieces = self.processing_class.batch_decode([[token] for token in ids[:int(lengths[row])]],
-                                                            skip_special_tokens=True)
+                pieces = self.processing_class.batch_decode(
+                    [[token] for token in ids[: int(lengths[row])]], skip_special_tokens=True
+                )
                 starts[row] = first_wrong_token(pieces, record["answer"], record["solution"] or None)
         return torch.tensor(starts, device=outcome.device)
 
@@ -277,8 +310,9 @@ class HaraGRPOTrainer(GRPOTrainer):
         """The HarA hook: replace ``output["advantages"]`` (B,) with the method's token advantages (B, T)."""
         advantages, mask = output["advantages"], output["completion_mask"]
         batch = advantages.shape[0]
-        group_ids = group_ids_of([x["prompt"] for x in inputs], self.num_generations,
-                                 offset=self.accelerator.process_index * batch)
+        group_ids = group_ids_of(
+            [x["prompt"] for x in inputs], self.num_generations, offset=self.accelerator.process_index * batch
+        )
         group_ids = group_ids.to(advantages.device)
         outcome = self._local_rewards(batch)
         if self.dynamic_sampling:  # DAPO filters on accuracy (all right / all wrong), not on shaped rewards
@@ -288,12 +322,21 @@ class HaraGRPOTrainer(GRPOTrainer):
         hidden, entropies = self._capture(output, needs)
         capture_s = time.perf_counter() - start
         starts = self._error_starts(output, inputs, outcome) if self.reads_steps else None
-        context = WeightingContext(hidden_states=hidden, token_entropies=entropies, error_starts=starts,
-                                   loss_type=HOST_WEIGHTING[self.loss_type], params=self.method_params)
+        context = WeightingContext(
+            hidden_states=hidden,
+            token_entropies=entropies,
+            error_starts=starts,
+            loss_type=HOST_WEIGHTING[self.loss_type],
+            params=self.method_params,
+        )
         token_adv, info = apply_weighting(self.method, advantages, mask, group_ids, outcome, context)
         output["advantages"] = token_adv.to(advantages.dtype)
-        self.last_advantages = {"sequence": advantages.detach().clone(), "token": output["advantages"].detach(),
-                                "mask": mask.detach(), "outcome": outcome.detach()}
+        self.last_advantages = {
+            "sequence": advantages.detach().clone(),
+            "token": output["advantages"].detach(),
+            "mask": mask.detach(),
+            "outcome": outcome.detach(),
+        }
         for key, value in {**info, "hara/capture_s": capture_s}.items():
             self._metrics["train"][key].append(float(value))
         self._warn_once_if_unconverged(info)
@@ -303,10 +346,14 @@ class HaraGRPOTrainer(GRPOTrainer):
         rows = info.get("hara/sinkhorn_unconverged", 0.0)
         if rows and not self._warned_unconverged:
             self._warned_unconverged = True
-            LOGGER.warning("step %d: %d transport plan(s) did not reach hara.hara.marginal_tol (worst row-marginal "
-                           "error %.3g); raise hara.hara.final_max_iter or eps_rel (metrics "
-                           "hara/sinkhorn_unconverged, hara/sinkhorn_marginal_error; warned once per run)",
-                           self.state.global_step, int(rows), info.get("hara/sinkhorn_marginal_error", float("nan")))
+            LOGGER.warning(
+                "step %d: %d transport plan(s) did not reach hara.hara.marginal_tol (worst row-marginal "
+                "error %.3g); raise hara.hara.final_max_iter or eps_rel (metrics "
+                "hara/sinkhorn_unconverged, hara/sinkhorn_marginal_error; warned once per run)",
+                self.state.global_step,
+                int(rows),
+                info.get("hara/sinkhorn_marginal_error", float("nan")),
+            )
 
     def _mask_equal_reward_groups(self, output: dict[str, Any], rewards: Tensor, group_ids: Tensor) -> None:
         """DAPO dynamic sampling without refill: drop all-equal-accuracy groups from the loss mask and the token
@@ -316,6 +363,5 @@ class HaraGRPOTrainer(GRPOTrainer):
         keep = (~drop).to(output["completion_mask"].dtype)[:, None]
         loss_mask = output.get("tool_mask", torch.ones_like(output["completion_mask"])) * keep
         output["tool_mask"] = loss_mask
-        output["num_items_in_batch"] = self.accelerator.gather(
-            (output["completion_mask"] * loss_mask).sum()).sum()
+        output["num_items_in_batch"] = self.accelerator.gather((output["completion_mask"] * loss_mask).sum()).sum()
         self._metrics["train"]["train/dynamic_sampling_dropped"].append(float(drop.float().mean()))

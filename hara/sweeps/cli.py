@@ -17,8 +17,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["run", "report"], help="run workers on the study, or summarise it")
     parser.add_argument("--study", required=True, help="study file (sweeps/<name>.yaml)")
     parser.add_argument("--config", help="base config replacing the study's base_config (e.g. the workflow's)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
-                        help="override a value of the base config")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a value of the base config"
+    )
     parser.add_argument("--workers", type=int, help="worker processes sharing the study (default: the study's)")
     parser.add_argument("--max-trials", type=int, help="stop this worker after this many trials (default: budget)")
     parser.add_argument("--base-model", help="base model folder (default: <results_dir>/base_model/<size>)")

@@ -22,8 +22,19 @@ from typing import Any
 
 from hara.sweeps.study import StudySpec, distinct_points
 
-__all__ = ["REEVALUATION", "SEARCH", "SENSITIVITY", "Choice", "Claim", "choose", "next_claim", "point_key",
-           "reevaluation_candidates", "role_of", "seeds_of"]
+__all__ = [
+    "REEVALUATION",
+    "SEARCH",
+    "SENSITIVITY",
+    "Choice",
+    "Claim",
+    "choose",
+    "next_claim",
+    "point_key",
+    "reevaluation_candidates",
+    "role_of",
+    "seeds_of",
+]
 
 SEARCH, REEVALUATION, SENSITIVITY = "search", "reevaluation", "sensitivity"
 ACTIVE = ("COMPLETE", "RUNNING")
@@ -58,8 +69,9 @@ def _key(params: Mapping, seeds: Sequence[int]) -> tuple:
 
 
 def _active_keys(trials: Iterable, role: str) -> set[tuple]:
-    return {_key(t.params, t.user_attrs.get("seeds", ())) for t in trials
-            if role_of(t) == role and t.state.name in ACTIVE}
+    return {
+        _key(t.params, t.user_attrs.get("seeds", ())) for t in trials if role_of(t) == role and t.state.name in ACTIVE
+    }
 
 
 def sensitivity_claim(spec: StudySpec, trials: Sequence) -> Claim:
@@ -96,8 +108,11 @@ def search_claim(spec: StudySpec, trials: Sequence) -> Claim:
     active = _active_keys(trials, REEVALUATION)
     for candidate in reevaluation_candidates(trials, top, maximize):
         if _key(candidate.params, spec.reevaluation_seeds) not in active:
-            return Claim("run", dict(candidate.params), {"role": REEVALUATION, "reevaluates": candidate.number,
-                                                          "seeds": spec.reevaluation_seeds})
+            return Claim(
+                "run",
+                dict(candidate.params),
+                {"role": REEVALUATION, "reevaluates": candidate.number, "seeds": spec.reevaluation_seeds},
+            )
     return Claim("stop", reason="trial budget reached and the best trials re-evaluated")
 
 
@@ -132,17 +147,18 @@ class Choice:
 
 def choose(trials: Sequence, maximize: bool) -> Choice | None:
     """The best re-evaluated candidate by its fresh mean; without re-evaluations, the plain best feasible trial."""
-    reevaluations = {t.user_attrs["reevaluates"]: t for t in trials
-                     if role_of(t) == REEVALUATION and t.state.name == "COMPLETE"}
+    reevaluations = {
+        t.user_attrs["reevaluates"]: t for t in trials if role_of(t) == REEVALUATION and t.state.name == "COMPLETE"
+    }
     by_number = {t.number: t for t in trials}
     better = max if maximize else min
     if reevaluations:
         number = better(reevaluations, key=lambda n: (reevaluations[n].value, -n))
         fresh, trial = reevaluations[number], by_number[number]
-        return Choice(trial, trial.value, trial.user_attrs.get("se"), fresh.value, fresh.user_attrs.get("se"),
-                      len(reevaluations))
+        return Choice(
+            trial, trial.value, trial.user_attrs.get("se"), fresh.value, fresh.user_attrs.get("se"), len(reevaluations)
+        )
     candidates = reevaluation_candidates(trials, 1, maximize)
     if not candidates:
         return None
     return Choice(candidates[0], candidates[0].value, candidates[0].user_attrs.get("se"))
-

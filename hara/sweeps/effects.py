@@ -42,11 +42,20 @@ class Effect:
 
     def as_dict(self, scale: float) -> dict:
         d = self.corrected.difference
-        return {"point": self.point, "label": point_label(self.point), "mean": self.mean * scale,
-                "effect": d.mean * scale, "ci_low": d.low * scale, "ci_high": d.high * scale,
-                "corrected_low": self.corrected.low * scale, "corrected_high": self.corrected.high * scale,
-                "verdict": self.corrected.verdict, "mde": self.corrected.mde * scale, "seeds": d.seeds,
-                "problems": d.problems}
+        return {
+            "point": self.point,
+            "label": point_label(self.point),
+            "mean": self.mean * scale,
+            "effect": d.mean * scale,
+            "ci_low": d.low * scale,
+            "ci_high": d.high * scale,
+            "corrected_low": self.corrected.low * scale,
+            "corrected_high": self.corrected.high * scale,
+            "verdict": self.corrected.verdict,
+            "mde": self.corrected.mde * scale,
+            "seeds": d.seeds,
+            "problems": d.problems,
+        }
 
 
 @dataclass(frozen=True)
@@ -72,14 +81,20 @@ class Sensitivity:
         mde = max(e.corrected.mde for e in self.effects) * self.scale
         where = f"after correction over {family} value{'s' * (family > 1)}, {seeds} seed{'s' * (seeds > 1)} each"
         if not detected:
-            return (f"No value differs from the reference {point_label(self.reference)} {where}: the study would "
-                    f"have detected an effect of {mde:.2g}{unit} (the largest MDE, 80% power).")
-        found = "; ".join(f"{point_label(e.point)} is {e.corrected.verdict} by "
-                          f"{e.corrected.difference.mean * self.scale:+.2g}{unit} "
-                          f"[{e.corrected.low * self.scale:+.2g}, {e.corrected.high * self.scale:+.2g}]"
-                          for e in detected)
-        return (f"Against the reference {point_label(self.reference)} ({where}): {found}; the other values are "
-                f"within noise (MDE up to {mde:.2g}{unit}).")
+            return (
+                f"No value differs from the reference {point_label(self.reference)} {where}: the study would "
+                f"have detected an effect of {mde:.2g}{unit} (the largest MDE, 80% power)."
+            )
+        found = "; ".join(
+            f"{point_label(e.point)} is {e.corrected.verdict} by "
+            f"{e.corrected.difference.mean * self.scale:+.2g}{unit} "
+            f"[{e.corrected.low * self.scale:+.2g}, {e.corrected.high * self.scale:+.2g}]"
+            for e in detected
+        )
+        return (
+            f"Against the reference {point_label(self.reference)} ({where}): {found}; the other values are "
+            f"within noise (MDE up to {mde:.2g}{unit})."
+        )
 
 
 def point_label(point: Mapping) -> str:
@@ -115,9 +130,15 @@ def sensitivity(spec: StudySpec, trials: Sequence, settings: Bootstrap) -> Sensi
             missing.append(point)
             continue
         mine = {s: runs[point_key(point)][s] for s in seeds}
-        paired.append((point, mean_of(mine), bootstrap_difference(
-            [paired_matrix(mine, {s: reference[s] for s in seeds})], settings)))
+        paired.append(
+            (
+                point,
+                mean_of(mine),
+                bootstrap_difference([paired_matrix(mine, {s: reference[s] for s in seeds})], settings),
+            )
+        )
     corrected = correct_family([d for _, _, d in paired], settings.confidence) if paired else []
     effects = [Effect(point, mean, c) for (point, mean, _), c in zip(paired, corrected)]
-    return Sensitivity(spec.reference, mean_of(reference) if reference else math.nan, effects, missing,
-                       objective.scale, objective.unit)
+    return Sensitivity(
+        spec.reference, mean_of(reference) if reference else math.nan, effects, missing, objective.scale, objective.unit
+    )

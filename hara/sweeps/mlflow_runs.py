@@ -24,13 +24,25 @@ RUN_STATUS = {"COMPLETE": "FINISHED", "PRUNED": "KILLED", "FAIL": "FAILED"}
 def parent_run(spec, config: Mapping) -> MlflowRun:
     """The study's parent run (created by the first worker, under the study lock; its id lives in the study dir)."""
     fields = spec.fields
-    tags = {"stage": "sweep", "sweep.study": fields["name"], "method": fields["method"], "rlvr": fields["rlvr"],
-            "size": fields["size"], "sweep.metric": fields["objective"]["metric"]}
-    params = {"sweep.trials": fields["trials"], "sweep.direction": fields["objective"]["direction"],
-              "sweep.sampler": fields["sampler"]["name"], "sweep.pruner": fields["pruner"]["name"],
-              "sweep.space": {k: dict(v) for k, v in fields["space"].items()}, "sweep.base_config": spec.base_source}
-    run, _ = start_run(config["tracking"]["mlflow_uri"], config["name"], f"sweep-{fields['name']}", spec.study_dir,
-                       tags, params)
+    tags = {
+        "stage": "sweep",
+        "sweep.study": fields["name"],
+        "method": fields["method"],
+        "rlvr": fields["rlvr"],
+        "size": fields["size"],
+        "sweep.metric": fields["objective"]["metric"],
+    }
+    params = {
+        "sweep.trials": fields["trials"],
+        "sweep.direction": fields["objective"]["direction"],
+        "sweep.sampler": fields["sampler"]["name"],
+        "sweep.pruner": fields["pruner"]["name"],
+        "sweep.space": {k: dict(v) for k, v in fields["space"].items()},
+        "sweep.base_config": spec.base_source,
+    }
+    run, _ = start_run(
+        config["tracking"]["mlflow_uri"], config["name"], f"sweep-{fields['name']}", spec.study_dir, tags, params
+    )
     return run
 
 
@@ -39,13 +51,25 @@ def child_run(spec, config: Mapping, parent: MlflowRun, trial: Any, run_dir: Pat
     from hara.sweeps.design import role_of, seeds_of
 
     number = trial.number
-    tags = {"mlflow.parentRunId": parent.run_id, "stage": "sweep", "sweep.study": spec.fields["name"],
-            "sweep.trial_number": number, "method": spec.fields["method"], "sweep.role": role_of(trial),
-            "sweep.seeds": ",".join(map(str, seeds_of(trial, spec)))}
+    tags = {
+        "mlflow.parentRunId": parent.run_id,
+        "stage": "sweep",
+        "sweep.study": spec.fields["name"],
+        "sweep.trial_number": number,
+        "method": spec.fields["method"],
+        "sweep.role": role_of(trial),
+        "sweep.seeds": ",".join(map(str, seeds_of(trial, spec))),
+    }
     if "reevaluates" in trial.user_attrs:
         tags["sweep.reevaluates"] = trial.user_attrs["reevaluates"]
-    run, _ = start_run(parent.tracking_uri, config["name"], f"sweep-{spec.fields['name']}-trial{number}", run_dir,
-                       tags, dict(trial.params))
+    run, _ = start_run(
+        parent.tracking_uri,
+        config["name"],
+        f"sweep-{spec.fields['name']}-trial{number}",
+        run_dir,
+        tags,
+        dict(trial.params),
+    )
     return run
 
 

@@ -59,8 +59,9 @@ def write_validation_split(config: Mapping, held_out: int, seed: int, out_dir: P
     if (out_dir / "manifest.json").is_file():
         return out_dir
     datasets = build_config_datasets(config)
-    datasets[TRAIN], datasets[VALIDATION] = hold_out_validation(datasets[TRAIN], held_out, f"sweep-validation:{seed}",
-                                                                "validation.size")
+    datasets[TRAIN], datasets[VALIDATION] = hold_out_validation(
+        datasets[TRAIN], held_out, f"sweep-validation:{seed}", "validation.size"
+    )
     with written_aside(out_dir) as partial:
         write_datasets(datasets, partial, seed=config["seed"])
     return out_dir
@@ -106,18 +107,25 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> Meas
     checkpoint = run_dir / "final"
     settings = benchmark_settings(config, VALIDATION)  # the evaluation defaults (no per-benchmark override)
     backend = evaluation_backend(config)
-    model_config = make_model_config(checkpoint, settings, backend, run_dir / "lighteval_cache",
-                                     batch_size=config["evaluation"]["batch_size"], threads=config["threads"],
-                                     fingerprint=checkpoint_fingerprint(checkpoint),
-                                     vllm=config["evaluation"]["vllm"])
+    model_config = make_model_config(
+        checkpoint,
+        settings,
+        backend,
+        run_dir / "lighteval_cache",
+        batch_size=config["evaluation"]["batch_size"],
+        threads=config["threads"],
+        fingerprint=checkpoint_fingerprint(checkpoint),
+        vllm=config["evaluation"]["vllm"],
+    )
     task = build_task(VALIDATION, validation_records(data_dir), settings, prompt_format(config))
     engine = load_engine(model_config)
     try:
         with tempfile.TemporaryDirectory(prefix="hara-sweep-eval-") as work_dir:
             model = CheckpointModel(model_config, engine)
             result = evaluate_benchmark(task, model, settings, work_dir)
-            return Measurement(result["score"], {str(row["id"]): float(row[result["metric"]])
-                                                 for row in result["predictions"]})
+            return Measurement(
+                result["score"], {str(row["id"]): float(row[result["metric"]]) for row in result["predictions"]}
+            )
     finally:
         engine.close()
 
@@ -125,8 +133,9 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> Meas
 def train_reward(config: Mapping, run_dir: Path, data_dir: Path) -> Measurement:
     """Mean train/reward over the steps trained so far (metrics.jsonl of the run)."""
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
-    rewards = [line["train/reward"] for line in lines
-               if "train/reward" in line and line["step"] <= config["training"]["steps"]]
+    rewards = [
+        line["train/reward"] for line in lines if "train/reward" in line and line["step"] <= config["training"]["steps"]
+    ]
     if not rewards:
         raise ValueError(f"{run_dir / 'metrics.jsonl'}: no train/reward logged")
     return Measurement(sum(rewards) / len(rewards))
@@ -145,8 +154,16 @@ class PruningCallback(TrainerCallback):
     """At each report step: save the policy to ``final/`` (if the metric reads it), measure the metric, report it;
     stop training when the pruner says so."""
 
-    def __init__(self, trial, config: Mapping, metric: str, steps: list[int], run_dir: Path, data_dir: Path,
-                 on_value: Callable[[float, int], None] | None) -> None:
+    def __init__(
+        self,
+        trial,
+        config: Mapping,
+        metric: str,
+        steps: list[int],
+        run_dir: Path,
+        data_dir: Path,
+        on_value: Callable[[float, int], None] | None,
+    ) -> None:
         """``on_value`` None: measure at the last step only, report nothing (a trial of several seeds)."""
         self.trial, self.config, self.metric = trial, config, metric
         self.steps = steps if on_value is not None else steps[-1:]
@@ -196,8 +213,16 @@ class TrialRun:
     prompts_dir: Path | None = None
 
 
-def train_seed(spec, trial, config: Mapping, where: TrialRun, seed: int, run_dir: Path,
-               on_value: Callable[[float, int], None] | None, run=None) -> PruningCallback:
+def train_seed(
+    spec,
+    trial,
+    config: Mapping,
+    where: TrialRun,
+    seed: int,
+    run_dir: Path,
+    on_value: Callable[[float, int], None] | None,
+    run=None,
+) -> PruningCallback:
     """Train one seed of the trial into ``run_dir`` (its training curves into ``run``, when given), measuring the
     objective (at every report step when ``on_value`` is given, else at the end only); returns the callback holding
     the measurement."""
@@ -213,15 +238,33 @@ def train_seed(spec, trial, config: Mapping, where: TrialRun, seed: int, run_dir
     fields = spec.fields
     set_threads(config["threads"])
     seed_everything(seed)
-    write_run_info(run_dir, config, extra={"stage": "sweep", "study": fields["name"], "trial": trial.number,
-                                           "params": trial.params, "seed": seed, "base_model": str(where.base_model),
-                                           "prompts": str(where.prompts_dir or "")})
+    write_run_info(
+        run_dir,
+        config,
+        extra={
+            "stage": "sweep",
+            "study": fields["name"],
+            "trial": trial.number,
+            "params": trial.params,
+            "seed": seed,
+            "base_model": str(where.base_model),
+            "prompts": str(where.prompts_dir or ""),
+        },
+    )
     model, tokenizer = load_policy(where.base_model, policy_dtype(config))
     metric = fields["objective"]["metric"]
     pruning = PruningCallback(trial, config, metric, spec.report_steps(config), run_dir, where.data_dir, on_value)
-    trainer = build_trainer(config, fields["rlvr"], fields["method"], seed, model, tokenizer,
-                            train_dataset(config, where.data_dir, where.prompts_dir), run_dir,
-                            callbacks=[MetricsCallback(run_dir / "metrics.jsonl", run), pruning])
+    trainer = build_trainer(
+        config,
+        fields["rlvr"],
+        fields["method"],
+        seed,
+        model,
+        tokenizer,
+        train_dataset(config, where.data_dir, where.prompts_dir),
+        run_dir,
+        callbacks=[MetricsCallback(run_dir / "metrics.jsonl", run), pruning],
+    )
     trainer.train()
     return pruning
 
@@ -245,12 +288,14 @@ def record_seed(trial, seed: int, measurement: Measurement, constraints: list[fl
     if len(values) > 1:
         trial.set_user_attr("se", statistics.stdev(values.values()) / math.sqrt(len(values)))
     if measurement.problems is not None:
-        trial.set_user_attr("problem_scores", {**trial.user_attrs.get("problem_scores", {}),
-                                               str(seed): measurement.problems})
+        trial.set_user_attr(
+            "problem_scores", {**trial.user_attrs.get("problem_scores", {}), str(seed): measurement.problems}
+        )
     if constraints is not None:
         previous = trial.user_attrs.get("constraints")
-        trial.set_user_attr("constraints", constraints if previous is None else
-                            [max(a, b) for a, b in zip(previous, constraints)])
+        trial.set_user_attr(
+            "constraints", constraints if previous is None else [max(a, b) for a, b in zip(previous, constraints)]
+        )
 
 
 def instances(index: int, measurement: Measurement) -> dict[int, float]:
@@ -261,8 +306,15 @@ def instances(index: int, measurement: Measurement) -> dict[int, float]:
     return {index * size + i: measurement.problems[key] for i, key in enumerate(sorted(measurement.problems))}
 
 
-def run_trial(spec, trial, config: Mapping, where: TrialRun, seeds: list[int],
-              on_value: Callable[[float, int], None], prune: bool = True) -> float:
+def run_trial(
+    spec,
+    trial,
+    config: Mapping,
+    where: TrialRun,
+    seeds: list[int],
+    on_value: Callable[[float, int], None],
+    prune: bool = True,
+) -> float:
     """Train the trial's config on each of ``seeds`` (one seed: in the trial folder, reported at every report step;
     several: in ``seed<s>/``, pruned between seeds when ``prune``); returns the mean objective (raises
     TrialPruned)."""
@@ -273,8 +325,16 @@ def run_trial(spec, trial, config: Mapping, where: TrialRun, seeds: list[int],
     values = []
     for index, seed in enumerate(seeds):
         run_dir = where.run_dir if len(seeds) == 1 else where.run_dir / f"seed{seed}"
-        pruning = train_seed(spec, trial, config, where, seed, run_dir, on_value if len(seeds) == 1 else None,
-                             run=where.run if index == 0 else None)  # the child run keeps the first seed's curves
+        pruning = train_seed(
+            spec,
+            trial,
+            config,
+            where,
+            seed,
+            run_dir,
+            on_value if len(seeds) == 1 else None,
+            run=where.run if index == 0 else None,
+        )  # the child run keeps the first seed's curves
         if pruning.pruned_at is not None:
             step, value = pruning.pruned_at
             raise optuna.TrialPruned(f"pruned at step {step} ({metric} = {value:.4g})")

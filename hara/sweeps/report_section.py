@@ -16,8 +16,11 @@ __all__ = ["study_summaries", "sweep_studies", "sweeps_html", "sweeps_markdown"]
 def study_summaries(results_dir: str | Path) -> list[tuple[Path, dict]]:
     """(study folder, summary.json) of every summarised study, by name."""
     root = Path(results_dir) / "sweeps"
-    return [(path.parent, json.loads(path.read_text(encoding="utf-8")))
-            for path in sorted(root.glob("*/summary.json"))] if root.is_dir() else []
+    return (
+        [(path.parent, json.loads(path.read_text(encoding="utf-8"))) for path in sorted(root.glob("*/summary.json"))]
+        if root.is_dir()
+        else []
+    )
 
 
 def best_line(summary: dict) -> str:
@@ -26,17 +29,23 @@ def best_line(summary: dict) -> str:
     states = ", ".join(f"{n} {s.lower()}" for s, n in summary["states"].items() if n)
     head = f"{summary['description']} {summary['metric']} ({summary['metric_description']})"
     if summary.get("kind") == "sensitivity":
-        return (f"{head}, seeds {', '.join(map(str, summary['seeds']))} for every value: {summary['conclusion']} "
-                f"Trials: {states}.")
+        return (
+            f"{head}, seeds {', '.join(map(str, summary['seeds']))} for every value: {summary['conclusion']} "
+            f"Trials: {states}."
+        )
     best = summary["best"]
     params = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in best["params"].items())
     if best.get("reevaluated") is not None:
-        found = (f"best {best['reevaluated']:.4g} on {len(best['reevaluation_seeds'])} fresh seeds at trial "
-                 f"{best['trial']} ({params}), chosen among the top {best['candidates']} re-evaluated: its search "
-                 f"value {best['search_value']:.4g} shrank by {best['shrinkage']:.3g}")
+        found = (
+            f"best {best['reevaluated']:.4g} on {len(best['reevaluation_seeds'])} fresh seeds at trial "
+            f"{best['trial']} ({params}), chosen among the top {best['candidates']} re-evaluated: its search "
+            f"value {best['search_value']:.4g} shrank by {best['shrinkage']:.3g}"
+        )
     else:
-        found = (f"best {best['value']:.4g} at trial {best['trial']} ({params}), not re-evaluated: inflated by the "
-                 "selection over the trials")
+        found = (
+            f"best {best['value']:.4g} at trial {best['trial']} ({params}), not re-evaluated: inflated by the "
+            "selection over the trials"
+        )
     return f"{head}, {summary['direction']}d: {found}; trials: {states}."
 
 
@@ -45,9 +54,17 @@ EFFECT_HEADER = ["value", "mean", "effect [95% CI]", "after correction", "verdic
 
 def effect_rows(summary: dict) -> list[list[str]]:
     """A sensitivity study's table: each value's mean objective, raw and corrected effect, verdict and MDE."""
-    return [[row["label"], f"{row['mean']:.3g}", f"{row['effect']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]",
-             f"[{row['corrected_low']:+.2f}, {row['corrected_high']:+.2f}]", row["verdict"], f"{row['mde']:.2f}"]
-            for row in summary.get("effects", [])]
+    return [
+        [
+            row["label"],
+            f"{row['mean']:.3g}",
+            f"{row['effect']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]",
+            f"[{row['corrected_low']:+.2f}, {row['corrected_high']:+.2f}]",
+            row["verdict"],
+            f"{row['mde']:.2f}",
+        ]
+        for row in summary.get("effects", [])
+    ]
 
 
 def sweeps_markdown(results_dir: str | Path, out_dir: str | Path) -> str:
@@ -60,8 +77,12 @@ def sweeps_markdown(results_dir: str | Path, out_dir: str | Path) -> str:
         parts += [f"### {summary['study']}", "", best_line(summary), ""]
         rows = effect_rows(summary)
         if rows:
-            parts += ["| " + " | ".join(EFFECT_HEADER) + " |", "|" + " --- |" * len(EFFECT_HEADER),
-                      *("| " + " | ".join(row) + " |" for row in rows), ""]
+            parts += [
+                "| " + " | ".join(EFFECT_HEADER) + " |",
+                "|" + " --- |" * len(EFFECT_HEADER),
+                *("| " + " | ".join(row) + " |" for row in rows),
+                "",
+            ]
         for name in summary["figures"].values():
             parts += [f"![{summary['study']} {name}]({Path(os.path.relpath(folder / name, out_dir)).as_posix()})", ""]
     return "\n".join(parts)
@@ -77,5 +98,7 @@ def sweeps_html(results_dir: str | Path) -> str:
 def sweep_studies(results_dir: str | Path) -> list[tuple[Path, dict, str, list, list]]:
     """(folder, summary, best line, table header, effect rows) of every study below ``results_dir``/sweeps, for the
     report page."""
-    return [(folder, summary, best_line(summary), EFFECT_HEADER, effect_rows(summary))
-            for folder, summary in study_summaries(results_dir)]
+    return [
+        (folder, summary, best_line(summary), EFFECT_HEADER, effect_rows(summary))
+        for folder, summary in study_summaries(results_dir)
+    ]

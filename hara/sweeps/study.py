@@ -29,8 +29,18 @@ from hara.config import (
     validate_config,
 )
 
-__all__ = ["OBJECTIVES", "PRUNERS", "SAMPLERS", "STUDY_SCHEMA_PATH", "Objective", "StudySpec", "load_study",
-           "make_pruner", "make_sampler", "stored_constraints"]
+__all__ = [
+    "OBJECTIVES",
+    "PRUNERS",
+    "SAMPLERS",
+    "STUDY_SCHEMA_PATH",
+    "Objective",
+    "StudySpec",
+    "load_study",
+    "make_pruner",
+    "make_sampler",
+    "stored_constraints",
+]
 
 STUDY_SCHEMA_PATH = Path(__file__).resolve().parents[2] / "sweeps" / "schema.yaml"
 # lr schedules whose value at a step does not depend on the total step count: only these can be trained in
@@ -40,21 +50,33 @@ SEGMENTABLE_SCHEDULES = ("constant", "constant_with_warmup")
 
 def _optuna_classes(names: Mapping[str, str], module: str) -> dict[str, Callable[..., Any]]:
     """Lazy constructors: importing optuna costs a second, the CLI parser must not pay it."""
+
     def lazy(class_name: str):
         def build(**options):
             import importlib
 
             return getattr(importlib.import_module(module), class_name)(**options)
+
         build.class_name = class_name
         return build
+
     return {name: lazy(class_name) for name, class_name in names.items()}
 
 
-SAMPLERS = _optuna_classes({"tpe": "TPESampler", "random": "RandomSampler", "grid": "GridSampler",
-                            "gp": "GPSampler"}, "optuna.samplers")
-PRUNERS = _optuna_classes({"none": "NopPruner", "median": "MedianPruner", "percentile": "PercentilePruner",
-                           "successive_halving": "SuccessiveHalvingPruner", "hyperband": "HyperbandPruner",
-                           "wilcoxon": "WilcoxonPruner"}, "optuna.pruners")
+SAMPLERS = _optuna_classes(
+    {"tpe": "TPESampler", "random": "RandomSampler", "grid": "GridSampler", "gp": "GPSampler"}, "optuna.samplers"
+)
+PRUNERS = _optuna_classes(
+    {
+        "none": "NopPruner",
+        "median": "MedianPruner",
+        "percentile": "PercentilePruner",
+        "successive_halving": "SuccessiveHalvingPruner",
+        "hyperband": "HyperbandPruner",
+        "wilcoxon": "WilcoxonPruner",
+    },
+    "optuna.pruners",
+)
 #: pruners that suit a trial of several seeds: they are consulted between its seeds, not at training steps
 BETWEEN_SEEDS_PRUNERS = ("none", "wilcoxon")
 
@@ -72,8 +94,9 @@ class Objective:
 
 
 OBJECTIVES = {
-    "validation/pass@1": Objective("pass@1 on the validation split held out of the training set, not a test "
-                                   "benchmark", 100.0, "points", True),
+    "validation/pass@1": Objective(
+        "pass@1 on the validation split held out of the training set, not a test benchmark", 100.0, "points", True
+    ),
     "train/reward": Objective("mean training reward, not a test benchmark", 1.0, "", False),
 }
 
@@ -121,8 +144,10 @@ class StudySpec:
     def points(self) -> list[dict]:
         """A sensitivity study's listed points: the product of its parameters' value lists, in file order."""
         names = list(self.fields["space"])
-        return [dict(zip(names, values))
-                for values in itertools.product(*(self.fields["space"][n]["choices"] for n in names))]
+        return [
+            dict(zip(names, values))
+            for values in itertools.product(*(self.fields["space"][n]["choices"] for n in names))
+        ]
 
     @property
     def trial_budget(self) -> int:
@@ -266,12 +291,16 @@ def check_kind(raw: Mapping, fields: Mapping) -> str | None:
         return "trials: missing (required by a search study)"
     pruner, repeats = fields["pruner"]["name"], fields["repeats"]
     if repeats > 1 and pruner not in BETWEEN_SEEDS_PRUNERS:
-        return (f"pruner.name: a trial of {repeats} seeds is pruned between its seeds, by one of "
-                f"{list(BETWEEN_SEEDS_PRUNERS)} (got {pruner!r})")
+        return (
+            f"pruner.name: a trial of {repeats} seeds is pruned between its seeds, by one of "
+            f"{list(BETWEEN_SEEDS_PRUNERS)} (got {pruner!r})"
+        )
     if pruner == "wilcoxon" and repeats == 1:
         return "pruner.name: wilcoxon compares a trial's seeds as they finish; it needs repeats > 1"
-    if fields["constraints"] and "constraints_func" not in inspect.signature(
-            _optuna_class("sampler", fields["sampler"]["name"])).parameters:
+    if (
+        fields["constraints"]
+        and "constraints_func" not in inspect.signature(_optuna_class("sampler", fields["sampler"]["name"])).parameters
+    ):
         return f"constraints: sampler {fields['sampler']['name']!r} takes no constraints (use tpe or gp)"
     return None
 
@@ -296,8 +325,9 @@ def check_against_config(spec: StudySpec) -> None:
                 trial_config(spec, {name: value})
             except ConfigError as error:
                 problem = str(error).split(": ", 1)[-1]
-                raise ConfigError(f"{spec.path}: space.{name}: value {value!r} is invalid for the config "
-                                  f"({problem})") from None
+                raise ConfigError(
+                    f"{spec.path}: space.{name}: value {value!r} is invalid for the config ({problem})"
+                ) from None
 
 
 def check_objective(spec: StudySpec) -> None:
@@ -308,16 +338,21 @@ def check_objective(spec: StudySpec) -> None:
         raise ConfigError(f"{spec.path}: objective.report_steps: steps beyond training.steps ({total})")
     several = spec.kind == "search" and spec.fields["repeats"] > 1
     if (several or spec.fields["pruner"]["name"] == "wilcoxon") and len(spec.report_steps(config)) > 1:
-        raise ConfigError(f"{spec.path}: objective.report_steps: a trial of several seeds is measured at its end "
-                          "and pruned between its seeds, never at a training step (leave report_steps out)")
+        raise ConfigError(
+            f"{spec.path}: objective.report_steps: a trial of several seeds is measured at its end "
+            "and pruned between its seeds, never at a training step (leave report_steps out)"
+        )
     schedule = config["training"]["lr_scheduler"]
     if len(spec.report_steps(config)) > 1 and schedule not in SEGMENTABLE_SCHEDULES:
-        raise ConfigError(f"{spec.path}: objective.report_steps: intermediate steps train in resumed segments, which "
-                          f"needs training.lr_scheduler in {list(SEGMENTABLE_SCHEDULES)} (got {schedule!r})")
+        raise ConfigError(
+            f"{spec.path}: objective.report_steps: intermediate steps train in resumed segments, which "
+            f"needs training.lr_scheduler in {list(SEGMENTABLE_SCHEDULES)} (got {schedule!r})"
+        )
     held_out, train_size = spec.fields["validation"]["size"], config["data"]["train_size"]
     if held_out >= train_size:
-        raise ConfigError(f"{spec.path}: validation.size: {held_out} leaves no training problems "
-                          f"(data.train_size is {train_size})")
+        raise ConfigError(
+            f"{spec.path}: validation.size: {held_out} leaves no training problems (data.train_size is {train_size})"
+        )
 
 
 def check_options(spec: StudySpec, section: str, registry: Mapping[str, Callable]) -> None:
@@ -326,8 +361,10 @@ def check_options(spec: StudySpec, section: str, registry: Mapping[str, Callable
     accepted = set(inspect.signature(cls).parameters) - {"seed", "search_space", "constraints_func"}
     for option in spec.fields[section]["options"]:
         if option not in accepted:
-            raise ConfigError(f"{spec.path}: {section}.options.{option}: not an option of {cls.__name__} "
-                              f"(valid: {', '.join(sorted(accepted))})")
+            raise ConfigError(
+                f"{spec.path}: {section}.options.{option}: not an option of {cls.__name__} "
+                f"(valid: {', '.join(sorted(accepted))})"
+            )
     try:
         make_sampler(spec, 0) if section == "sampler" else make_pruner(spec)
     except (TypeError, ValueError) as error:
@@ -364,11 +401,13 @@ def distributions(spec: StudySpec) -> dict:
             extra = [reference[name]] if name in reference and reference[name] not in dist["choices"] else []
             result[name] = CategoricalDistribution([*dist["choices"], *extra])
         elif dist["type"] == "int":
-            result[name] = IntDistribution(int(dist["low"]), int(dist["high"]), log=dist.get("log", False),
-                                           step=int(dist.get("step") or 1))
+            result[name] = IntDistribution(
+                int(dist["low"]), int(dist["high"]), log=dist.get("log", False), step=int(dist.get("step") or 1)
+            )
         else:
-            result[name] = FloatDistribution(dist["low"], dist["high"], log=dist.get("log", False),
-                                             step=dist.get("step"))
+            result[name] = FloatDistribution(
+                dist["low"], dist["high"], log=dist.get("log", False), step=dist.get("step")
+            )
     return result
 
 
@@ -401,8 +440,9 @@ def load_study(path: str | Path, base_config: str | Path | None = None, override
     if not base.is_file():
         where = "--config" if base_config else "base_config"
         raise ConfigError(f"{path}: {where}: config file {base} not found")
-    spec = StudySpec(path=path, fields=fields, base_raw=apply_overrides(read_yaml(base), overrides),
-                     base_source=str(base))
+    spec = StudySpec(
+        path=path, fields=fields, base_raw=apply_overrides(read_yaml(base), overrides), base_source=str(base)
+    )
     try:
         config = spec.base_config
     except ConfigError as error:
@@ -410,8 +450,10 @@ def load_study(path: str | Path, base_config: str | Path | None = None, override
     from hara.config import valid_model_sizes
 
     if fields["size"] not in valid_model_sizes(config):
-        raise ConfigError(f"{path}: size: {fields['size']!r} is not a size of the {config['models']['family']} "
-                          f"family (valid: {', '.join(valid_model_sizes(config))})")
+        raise ConfigError(
+            f"{path}: size: {fields['size']!r} is not a size of the {config['models']['family']} "
+            f"family (valid: {', '.join(valid_model_sizes(config))})"
+        )
     check_against_config(spec)
     check_objective(spec)
     check_options(spec, "sampler", SAMPLERS)

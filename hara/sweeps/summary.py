@@ -28,8 +28,10 @@ from hara.sweeps.study import OBJECTIVES
 
 __all__ = ["write_summary"]
 
-STATE_STYLE = {"COMPLETE": {"color": "tab:blue", "marker": "o", "label": "complete"},
-               "PRUNED": {"color": "tab:gray", "marker": "x", "label": "pruned (last reported value)"}}
+STATE_STYLE = {
+    "COMPLETE": {"color": "tab:blue", "marker": "o", "label": "complete"},
+    "PRUNED": {"color": "tab:gray", "marker": "x", "label": "pruned (last reported value)"},
+}
 
 
 def plotted_value(trial) -> float | None:
@@ -69,8 +71,13 @@ def plot_history(trials, metric: str, maximize: bool, path: Path) -> Path:
             best = trial.value if best is None else (max if maximize else min)(best, trial.value)
         best_line.append((trial.number, best))
     _scatter(ax, trials, lambda t: t.number)
-    ax.step([n for n, b in best_line if b is not None], [b for _, b in best_line if b is not None], where="post",
-            color="tab:red", label="best so far")
+    ax.step(
+        [n for n, b in best_line if b is not None],
+        [b for _, b in best_line if b is not None],
+        where="post",
+        color="tab:red",
+        label="best so far",
+    )
     ax.set(xlabel="trial", ylabel=metric, title="Optimization history")
     ax.legend(fontsize=8)
     return _save(plt, fig, path)
@@ -78,8 +85,7 @@ def plot_history(trials, metric: str, maximize: bool, path: Path) -> Path:
 
 def _scatter(ax, trials, x_of) -> None:
     for state, style in STATE_STYLE.items():
-        points = [(x_of(t), plotted_value(t)) for t in trials
-                  if t.state.name == state and plotted_value(t) is not None]
+        points = [(x_of(t), plotted_value(t)) for t in trials if t.state.name == state and plotted_value(t) is not None]
         if points:
             ax.scatter(*zip(*points), **style)
 
@@ -113,8 +119,10 @@ def param_importances(study, seed: int) -> dict[str, float]:
     """fANOVA importance of each parameter over the complete trials (a single parameter gets 1.0)."""
     from optuna.importance import FanovaImportanceEvaluator, get_param_importances
 
-    return {name: float(value) for name, value in
-            get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=seed)).items()}
+    return {
+        name: float(value)
+        for name, value in get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=seed)).items()
+    }
 
 
 def write_trials_csv(trials, names: list[str], path: Path) -> None:
@@ -125,10 +133,19 @@ def write_trials_csv(trials, names: list[str], path: Path) -> None:
         writer.writerow(["number", "state", "value", "se", "role", "seeds", *names, "worker_pid", "fail_reason"])
         for t in trials:
             se = t.user_attrs.get("se")
-            writer.writerow([t.number, t.state.name, "" if t.value is None else t.value, "" if se is None else se,
-                             role_of(t), " ".join(map(str, t.user_attrs.get("seeds", []))),
-                             *[t.params.get(n, "") for n in names], t.user_attrs.get("worker", {}).get("pid", ""),
-                             t.user_attrs.get("fail_reason", "")])
+            writer.writerow(
+                [
+                    t.number,
+                    t.state.name,
+                    "" if t.value is None else t.value,
+                    "" if se is None else se,
+                    role_of(t),
+                    " ".join(map(str, t.user_attrs.get("seeds", []))),
+                    *[t.params.get(n, "") for n in names],
+                    t.user_attrs.get("worker", {}).get("pid", ""),
+                    t.user_attrs.get("fail_reason", ""),
+                ]
+            )
 
 
 def safe_name(key: str) -> str:
@@ -160,12 +177,18 @@ def write_summary(spec, mlflow: bool = True) -> dict:
     if not any(t.state.name == "COMPLETE" for t in trials):
         raise UserError(f"study {spec.fields['name']}: no complete trial yet in {out} (run `hara sweep run` first)")
     metric = spec.fields["objective"]["metric"]
-    summary = {"study": spec.fields["name"], "kind": spec.kind, "description": spec.fields["description"],
-               "metric": metric, "metric_description": OBJECTIVES[metric].description,
-               "direction": spec.fields["objective"]["direction"], "method": spec.fields["method"],
-               "seeds": spec.seeds,
-               "states": {s: sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")},
-               **KIND_SUMMARIES[spec.kind](spec, study, trials)}
+    summary = {
+        "study": spec.fields["name"],
+        "kind": spec.kind,
+        "description": spec.fields["description"],
+        "metric": metric,
+        "metric_description": OBJECTIVES[metric].description,
+        "direction": spec.fields["objective"]["direction"],
+        "method": spec.fields["method"],
+        "seeds": spec.seeds,
+        "states": {s: sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")},
+        **KIND_SUMMARIES[spec.kind](spec, study, trials),
+    }
     write_trials_csv(trials, list(spec.fields["space"]), out / "trials.csv")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if mlflow:
@@ -186,8 +209,11 @@ def search_summary(spec, study, trials) -> dict:
     importances: dict | str = "n/a (one parameter: its importance is 1 by definition)"
     if len(names) >= 2:
         varied = len({t.value for t in complete}) >= 2  # fANOVA needs a varying objective
-        importances = param_importances(study, spec.fields["sampler"]["seed"]) if varied else \
-            "n/a (fewer than two distinct objective values)"
+        importances = (
+            param_importances(study, spec.fields["sampler"]["seed"])
+            if varied
+            else "n/a (fewer than two distinct objective values)"
+        )
         if isinstance(importances, dict):
             figures["importance"] = plot_importance(importances, out / "importance.png")
     choice = choose(trials, maximize)
@@ -196,10 +222,18 @@ def search_summary(spec, study, trials) -> dict:
 
         raise UserError(f"study {spec.fields['name']}: no complete feasible search trial (see trials.csv)")
     (out / "best_params.yaml").write_text(yaml.safe_dump(dict(choice.trial.params), sort_keys=False), encoding="utf-8")
-    best = {"trial": choice.trial.number, "value": choice.reported, "params": choice.trial.params,
-            "search_value": choice.value, "search_se": choice.se, "reevaluated": choice.reevaluated,
-            "reevaluated_se": choice.reevaluated_se, "shrinkage": choice.shrinkage, "candidates": choice.candidates,
-            "reevaluation_seeds": spec.reevaluation_seeds if choice.reevaluated is not None else []}
+    best = {
+        "trial": choice.trial.number,
+        "value": choice.reported,
+        "params": choice.trial.params,
+        "search_value": choice.value,
+        "search_se": choice.se,
+        "reevaluated": choice.reevaluated,
+        "reevaluated_se": choice.reevaluated_se,
+        "shrinkage": choice.shrinkage,
+        "candidates": choice.candidates,
+        "reevaluation_seeds": spec.reevaluation_seeds if choice.reevaluated is not None else [],
+    }
     return {"best": best, "importances": importances, "figures": {k: p.name for k, p in figures.items()}}
 
 
@@ -209,26 +243,54 @@ def plot_effects(result, metric: str, path: Path) -> Path:
 
     plt, fig, ax = _figure()
     rows, names = result.rows(), list(result.reference)
-    numeric = len(names) == 1 and all(isinstance(r["point"][names[0]], (int, float)) and
-                                      not isinstance(r["point"][names[0]], bool) for r in rows)
-    points = sorted(rows + [{"point": result.reference, "effect": 0.0, "ci_low": 0.0, "ci_high": 0.0,
-                             "corrected_low": 0.0, "corrected_high": 0.0, "label": point_label(result.reference)}],
-                    key=lambda r: r["point"][names[0]] if numeric else 0)
+    numeric = len(names) == 1 and all(
+        isinstance(r["point"][names[0]], (int, float)) and not isinstance(r["point"][names[0]], bool) for r in rows
+    )
+    points = sorted(
+        rows
+        + [
+            {
+                "point": result.reference,
+                "effect": 0.0,
+                "ci_low": 0.0,
+                "ci_high": 0.0,
+                "corrected_low": 0.0,
+                "corrected_high": 0.0,
+                "label": point_label(result.reference),
+            }
+        ],
+        key=lambda r: r["point"][names[0]] if numeric else 0,
+    )
     x = [r["point"][names[0]] for r in points] if numeric else list(range(len(points)))
     effect = [r["effect"] for r in points]
-    ax.fill_between(x, [r["corrected_low"] for r in points], [r["corrected_high"] for r in points], alpha=0.25,
-                    color="tab:blue", label=f"corrected interval ({len(rows)} values)")
-    ax.errorbar(x, effect, yerr=[[e - r["ci_low"] for e, r in zip(effect, points)],
-                                 [r["ci_high"] - e for e, r in zip(effect, points)]],
-                fmt="o-", color="tab:blue", capsize=3, label="effect, raw 95% interval")
+    ax.fill_between(
+        x,
+        [r["corrected_low"] for r in points],
+        [r["corrected_high"] for r in points],
+        alpha=0.25,
+        color="tab:blue",
+        label=f"corrected interval ({len(rows)} values)",
+    )
+    ax.errorbar(
+        x,
+        effect,
+        yerr=[[e - r["ci_low"] for e, r in zip(effect, points)], [r["ci_high"] - e for e, r in zip(effect, points)]],
+        fmt="o-",
+        color="tab:blue",
+        capsize=3,
+        label="effect, raw 95% interval",
+    )
     ax.axhline(0.0, color="gray", lw=0.8)
     if numeric and min(x) > 0 and max(x) / min(x) >= 10:
         ax.set_xscale("log")
     if not numeric:
         ax.set_xticks(x, [r["label"] for r in points], rotation=20, fontsize=7)
     unit = f" ({result.unit})" if result.unit else ""
-    ax.set(xlabel=names[0] if numeric else "value", ylabel=f"{metric} - reference{unit}",
-           title=f"Effect against the reference {point_label(result.reference)}")
+    ax.set(
+        xlabel=names[0] if numeric else "value",
+        ylabel=f"{metric} - reference{unit}",
+        title=f"Effect against the reference {point_label(result.reference)}",
+    )
     ax.legend(fontsize=8)
     return _save(plt, fig, path)
 
@@ -242,11 +304,17 @@ def sensitivity_summary(spec, study, trials) -> dict:
     figures = {}
     if result.effects:
         figures["effects"] = plot_effects(result, spec.fields["objective"]["metric"], spec.study_dir / "effects.png")
-    return {"reference": result.reference, "reference_label": point_label(result.reference),
-            "reference_mean": result.reference_mean * result.scale, "unit": result.unit,
-            "family_size": len(result.effects), "effects": result.rows(),
-            "missing": [point_label(p) for p in result.missing], "conclusion": result.conclusion(),
-            "figures": {k: p.name for k, p in figures.items()}}
+    return {
+        "reference": result.reference,
+        "reference_label": point_label(result.reference),
+        "reference_mean": result.reference_mean * result.scale,
+        "unit": result.unit,
+        "family_size": len(result.effects),
+        "effects": result.rows(),
+        "missing": [point_label(p) for p in result.missing],
+        "conclusion": result.conclusion(),
+        "figures": {k: p.name for k, p in figures.items()},
+    }
 
 
 KIND_SUMMARIES = {"search": search_summary, "sensitivity": sensitivity_summary}
@@ -261,8 +329,13 @@ def log_summary(spec, summary: Mapping, trials) -> None:
     if run is None:
         return
     if summary["kind"] == "search":
-        run.log_metrics({"sweep/best_objective": summary["best"]["value"],
-                         metric_name(f"best/{summary['metric']}"): summary["best"]["value"]}, step=0)
+        run.log_metrics(
+            {
+                "sweep/best_objective": summary["best"]["value"],
+                metric_name(f"best/{summary['metric']}"): summary["best"]["value"],
+            },
+            step=0,
+        )
         run.set_tags({"sweep.best_trial": summary["best"]["trial"]})
     else:
         log_effects(spec, summary, trials, run)

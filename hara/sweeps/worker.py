@@ -139,9 +139,14 @@ def open_study(spec: StudySpec, storage: Any = None):
 
     storage = storage or open_storage(spec)  # before the lock: opening an RDB storage takes it itself
     with study_lock(spec):
-        return optuna.create_study(study_name=spec.fields["name"], storage=storage,
-                                   direction=spec.fields["objective"]["direction"], load_if_exists=True,
-                                   sampler=make_sampler(spec, 0), pruner=make_pruner(spec))
+        return optuna.create_study(
+            study_name=spec.fields["name"],
+            storage=storage,
+            direction=spec.fields["objective"]["direction"],
+            load_if_exists=True,
+            sampler=make_sampler(spec, 0),
+            pruner=make_pruner(spec),
+        )
 
 
 def trial_dir(spec: StudySpec, number: int) -> Path:
@@ -161,8 +166,10 @@ class Worker:
         self.spec, self.identity, self.config = spec, WorkerIdentity.current(), spec.base_config
         self.base_model = Path(base_model or base_model_dir(self.config["results_dir"], spec.fields["size"]))
         if not (self.base_model / "config.json").is_file():  # before the study or any folder is created
-            raise FileNotFoundError(f"base model {self.base_model} not found (run `hara base-model --size "
-                                    f"{spec.fields['size']}` with the same config, or pass --base-model)")
+            raise FileNotFoundError(
+                f"base model {self.base_model} not found (run `hara base-model --size "
+                f"{spec.fields['size']}` with the same config, or pass --base-model)"
+            )
         self.storage = open_storage(spec)
         self.study = open_study(spec, self.storage)
         self.callback = TrialRunCallback(spec, lambda number: trial_dir(spec, number))
@@ -182,9 +189,14 @@ class Worker:
             if worker is None or worker_alive(worker, self.spec.study_dir / "workers", heartbeat["grace"]):
                 continue
             trial_id = self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number)
-            self.storage.set_trial_user_attr(trial_id, "fail_reason", (
-                f"worker {worker['host']} pid {worker['pid']} died while the trial was running "
-                "(killed or preempted); the trial was marked FAIL by a later claim"))
+            self.storage.set_trial_user_attr(
+                trial_id,
+                "fail_reason",
+                (
+                    f"worker {worker['host']} pid {worker['pid']} died while the trial was running "
+                    "(killed or preempted); the trial was marked FAIL by a later claim"
+                ),
+            )
             frozen = self.study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
             self.callback(self.study, frozen)
             failed.append(trial.number)
@@ -208,10 +220,15 @@ class Worker:
             if claim.action in ("wait", "stop"):
                 return None, claim
             self.parent = self.parent or parent_run(self.spec, self.config)
-            write_validation_split(self.config, self.spec.fields["validation"]["size"],
-                                   self.spec.fields["validation"]["seed"], self.data_dir)
-            self.prompts_dir = write_trial_prompts(self.config, self.base_model, self.data_dir,
-                                                   self.spec.study_dir / PROMPTS)
+            write_validation_split(
+                self.config,
+                self.spec.fields["validation"]["size"],
+                self.spec.fields["validation"]["seed"],
+                self.data_dir,
+            )
+            self.prompts_dir = write_trial_prompts(
+                self.config, self.base_model, self.data_dir, self.spec.study_dir / PROMPTS
+            )
             self.study.sampler = make_sampler(self.spec, len(trials))
             if claim.action == "run":  # the planned trial carries its role and seeds from the queue
                 self.study.enqueue_trial(claim.params, user_attrs=claim.user_attrs, skip_if_exists=False)
@@ -237,9 +254,15 @@ class Worker:
             config = trial_config(self.spec, trial.params)
             run.log_params(run_params(self.spec, config))
             where = TrialRun(folder, self.data_dir, self.base_model, run, self.prompts_dir)
-            value = run_trial(self.spec, trial, config, where, seeds_of(trial, self.spec),
-                              on_value=lambda v, step: run.log_metrics({"sweep/intermediate": v}, step=step),
-                              prune=role_of(trial) == SEARCH)
+            value = run_trial(
+                self.spec,
+                trial,
+                config,
+                where,
+                seeds_of(trial, self.spec),
+                on_value=lambda v, step: run.log_metrics({"sweep/intermediate": v}, step=step),
+                prune=role_of(trial) == SEARCH,
+            )
             frozen = self.study.tell(trial, value)
         except optuna.TrialPruned:
             frozen = self.study.tell(trial, state=TrialState.PRUNED)
@@ -272,8 +295,10 @@ class Worker:
 @contextlib.contextmanager
 def stop_on_sigterm():
     """Slurm preempts with SIGTERM: turn it into SystemExit so the running trial is told FAIL before exiting."""
+
     def handler(signum, frame):
         raise SystemExit(128 + signum)
+
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -16,11 +16,11 @@ __all__ = ["SweepPlan", "resolve_study_file", "sweep_plans"]
 
 @dataclass(frozen=True)
 class SweepPlan:
-    file: str       # the study file, as found
-    workers: int    # worker jobs of the study
-    size: str       # the model size its trials train (their base model is that size's base_model output)
+    file: str  # the study file, as found
+    workers: int  # worker jobs of the study
+    size: str  # the model size its trials train (their base model is that size's base_model output)
     trials_per_worker: int  # for the worker jobs' runtime: a worker trains about this many runs (seeds of trials)
-    digest: str     # sha256 of the study file: a changed study reruns its jobs
+    digest: str  # sha256 of the study file: a changed study reruns its jobs
 
 
 def resolve_study_file(path: str, basedir: str | Path) -> Path:
@@ -42,7 +42,11 @@ def sweep_plans(study_files: list[str], config_file: str | Path, basedir: str | 
         name = spec.fields["name"]
         if name in plans:
             raise ConfigError(f"sweeps[{index}]: study name {name!r} is used twice ({plans[name].file}, {found})")
-        plans[name] = SweepPlan(file=str(found), workers=spec.fields["workers"], size=spec.fields["size"],
-                                trials_per_worker=math.ceil(spec.trainings / spec.fields["workers"]),
-                                digest=file_sha256(found)[:16])
+        plans[name] = SweepPlan(
+            file=str(found),
+            workers=spec.fields["workers"],
+            size=spec.fields["size"],
+            trials_per_worker=math.ceil(spec.trainings / spec.fields["workers"]),
+            digest=file_sha256(found)[:16],
+        )
     return plans

@@ -23,8 +23,9 @@ class _NoParams:
 
 
 @register("none")
-def none(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
-         context: WeightingContext) -> tuple[Tensor, dict[str, float]]:
+def none(
+    advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
+) -> tuple[Tensor, dict[str, float]]:
     """The host algorithm as is: every valid token carries its rollout's advantage."""
     parse_params(_NoParams, context.params, "none")
     return advantages.float()[:, None] * completion_mask.float(), {}
@@ -41,8 +42,9 @@ class ForkingParams:
 
 
 @register("forking_tokens")
-def forking_tokens(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
-                   context: WeightingContext) -> tuple[Tensor, dict[str, float]]:
+def forking_tokens(
+    advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
+) -> tuple[Tensor, dict[str, float]]:
     """Beyond the 80/20 rule (arXiv 2506.01939): only tokens in the batch's top-20% entropy get gradient.
 
     w = 1[H >= threshold] with the threshold the ceil(top_fraction * N)-th largest entropy among the N valid
@@ -75,12 +77,14 @@ class EntropyShapingParams:
     eps: float = 1e-8
 
 
-def _shaped_rewards(h: Tensor, valid: Tensor, correct: Tensor, rewards: Tensor, prompt: Tensor, P: int,
-                    p: EntropyShapingParams) -> Tensor:
+def _shaped_rewards(
+    h: Tensor, valid: Tensor, correct: Tensor, rewards: Tensor, prompt: Tensor, P: int, p: EntropyShapingParams
+) -> Tensor:
     """Entropy-shaped rewards (B, L) for values h (B, L) >= 0 at aligned positions (tokens, or L = 1 for sequences):
     correct:   alpha1 r_i + alpha2 * H_i / sum_{k in O+} H_k * |O+|          (high entropy favoured),
     incorrect: -alpha1   - alpha2 * (1/H_j) / sum_{k in O-} (1/H_k) * |O-|   (confident errors penalised more),
     sums and counts per prompt and position over the rollouts active there."""
+
     def per_prompt_sum(v: Tensor) -> Tensor:  # (B, L) -> (B, L): sum over rollouts of the same prompt
         return torch.zeros(P, v.shape[1], device=v.device).index_add_(0, prompt, v)[prompt]
 
@@ -104,8 +108,15 @@ def _normalise(r: Tensor, valid: Tensor, key: Tensor, size: int, eps: float, unb
     return dev / (var.sqrt()[key][:, None] + eps)
 
 
-def _entropy_shaping(level: str, advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
-                     context: WeightingContext, method: str) -> tuple[Tensor, dict[str, float]]:
+def _entropy_shaping(
+    level: str,
+    advantages: Tensor,
+    completion_mask: Tensor,
+    group_ids: Tensor,
+    rewards: Tensor,
+    context: WeightingContext,
+    method: str,
+) -> tuple[Tensor, dict[str, float]]:
     """Shared body of gtpo (level "token") and grpo_s (level "sequence")."""
     p = parse_params(EntropyShapingParams, context.params, method)
     if p.normalization not in ("joint", "separate"):
@@ -124,13 +135,15 @@ def _entropy_shaping(level: str, advantages: Tensor, completion_mask: Tensor, gr
     key, size = (prompt, P) if p.normalization == "joint" else (prompt * 2 + correct.long(), 2 * P)
     adv = _normalise(shaped, valid, key, size, p.eps, unbiased=level == "sequence")
     adv = adv * live_prompts(advantages, prompt, P)[:, None]  # all-equal rewards carry no signal (w = 1 of 0)
-    return adv.expand(mask.shape) * mask, {f"{method}/shaped_reward_mean": float(shaped[valid].mean())
-                                           if bool(valid.any()) else 0.0}
+    return adv.expand(mask.shape) * mask, {
+        f"{method}/shaped_reward_mean": float(shaped[valid].mean()) if bool(valid.any()) else 0.0
+    }
 
 
 @register("gtpo")
-def gtpo(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
-         context: WeightingContext) -> tuple[Tensor, dict[str, float]]:
+def gtpo(
+    advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
+) -> tuple[Tensor, dict[str, float]]:
     """GTPO (arXiv 2508.04349): entropy-shaped token rewards normalised per prompt into token advantages.
 
     The input advantages only decide which prompts carry signal; the host's advantage formula is replaced.
@@ -139,8 +152,9 @@ def gtpo(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards
 
 
 @register("grpo_s")
-def grpo_s(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
-           context: WeightingContext) -> tuple[Tensor, dict[str, float]]:
+def grpo_s(
+    advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
+) -> tuple[Tensor, dict[str, float]]:
     """GRPO-S (arXiv 2508.04349): the same shaping on each rollout's mean token entropy, GRPO-normalised."""
     return _entropy_shaping("sequence", advantages, completion_mask, group_ids, rewards, context, "grpo_s")
 
@@ -153,8 +167,9 @@ class PositionParams:
 
 
 @register("position")
-def position(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
-             context: WeightingContext) -> tuple[Tensor, dict[str, float]]:
+def position(
+    advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
+) -> tuple[Tensor, dict[str, float]]:
     """Position stand-in [R]: w = (1 + beta u_t) / (1 + beta / 2), u_t = (t-1)/(n-1) (u = 1/2 when n = 1).
 
     The mean of w over a rollout's tokens is exactly 1, so every host loss keeps its advantage mass.
@@ -181,8 +196,9 @@ class ShearParams:
     chunk_elements: int = 1 << 22
 
 
-def _spans(h: Tensor, mask: Tensor, rows: list[int], width: int, stride: int,
-           w_max: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _spans(
+    h: Tensor, mask: Tensor, rows: list[int], width: int, stride: int, w_max: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """All sliding spans of the given rows, padded to ``w_max`` tokens: features (S, w_max, d), span mask
     (S, w_max), batch column of each span token (S, w_max) and owner row (S,). Spans cover every valid token;
     a completion shorter than ``width`` is one span."""
@@ -193,7 +209,7 @@ def _spans(h: Tensor, mask: Tensor, rows: list[int], width: int, stride: int,
         starts = list(range(0, n - w + 1, stride))
         starts += [n - w] if starts[-1] + w < n else []
         for s in starts:
-            col = torch.cat([idx[s:s + w], idx[:1].expand(w_max - w)])
+            col = torch.cat([idx[s : s + w], idx[:1].expand(w_max - w)])
             feats.append(h[b, col].float())
             masks.append(torch.arange(w_max, device=h.device) < w)
             cols.append(col)
@@ -211,16 +227,27 @@ def _entropic_w1(a: Tensor, ma: Tensor, b: Tensor, mb: Tensor, p: ShearParams) -
     chunk = max(1, p.chunk_elements // max(1, Sb * W * W))
     out = []
     for i in range(0, Sa, chunk):
-        ac, mac = a[i:i + chunk], ma[i:i + chunk]
-        sq = (ac.square().sum(-1)[:, None, :, None] + b.square().sum(-1)[None, :, None, :]
-              - 2.0 * (ac.reshape(-1, ac.shape[-1]) @ b.reshape(-1, b.shape[-1]).T).reshape(
-                  ac.shape[0], W, Sb, W).transpose(1, 2))
+        ac, mac = a[i : i + chunk], ma[i : i + chunk]
+        sq = (
+            ac.square().sum(-1)[:, None, :, None]
+            + b.square().sum(-1)[None, :, None, :]
+            - 2.0
+            * (ac.reshape(-1, ac.shape[-1]) @ b.reshape(-1, b.shape[-1]).T)
+            .reshape(ac.shape[0], W, Sb, W)
+            .transpose(1, 2)
+        )
         cost = sq.clamp_min(0.0).sqrt()
         pair = (mac[:, None, :, None] & mb[None, :, None, :]).float()
         eps = p.eps_rel * (cost * pair).sum((-1, -2)) / pair.sum((-1, -2)).clamp_min(1.0)
         cost = cost * pair  # padded entries carry no mass; keep them finite
-        res = sinkhorn_log(log_a[i:i + chunk, None].expand(-1, Sb, -1), log_b[None].expand(ac.shape[0], -1, -1),
-                           cost, eps.clamp_min(1e-12), max_iter=p.sinkhorn_iters, tol=1e-4)
+        res = sinkhorn_log(
+            log_a[i : i + chunk, None].expand(-1, Sb, -1),
+            log_b[None].expand(ac.shape[0], -1, -1),
+            cost,
+            eps.clamp_min(1e-12),
+            max_iter=p.sinkhorn_iters,
+            tol=1e-4,
+        )
         out.append((res.plan * cost).sum((-1, -2)))
     return torch.cat(out)
 
@@ -240,12 +267,13 @@ def _shear_prompt(h: Tensor, mask: Tensor, good: list[int], bad: list[int], p: S
         index = (owner[:, None] * w.shape[1] + col)[m]
         flat.scatter_reduce_(0, index, score[:, None].expand_as(m)[m], reduce="amax")
     rows_t = torch.tensor(rows, device=w.device)
-    w[rows_t] = (flat.view_as(w)[rows_t] / norm)
+    w[rows_t] = flat.view_as(w)[rows_t] / norm
 
 
 @register("shear")
-def shear(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
-          context: WeightingContext) -> tuple[Tensor, dict[str, float]]:
+def shear(
+    advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
+) -> tuple[Tensor, dict[str, float]]:
     """SHEAR (arXiv 2604.23318; docs/method.md, "Baselines"): span-level entropic W1 between a rollout's sliding
     spans (last-layer hidden states) and the closest span of any rollout of the opposite outcome; a token's weight
     is the max over the spans covering it, divided by the mean hidden-state norm; w = 1 when the opposite outcome
@@ -262,5 +290,4 @@ def shear(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, reward
         good, bad = [b for b in rows if correct[b]], [b for b in rows if not correct[b]]
         if good and bad:
             _shear_prompt(h, mask, good, bad, p, w)
-    return advantages.float()[:, None] * w * mask, {"shear/w_mean": float(w[mask].mean()) if bool(mask.any())
-                                                    else 1.0}
+    return advantages.float()[:, None] * w * mask, {"shear/w_mean": float(w[mask].mean()) if bool(mask.any()) else 1.0}

@@ -60,7 +60,6 @@ class ReweightParams:
             raise ValueError(f"explore_floor must be in (0, 1], got {self.explore_floor}")
 
 
-
 def _clip_renorm(w: Tensor, ops: GroupOps, lo: float, hi: float, iters: int) -> tuple[Tensor, Tensor]:
     """Clip to [lo, hi] and renormalise to omega-weighted mean 1, ``iters`` times (ends renormalised: exact mass)."""
     clipped = (w < lo) | (w > hi)
@@ -90,7 +89,9 @@ def _softmax(x: Tensor, ops: GroupOps, p: ReweightParams) -> tuple[Tensor, Tenso
 
 #: Novelty -> weight maps by name, all (x (B,T), group statistics, ReweightParams) -> (w, clipped).
 FORMULAS: dict[str, Callable[[Tensor, GroupOps, ReweightParams], tuple[Tensor, Tensor]]] = {
-    "mean_ratio": _mean_ratio, "affine_z": _affine_z, "softmax": _softmax,
+    "mean_ratio": _mean_ratio,
+    "affine_z": _affine_z,
+    "softmax": _softmax,
 }
 
 
@@ -119,7 +120,12 @@ def _sign_subsets(index: Tensor, num_groups: int, negative: Tensor | None) -> tu
 
 
 def group_weights(
-    x: Tensor, omega: Tensor, index: Tensor, num_groups: int, params: ReweightParams, invert: Tensor | None = None,
+    x: Tensor,
+    omega: Tensor,
+    index: Tensor,
+    num_groups: int,
+    params: ReweightParams,
+    invert: Tensor | None = None,
     negative: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Weights w (B, T) from values x (B, T) >= 0, normalised within groups: sum omega w = sum omega per group.
@@ -152,11 +158,12 @@ def _hara_params(params: dict[str, Any], method: str) -> tuple[dict[str, Any], R
     """Split a flat HarA params dict into novelty/barycenter knobs and reweighting knobs (unknown keys raise)."""
     rw = {f.name for f in fields(ReweightParams)}
     nov = ({f.name for f in fields(NoveltyParams)} | {f.name for f in fields(BarycenterConfig)}) - {
-        "barycenter", "backend"}
+        "barycenter",
+        "backend",
+    }
     unknown = set(params) - rw - nov
     if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for weighting {method!r}; "
-                         f"known: {sorted(rw | nov)}")
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for weighting {method!r}; known: {sorted(rw | nov)}")
     return {k: v for k, v in params.items() if k in nov}, ReweightParams(**{k: v for k, v in params.items() if k in rw})
 
 
@@ -170,7 +177,11 @@ def _indistinguishable(sequence: Tensor, index: Tensor, num_groups: int, rtol: f
 
 
 def novelty_weights(
-    novelty: NoveltyResult, omega: Tensor, level: str, params: ReweightParams, negative: Tensor | None = None,
+    novelty: NoveltyResult,
+    omega: Tensor,
+    level: str,
+    params: ReweightParams,
+    negative: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """HarA weights w (B, T) from a novelty result: level "token" (nu), "sequence" (N broadcast) or
     "hierarchical" (w_seq(N) * w_tok(nu within each rollout), capped again as a product). omega (B, T):
@@ -182,8 +193,9 @@ def novelty_weights(
         ones = torch.ones_like(novelty.token)
         return ones, torch.zeros_like(ones, dtype=torch.bool), torch.zeros(0, dtype=torch.bool, device=ones.device)
     index = g.index
-    ok = novelty.ok & ~novelty.flat & ~_indistinguishable(novelty.sequence, index, g.num_groups,
-                                                          params.zero_spread_rtol)
+    ok = (
+        novelty.ok & ~novelty.flat & ~_indistinguishable(novelty.sequence, index, g.num_groups, params.zero_spread_rtol)
+    )
     index = torch.where((index >= 0) & ok[index.clamp_min(0)], index, -1)  # broken or flat groups: w = 1
     invert = (index >= 0) & ~g.correct[index.clamp_min(0)] if params.sign_mode == "explore" else None
     seq = novelty.sequence[:, None].expand_as(novelty.token)
@@ -212,32 +224,53 @@ def _weight_stats(w: Tensor, clipped: Tensor, rows: Tensor, mask: Tensor, cap: f
     sel = mask & rows[:, None]
     vals = w[sel]
     if vals.numel() == 0:
-        return {"hara/w_mean": 1.0, "hara/w_std": 0.0, "hara/w_max": 1.0, "hara/w_clip_frac": 0.0,
-                "hara/w_capped_tokens": 0.0}
+        return {
+            "hara/w_mean": 1.0,
+            "hara/w_std": 0.0,
+            "hara/w_max": 1.0,
+            "hara/w_clip_frac": 0.0,
+            "hara/w_capped_tokens": 0.0,
+        }
     std = vals.std(unbiased=False)
     s = torch.stack([vals.mean(), std, vals.max(), clipped[sel].float().mean(), (vals >= cap).sum().float()])
     s = s.tolist()
-    return {"hara/w_mean": s[0], "hara/w_std": s[1], "hara/w_max": s[2], "hara/w_clip_frac": s[3],
-            "hara/w_capped_tokens": s[4]}
+    return {
+        "hara/w_mean": s[0],
+        "hara/w_std": s[1],
+        "hara/w_max": s[2],
+        "hara/w_clip_frac": s[3],
+        "hara/w_capped_tokens": s[4],
+    }
 
 
 def _make_hara(level: str, backend: str, method: str) -> WeightingFn:
     """HarA transform at one level with one barycenter backend."""
 
-    def hara(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
-             context: WeightingContext) -> tuple[Tensor, dict[str, float]]:
+    def hara(
+        advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
+    ) -> tuple[Tensor, dict[str, float]]:
         start = time.perf_counter()
         nov_flat, rw = _hara_params(context.params, method)
         if context.hidden_states is None:
             raise ValueError(f"weighting {method!r} needs context.hidden_states (B, T, d)")
         mask = completion_mask.bool()
-        nov = compute_novelty(context.hidden_states, mask, group_ids, rewards, advantages,
-                              NoveltyParams.from_flat({**nov_flat, "backend": backend}))
+        nov = compute_novelty(
+            context.hidden_states,
+            mask,
+            group_ids,
+            rewards,
+            advantages,
+            NoveltyParams.from_flat({**nov_flat, "backend": backend}),
+        )
         omega = host_token_weights(mask, context.loss_type) * advantages.abs().float()[:, None]
         w, clipped, fallback = novelty_weights(nov, omega, level, rw, negative=advantages < 0)
         token_adv = advantages.float()[:, None] * w * mask
-        info = {**nov.info, **_weight_stats(w, clipped, nov.groups.index >= 0, mask, rw.max_weight),
-                "hara/nan_fallbacks": float(fallback.sum()), "hara/time_s": time.perf_counter() - start}
+        info = {
+            **nov.info,
+            **_weight_stats(w, clipped, nov.groups.index >= 0, mask, rw.max_weight),
+            "hara/nan_fallbacks": float(fallback.sum()),
+            "hara/time_s": time.perf_counter() - start,
+        }
         return token_adv, info
 
     hara.__name__ = hara.__qualname__ = method
@@ -246,9 +279,10 @@ def _make_hara(level: str, backend: str, method: str) -> WeightingFn:
 
 
 for _name, _level, _backend in [
-    ("hara_tok", "token", "linearized"), ("hara_seq", "sequence", "linearized"),
-    ("hara_hier", "hierarchical", "linearized"), ("hara_exact_tok", "token", "exact"),
+    ("hara_tok", "token", "linearized"),
+    ("hara_seq", "sequence", "linearized"),
+    ("hara_hier", "hierarchical", "linearized"),
+    ("hara_exact_tok", "token", "exact"),
     ("hara_exact_seq", "sequence", "exact"),
 ]:
     register(_name)(_make_hara(_level, _backend, _name))
-

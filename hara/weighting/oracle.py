@@ -42,8 +42,9 @@ class OracleParams:
             raise ValueError(f"max_weight must be >= 1 (weights have mean 1), got {self.max_weight}")
 
 
-def oracle_weights(starts: Tensor, relocate: Tensor, omega: Tensor, subset: Tensor, num_subsets: int,
-                   params: OracleParams) -> tuple[Tensor, Tensor]:
+def oracle_weights(
+    starts: Tensor, relocate: Tensor, omega: Tensor, subset: Tensor, num_subsets: int, params: OracleParams
+) -> tuple[Tensor, Tensor]:
     """Weights (B, T): ``prefix_share`` before ``starts`` (B,) on the ``relocate`` (B,) rows, 1 elsewhere, then
     rescaled to omega-weighted mean 1 within each subset (B,) in [0, num_subsets) and capped. Returns w and the
     capped flags."""
@@ -57,8 +58,9 @@ def oracle_weights(starts: Tensor, relocate: Tensor, omega: Tensor, subset: Tens
 
 
 @register("oracle_steps")
-def oracle_steps(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
-                 context: WeightingContext) -> tuple[Tensor, dict[str, float]]:
+def oracle_steps(
+    advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
+) -> tuple[Tensor, dict[str, float]]:
     """Step-level credit for incorrect rollouts from the step oracle (module docstring)."""
     p = parse_params(OracleParams, context.params, "oracle_steps")
     starts = require_context(context.error_starts, "error_starts (B,)", "oracle_steps").long()
@@ -72,9 +74,11 @@ def oracle_steps(advantages: Tensor, completion_mask: Tensor, group_ids: Tensor,
     token_adv = advantages.float()[:, None] * w * mask
     lengths = mask.sum(-1).clamp_min(1)
     wrong = incorrect & (advantages < 0)
-    info = {"oracle/located_fraction": _mean(relocate[wrong].float()),
-            "oracle/error_position": _mean((starts.float() / lengths)[relocate]),
-            "oracle/capped_tokens": float(capped.sum())}
+    info = {
+        "oracle/located_fraction": _mean(relocate[wrong].float()),
+        "oracle/error_position": _mean((starts.float() / lengths)[relocate]),
+        "oracle/capped_tokens": float(capped.sum()),
+    }
     return token_adv, info
 
 

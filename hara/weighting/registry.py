@@ -75,7 +75,11 @@ def available_weightings() -> list[str]:
 
 
 def apply_weighting(
-    name: str, advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor,
+    name: str,
+    advantages: Tensor,
+    completion_mask: Tensor,
+    group_ids: Tensor,
+    rewards: Tensor,
     context: WeightingContext | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Look up ``name`` and apply it (the one call a trainer adapter needs)."""
@@ -96,10 +100,8 @@ def parse_params(cls: type, params: dict[str, Any], method: str, exclude: tuple[
     return cls(**params)
 
 
-
 def require_context(tensor: Tensor | None, what: str, method: str) -> Tensor:
     """Clear error when a transform's context input is missing."""
     if tensor is None:
         raise ValueError(f"weighting {method!r} needs context.{what}")
     return tensor
-

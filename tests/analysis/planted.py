@@ -12,8 +12,9 @@ import torch
 NUM_STAGES = 4
 
 
-def planted_rollouts(problems: int = 8, rollouts: int = 8, d: int = 16, seed: int = 0, structured: bool = True,
-                     noise: float = 0.35) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def planted_rollouts(
+    problems: int = 8, rollouts: int = 8, d: int = 16, seed: int = 0, structured: bool = True, noise: float = 0.35
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(h (N, n_max, d), mask (N, n_max), stages (N, n_max) with -1 on padding, problem (N,)), N = problems x
     rollouts. ``structured=False``: features are pure noise and stage labels are drawn independently per token."""
     gen = torch.Generator().manual_seed(seed)

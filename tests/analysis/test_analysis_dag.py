@@ -13,6 +13,7 @@ from tests.workflow.conftest import REPO, job_counts, snakemake
 
 SMOKE, DEFAULT, ANALYSES = (REPO / "config" / name for name in ("smoke.yaml", "default.yaml", "analyses.yaml"))
 
+
 def merged(*layers: dict) -> dict:
     out: dict = {}
     for layer in layers:

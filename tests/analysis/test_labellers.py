@@ -57,12 +57,14 @@ def test_parser_counts_missing_lines_of_a_partial_answer():
 
 
 def test_parser_counts_every_kind_of_garbage():
-    output = ("1: thinking\n"          # unknown stage
-              "2: compute\n2: result\n"  # the same segment twice, different stages: conflict
-              "3: compute.\n"          # not exactly '<i>: <stage>': ignored -> missing
-              "4 - answer\n"           # ignored -> missing
-              "5: answer\n"            # beyond the segments: ignored
-              "0: restate")            # segments are numbered from 1: ignored
+    output = (
+        "1: thinking\n"  # unknown stage
+        "2: compute\n2: result\n"  # the same segment twice, different stages: conflict
+        "3: compute.\n"  # not exactly '<i>: <stage>': ignored -> missing
+        "4 - answer\n"  # ignored -> missing
+        "5: answer\n"  # beyond the segments: ignored
+        "0: restate"
+    )  # segments are numbered from 1: ignored
     labels, reasons = parse_answer(output, 4)
     assert labels == [None, None, None, None]
     assert reasons == {"unknown_stage": 1, "conflict": 1, "missing": 2}

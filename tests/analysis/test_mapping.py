@@ -116,8 +116,12 @@ def test_likelihood_is_the_mean_log_of_the_soft_assignment_loop():
     stages[0, 4] = -1
     given = torch.rand(4, 3, generator=gen).double()
     given = given / given.sum(1, keepdim=True)
-    expected = [torch.log(sum(plans[r, t, j] * 5 * given[j, stages[r, t]] for j in range(4)))
-                for r in range(3) for t in range(5) if stages[r, t] >= 0]
+    expected = [
+        torch.log(sum(plans[r, t, j] * 5 * given[j, stages[r, t]] for j in range(4)))
+        for r in range(3)
+        for t in range(5)
+        if stages[r, t] >= 0
+    ]
     assert likelihood_score(plans, stages, given) == pytest.approx(float(sum(expected) / len(expected)), rel=1e-6)
 
 
@@ -165,8 +169,9 @@ def test_score_variants_runs_every_structure():
     h, mask, stages, problem = planted_rollouts(seed=8)
     keep = problem < 2  # POT's exact solver: two problems are enough
     data = Rollouts(h[keep], mask[keep], stages[keep], problem[keep])
-    rows, matrices = score_variants(data, ALPHAS, [4], BarycenterConfig(exact_max_iter=5), smoothing=0.5,
-                                    structures=("position", "hidden"))
+    rows, matrices = score_variants(
+        data, ALPHAS, [4], BarycenterConfig(exact_max_iter=5), smoothing=0.5, structures=("position", "hidden")
+    )
     assert [(r["structure"], r["variant"]) for r in rows] == [(s, v) for s in ("position", "hidden") for v in ALPHAS]
     assert set(matrices) == set(ALPHAS) | {f"{v}_hidden" for v in ALPHAS}
     assert not torch.allclose(matrices["gw"], matrices["gw_hidden"])

@@ -20,15 +20,24 @@ from tests.workflow.conftest import REPO
 @pytest.fixture
 def config():
     config = load_config(REPO / "config" / "default.yaml")
-    config["analyses"].update(enabled=True, variants=["w", "gw", "fgw"], exact_methods=["hara_tok"], exact_steps=0,
-                              group_sizes=[4, 8], group_size_methods=["none", "hara_tok"])
+    config["analyses"].update(
+        enabled=True,
+        variants=["w", "gw", "fgw"],
+        exact_methods=["hara_tok"],
+        exact_steps=0,
+        group_sizes=[4, 8],
+        group_size_methods=["none", "hara_tok"],
+    )
     return config
 
 
 def test_studies_have_no_runs_while_the_analyses_are_off(config):
     config["analyses"]["enabled"] = False
     assert {study: study_runs(config, study) for study in ("variants", "exact", "group_size")} == {
-        "variants": [], "exact": [], "group_size": []}
+        "variants": [],
+        "exact": [],
+        "group_size": [],
+    }
 
 
 def test_variants_override_alpha_and_fgw_reuses_the_grid_cell(config):
@@ -45,8 +54,10 @@ def test_hidden_structure_variants_train_the_exact_counterpart(config):
     assert {r.label for r in runs.values()} == {"w", "gw", "fgw", "w_hidden", "gw_hidden", "fgw_hidden"}
     assert runs["gw_hidden"].method == "hara_exact_tok"
     assert runs["gw_hidden"].overrides == (("hara.hara.alpha", 1.0), ("hara.hara.structure", "hidden"))
-    assert run_dir(config, runs["fgw_hidden"]) == \
-        "results/analysis/train/variants/fgw_hidden/tiny-s/grpo/hara_exact_tok/seed0"
+    assert (
+        run_dir(config, runs["fgw_hidden"])
+        == "results/analysis/train/variants/fgw_hidden/tiny-s/grpo/hara_exact_tok/seed0"
+    )
     config["analyses"]["structures"] = ["position"]
     assert {r.label for r in study_runs(config, "variants")} == {"w", "gw", "fgw"}
 
@@ -64,8 +75,11 @@ def test_exact_pairs_each_linearized_method_with_its_pot_counterpart(config):
 def test_group_sizes_reuse_the_training_group_size(config):
     runs = study_runs(config, "group_size")
     assert {(r.label, r.method, r.overrides) for r in runs} == {
-        ("G4", "none", (("training.group_size", 4),)), ("G4", "hara_tok", (("training.group_size", 4),)),
-        ("G8", "none", ()), ("G8", "hara_tok", ())}
+        ("G4", "none", (("training.group_size", 4),)),
+        ("G4", "hara_tok", (("training.group_size", 4),)),
+        ("G8", "none", ()),
+        ("G8", "hara_tok", ()),
+    }
     extra = [r for r in analysis_runs(config) if r.study == "group_size"]
     assert len(extra) == 2  # G = 8 = training.group_size: the grid trains those
 
@@ -87,8 +101,10 @@ def test_switches(config):
 def test_inputs_of_each_analysis(config):
     from hara.analysis.plan import analysis_inputs
 
-    assert analysis_inputs(config, "interpretability") == ["results/train/tiny-s/grpo/hara_tok/seed0/final",
-                                                           "results/data/manifest.json"]
+    assert analysis_inputs(config, "interpretability") == [
+        "results/train/tiny-s/grpo/hara_tok/seed0/final",
+        "results/data/manifest.json",
+    ]
     assert len(analysis_inputs(config, "efficiency")) == 9  # every grid cell of the default
     group = analysis_inputs(config, "group_size")
     assert group[-1] == "results/analysis/interpretability/interpretability.csv"  # FGW's score at G rollouts

@@ -23,8 +23,12 @@ def spans(text: str) -> list[tuple[str, str]]:
 
 def test_multi_step_solution_walks_through_every_stage_in_order():
     text = " 9 + 17 = 26. 26 * 9 = 234. The answer is \\boxed{234}."
-    assert spans(text) == [("restate", " 9 + 17 "), ("compute", "= 26. 26 * 9 "), ("result", "= 234. "),
-                           ("answer", "The answer is \\boxed{234}.")]
+    assert spans(text) == [
+        ("restate", " 9 + 17 "),
+        ("compute", "= 26. 26 * 9 "),
+        ("result", "= 234. "),
+        ("answer", "The answer is \\boxed{234}."),
+    ]
 
 
 def test_single_step_and_malformed_texts():

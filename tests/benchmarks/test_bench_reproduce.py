@@ -52,8 +52,22 @@ def test_the_benchmark_prints_stage_times_and_the_warmup_ratio(tmp_path, capsys,
     predictions = [{"gold": "7/4", "completions": [r"\boxed{1.75}", r"so \boxed{1.75}", "no box", r"\boxed{2}"]}]
     scores.write_text(json.dumps({"benchmarks": {"mini": {"predictions": predictions}}}), encoding="utf-8")
     try:
-        results = bench.main(["--warmup-steps", "2", "--repeats", "1", "--snakemake-log", str(log),
-                              "--scores", str(scores), "--model", str(tiny_base), "--problems", "3"])
+        results = bench.main(
+            [
+                "--warmup-steps",
+                "2",
+                "--repeats",
+                "1",
+                "--snakemake-log",
+                str(log),
+                "--scores",
+                str(scores),
+                "--model",
+                str(tiny_base),
+                "--problems",
+                "3",
+            ]
+        )
     finally:
         torch.set_num_threads(1)
     out = capsys.readouterr().out

@@ -14,8 +14,14 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tracking_au
 
 @pytest.mark.slow
 def test_the_auth_benchmark_measures_both_servers(tmp_path):
-    out = subprocess.run([sys.executable, str(SCRIPT), "--requests", "3", "--repeats", "1"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=600, check=False)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--requests", "3", "--repeats", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     windows = [re.search(r"--auth-cache-seconds +(\d+)", line).group(1) for line in lines[:-1]]

@@ -27,14 +27,40 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def test_toy_run_on_cpu_prints_sane_figures(tmp_path):
     out_json = tmp_path / "gpu_check.json"
-    run = subprocess.run([sys.executable, "-c", _RUN_TORCH_ONLY, str(SCRIPT), "--device", "cpu", "--scale", "toy",
-                          "--logit-chunk", "12", "--out", str(out_json)],
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _RUN_TORCH_ONLY,
+            str(SCRIPT),
+            "--device",
+            "cpu",
+            "--scale",
+            "toy",
+            "--logit-chunk",
+            "12",
+            "--out",
+            str(out_json),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.strip().splitlines()
     fig = dict(line.rsplit("=", 1) for line in lines if "=" in line and " " not in line)
-    for key in ("step_s_none", "step_s_hara_tok", "hara_tok_step_ratio", "hara_tok_step_ratio_without_capture",
-                "bandwidth_gb_s", "capture_s_hara_tok", "weighting_s_hara_tok", "achieved_tflops_none"):
+    for key in (
+        "step_s_none",
+        "step_s_hara_tok",
+        "hara_tok_step_ratio",
+        "hara_tok_step_ratio_without_capture",
+        "bandwidth_gb_s",
+        "capture_s_hara_tok",
+        "weighting_s_hara_tok",
+        "achieved_tflops_none",
+    ):
         value = float(fig[key])
         assert math.isfinite(value) and value > 0, (key, value)
     assert float(fig["hara_tok_step_ratio_without_capture"]) < float(fig["hara_tok_step_ratio"])
@@ -109,7 +135,9 @@ def test_capture_takes_the_positions_that_predict_the_completion():
     model = gc.Decoder(s).to(torch.bfloat16)
     batch = gc.make_batch(s, 0, torch.device("cpu"))
     hidden = gc.capture_hidden(model, batch, s)
-    assert hidden.shape == (s.prompts * s.group_size, s.completion_len, s.arch.hidden) and hidden.dtype == torch.bfloat16
+    assert (
+        hidden.shape == (s.prompts * s.group_size, s.completion_len, s.arch.hidden) and hidden.dtype == torch.bfloat16
+    )
     with torch.no_grad():
         ref = model(torch.cat([batch.prompt[:2], batch.completion[:2]], 1))
     torch.testing.assert_close(hidden[:2, 0], ref[:, s.prompt_len - 1])
@@ -145,9 +173,11 @@ def test_phase_figures_pin_the_peak_to_a_plan_phase():
     for method in gc.METHODS:
         assert plan[method]["peak"] == max(plan[method][p] for p in gc.PLAN_PHASES)
         assert all(plan[method][p] >= plan[method]["resident"] > 0 for p in gc.PLAN_PHASES)
-    records = [{"method": "none", "phase_peaks_gib": {"forward": 30.0, "backward": 38.0, "optimizer": 25.9}},
-               {"method": "none", "phase_peaks_gib": {"forward": 31.0, "backward": 37.0, "optimizer": 26.0}},
-               {"method": "hara_tok", "phase_peaks_gib": {"capture": 29.0, "weighting": 27.0, "backward": 50.0}}]
+    records = [
+        {"method": "none", "phase_peaks_gib": {"forward": 30.0, "backward": 38.0, "optimizer": 25.9}},
+        {"method": "none", "phase_peaks_gib": {"forward": 31.0, "backward": 37.0, "optimizer": 26.0}},
+        {"method": "hara_tok", "phase_peaks_gib": {"capture": 29.0, "weighting": 27.0, "backward": 50.0}},
+    ]
     fig = gc.phase_figures(records, plan, "none")
     measured = tuple(fig[f"peak_gib_{phase}_none"] for phase in ("scoring", "training", "optimizer"))
     assert measured == (0.0, 38.0, 26.0)

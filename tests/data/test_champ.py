@@ -51,8 +51,13 @@ def test_load_champ_keeps_checkable_answers(champ_records):
     assert by_id["champ:P_Combinatorics_1"]["answer"] == "239"
     assert by_id["champ:P_Combinatorics_1"]["problem"].startswith("Let a string consist of digit 1, 2, 3.")
     assert all(tuple(r) == RECORD_KEYS and r["problem"] and r["solution"] for r in champ_records)
-    assert {r["skill"] for r in champ_records} == {"Combinatorics", "Inequality", "Number-Theory", "Polynomial",
-                                                   "Sequence"}
+    assert {r["skill"] for r in champ_records} == {
+        "Combinatorics",
+        "Inequality",
+        "Number-Theory",
+        "Polynomial",
+        "Sequence",
+    }
     assert [r["id"] for r in champ_records] == sorted(by_id)
     for record in champ_records[::10]:
         assert math_reward(f"so \\boxed{{{latex_exponents(record['answer'])}}}", record["answer"]) == 1.0

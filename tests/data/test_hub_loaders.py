@@ -17,19 +17,43 @@ FIXTURES = {
         {"problem": "What is $1+1$?", "answer": "2", "solution": "", "skill": None, "level": None},
     ),
     "joyheyueya/math500": (
-        {"problem": "Solve $2x=4$.", "solution": "So $x=\\boxed{2}$.", "answer": "2", "subject": "Algebra",
-         "level": 2, "unique_id": "train/algebra/1.json"},
-        {"problem": "Solve $2x=4$.", "answer": "2", "solution": "So $x=\\boxed{2}$.", "skill": "Algebra", "level": 2,
-         "id": "joyheyueya/math500:train/algebra/1.json"},
+        {
+            "problem": "Solve $2x=4$.",
+            "solution": "So $x=\\boxed{2}$.",
+            "answer": "2",
+            "subject": "Algebra",
+            "level": 2,
+            "unique_id": "train/algebra/1.json",
+        },
+        {
+            "problem": "Solve $2x=4$.",
+            "answer": "2",
+            "solution": "So $x=\\boxed{2}$.",
+            "skill": "Algebra",
+            "level": 2,
+            "id": "joyheyueya/math500:train/algebra/1.json",
+        },
     ),
     "HuggingFaceH4/MATH-500": (
-        {"problem": "Compute $\\frac{1}{2}+\\frac{1}{4}$.", "solution": "It is $\\boxed{\\frac34}$.",
-         "answer": "\\frac34", "subject": "Prealgebra", "level": 3, "unique_id": "test/prealgebra/7.json"},
+        {
+            "problem": "Compute $\\frac{1}{2}+\\frac{1}{4}$.",
+            "solution": "It is $\\boxed{\\frac34}$.",
+            "answer": "\\frac34",
+            "subject": "Prealgebra",
+            "level": 3,
+            "unique_id": "test/prealgebra/7.json",
+        },
         {"answer": "\\frac34", "skill": "Prealgebra", "level": 3, "source": "hub:HuggingFaceH4/MATH-500"},
     ),
     "HuggingFaceH4/aime_2024": (
-        {"id": 60, "problem": "Find the number.", "solution": "Long solution.", "answer": "204",
-         "url": "https://artofproblemsolving.com/wiki/index.php/2024_AIME_I_Problems/Problem_1", "year": "2024"},
+        {
+            "id": 60,
+            "problem": "Find the number.",
+            "solution": "Long solution.",
+            "answer": "204",
+            "url": "https://artofproblemsolving.com/wiki/index.php/2024_AIME_I_Problems/Problem_1",
+            "year": "2024",
+        },
         {"id": "HuggingFaceH4/aime_2024:60", "answer": "204", "solution": "Long solution.", "level": None},
     ),
     "math-ai/amc23": (
@@ -41,13 +65,31 @@ FIXTURES = {
         {"problem": "Compute the energy in eV.", "answer": "1.5 \\times 10^{3}"},
     ),
     "Hothan/OlympiadBench": (
-        {"id": 1606, "question": "Find all $x$.", "solution": ["First way.", "Second way."],
-         "final_answer": ["$\\frac{1}{2}$", "$3$"], "context": None, "image_1": None, "modality": "Text-only",
-         "difficulty": "Competition", "is_multiple_answer": True, "unit": None, "answer_type": "Numerical",
-         "error": None, "question_type": "Open-ended", "subfield": "Algebra", "subject": "Math",
-         "language": "English"},
-        {"answer": "\\frac{1}{2}, 3", "solution": "First way.", "skill": "Algebra",
-         "source": "hub:Hothan/OlympiadBench:OE_TO_maths_en_COMP", "id": "Hothan/OlympiadBench:1606"},
+        {
+            "id": 1606,
+            "question": "Find all $x$.",
+            "solution": ["First way.", "Second way."],
+            "final_answer": ["$\\frac{1}{2}$", "$3$"],
+            "context": None,
+            "image_1": None,
+            "modality": "Text-only",
+            "difficulty": "Competition",
+            "is_multiple_answer": True,
+            "unit": None,
+            "answer_type": "Numerical",
+            "error": None,
+            "question_type": "Open-ended",
+            "subfield": "Algebra",
+            "subject": "Math",
+            "language": "English",
+        },
+        {
+            "answer": "\\frac{1}{2}, 3",
+            "solution": "First way.",
+            "skill": "Algebra",
+            "source": "hub:Hothan/OlympiadBench:OE_TO_maths_en_COMP",
+            "id": "Hothan/OlympiadBench:1606",
+        },
     ),
 }
 
@@ -65,8 +107,13 @@ def _write(folder, fmt, rows):
 
 def test_registry_covers_the_papers_datasets():
     assert set(TRAINING_DATASETS) == {"hiyouga/math12k", "joyheyueya/math500"}
-    assert set(BENCHMARK_DATASETS) == {"HuggingFaceH4/MATH-500", "HuggingFaceH4/aime_2024", "math-ai/amc23",
-                                       "math-ai/minervamath", "Hothan/OlympiadBench"}
+    assert set(BENCHMARK_DATASETS) == {
+        "HuggingFaceH4/MATH-500",
+        "HuggingFaceH4/aime_2024",
+        "math-ai/amc23",
+        "math-ai/minervamath",
+        "Hothan/OlympiadBench",
+    }
     assert HUB_DATASETS["Hothan/OlympiadBench"].config == "OE_TO_maths_en_COMP"
     assert set(FIXTURES) == set(HUB_DATASETS)
 

@@ -62,8 +62,13 @@ def _check_number_theory(record: dict) -> Fraction:
     return Fraction(int(_eval_fraction_expr(m.group(1))) % int(m.group(2)))
 
 
-CHECKERS = {"arithmetic": _check_expression, "fractions": _check_expression, "linear_equation": _check_linear,
-            "remainder": _check_number_theory, "gcd_lcm": _check_number_theory}
+CHECKERS = {
+    "arithmetic": _check_expression,
+    "fractions": _check_expression,
+    "linear_equation": _check_linear,
+    "remainder": _check_number_theory,
+    "gcd_lcm": _check_number_theory,
+}
 
 
 def test_records_have_the_schema_and_canonical_answers():

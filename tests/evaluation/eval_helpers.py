@@ -21,19 +21,63 @@ SMOKE = REPO / "config" / "smoke.yaml"
 # write in its box (written by hand here, not derived by hara.data.hub: the oracle must not share the mapping code).
 HUB_ROWS = {
     "math500": [
-        ({"problem": "Compute $\\frac{1}{2}+\\frac{1}{4}$.", "solution": "It is $\\boxed{\\frac34}$.",
-          "answer": "\\frac34", "subject": "Prealgebra", "level": 3, "unique_id": "test/prealgebra/7.json"},
-         "\\frac{3}{4}"),
-        ({"problem": "Solve $x+1=3$.", "solution": "$x=\\boxed{2}$", "answer": "2", "subject": "Algebra",
-          "level": 1, "unique_id": "test/algebra/1.json"}, "2"),
-        ({"problem": "Find the interval.", "solution": "...", "answer": "(0,1]", "subject": "Algebra",
-          "level": 4, "unique_id": "test/algebra/9.json"}, "(0,1]"),
+        (
+            {
+                "problem": "Compute $\\frac{1}{2}+\\frac{1}{4}$.",
+                "solution": "It is $\\boxed{\\frac34}$.",
+                "answer": "\\frac34",
+                "subject": "Prealgebra",
+                "level": 3,
+                "unique_id": "test/prealgebra/7.json",
+            },
+            "\\frac{3}{4}",
+        ),
+        (
+            {
+                "problem": "Solve $x+1=3$.",
+                "solution": "$x=\\boxed{2}$",
+                "answer": "2",
+                "subject": "Algebra",
+                "level": 1,
+                "unique_id": "test/algebra/1.json",
+            },
+            "2",
+        ),
+        (
+            {
+                "problem": "Find the interval.",
+                "solution": "...",
+                "answer": "(0,1]",
+                "subject": "Algebra",
+                "level": 4,
+                "unique_id": "test/algebra/9.json",
+            },
+            "(0,1]",
+        ),
     ],
     "aime24": [
-        ({"id": 60, "problem": "Find the number of ways.", "solution": "Long.", "answer": "204",
-          "url": "https://artofproblemsolving.com/x", "year": "2024"}, "204"),
-        ({"id": 61, "problem": "Find the remainder.", "solution": "Long.", "answer": "033",
-          "url": "https://artofproblemsolving.com/y", "year": "2024"}, "33"),
+        (
+            {
+                "id": 60,
+                "problem": "Find the number of ways.",
+                "solution": "Long.",
+                "answer": "204",
+                "url": "https://artofproblemsolving.com/x",
+                "year": "2024",
+            },
+            "204",
+        ),
+        (
+            {
+                "id": 61,
+                "problem": "Find the remainder.",
+                "solution": "Long.",
+                "answer": "033",
+                "url": "https://artofproblemsolving.com/y",
+                "year": "2024",
+            },
+            "33",
+        ),
     ],
     "amc23": [
         ({"question": "How many digits?", "answer": 27.0}, "27"),
@@ -44,20 +88,57 @@ HUB_ROWS = {
         ({"question": "Give the speed.", "answer": "7"}, "7"),
     ],
     "olympiadbench": [
-        ({"id": 1606, "question": "Find all $x$.", "solution": ["First way.", "Second way."],
-          "final_answer": ["$\\frac{1}{2}$", "$3$"], "context": None, "image_1": None, "modality": "Text-only",
-          "difficulty": "Competition", "is_multiple_answer": True, "unit": None, "answer_type": "Numerical",
-          "error": None, "question_type": "Open-ended", "subfield": "Algebra", "subject": "Math",
-          "language": "English"}, "\\frac{1}{2}, 3"),
-        ({"id": 1607, "question": "Compute $n$.", "solution": ["Only way."], "final_answer": ["$12$"],
-          "context": None, "image_1": None, "modality": "Text-only", "difficulty": "Competition",
-          "is_multiple_answer": False, "unit": None, "answer_type": "Numerical", "error": None,
-          "question_type": "Open-ended", "subfield": "Number Theory", "subject": "Math", "language": "English"},
-         "12"),
+        (
+            {
+                "id": 1606,
+                "question": "Find all $x$.",
+                "solution": ["First way.", "Second way."],
+                "final_answer": ["$\\frac{1}{2}$", "$3$"],
+                "context": None,
+                "image_1": None,
+                "modality": "Text-only",
+                "difficulty": "Competition",
+                "is_multiple_answer": True,
+                "unit": None,
+                "answer_type": "Numerical",
+                "error": None,
+                "question_type": "Open-ended",
+                "subfield": "Algebra",
+                "subject": "Math",
+                "language": "English",
+            },
+            "\\frac{1}{2}, 3",
+        ),
+        (
+            {
+                "id": 1607,
+                "question": "Compute $n$.",
+                "solution": ["Only way."],
+                "final_answer": ["$12$"],
+                "context": None,
+                "image_1": None,
+                "modality": "Text-only",
+                "difficulty": "Competition",
+                "is_multiple_answer": False,
+                "unit": None,
+                "answer_type": "Numerical",
+                "error": None,
+                "question_type": "Open-ended",
+                "subfield": "Number Theory",
+                "subject": "Math",
+                "language": "English",
+            },
+            "12",
+        ),
     ],
 }
-HUB_FILES = {"math500": "test.jsonl", "aime24": "train.jsonl", "amc23": "test.parquet", "minerva": "test.jsonl",
-             "olympiadbench": "train-00000-of-00001.parquet"}
+HUB_FILES = {
+    "math500": "test.jsonl",
+    "aime24": "train.jsonl",
+    "amc23": "test.parquet",
+    "minerva": "test.jsonl",
+    "olympiadbench": "train-00000-of-00001.parquet",
+}
 WRONG = "\\boxed{-123456789}"
 
 
@@ -76,9 +157,13 @@ def write_hub_fixtures(root: Path) -> Path:
 
 def hub_config(root: Path, **evaluation) -> dict:
     """A resolved config reading the hub fixtures under ``root``."""
-    raw = {"data": {"source": "hub", "benchmarks": list(HUB_BENCHMARKS), "local_dir": str(root)},
-           "models": {"family": "tiny"}, "threads": 1, "evaluation": {"backend": "transformers", **evaluation},
-           "results_dir": str(root / "results")}
+    raw = {
+        "data": {"source": "hub", "benchmarks": list(HUB_BENCHMARKS), "local_dir": str(root)},
+        "models": {"family": "tiny"},
+        "threads": 1,
+        "evaluation": {"backend": "transformers", **evaluation},
+        "results_dir": str(root / "results"),
+    }
     return validate_config(raw, source="test")
 
 

@@ -21,8 +21,7 @@ from hara.report.collect import Run
 from hara.report.tables import main_table
 
 #: The toy benchmark: its own column names (q, a, uid) and split, as a hub dataset would have them.
-TOY = Benchmark("toy_arith", "hub", "toy-org/arith",
-                HubSchema("benchmark", "test", problem="q", answer="a", id="uid"))
+TOY = Benchmark("toy_arith", "hub", "toy-org/arith", HubSchema("benchmark", "test", problem="q", answer="a", id="uid"))
 ROWS = [{"q": "Compute 2+3.", "a": "5", "uid": "t1"}, {"q": "Compute 7*6.", "a": "42", "uid": "t2"}]
 
 
@@ -36,19 +35,30 @@ def toy_registered():
     hub.HUB_DATASETS.pop(TOY.hub_id)
 
 
-def test_a_registered_benchmark_is_fetched_validated_evaluated_and_reported(toy_registered, tmp_path,
-                                                                          fake_checkpoint):
+def test_a_registered_benchmark_is_fetched_validated_evaluated_and_reported(toy_registered, tmp_path, fake_checkpoint):
     folder = tmp_path / "hub" / TOY.hub_id
     folder.mkdir(parents=True)
     (folder / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
-    assert any(item.hub_id == TOY.hub_id and item.split == "test" for item in fetch_plan({"data": {
-        "train_dataset": "hiyouga/math12k"}}, tmp_path / "out"))
+    assert any(
+        item.hub_id == TOY.hub_id and item.split == "test"
+        for item in fetch_plan({"data": {"train_dataset": "hiyouga/math12k"}}, tmp_path / "out")
+    )
 
-    config = validate_config({**hub_config(tmp_path / "hub", n=2), "data": {
-        **hub_config(tmp_path / "hub")["data"], "benchmarks": [TOY.name]}}, source="test")  # a hub benchmark
+    config = validate_config(
+        {
+            **hub_config(tmp_path / "hub", n=2),
+            "data": {**hub_config(tmp_path / "hub")["data"], "benchmarks": [TOY.name]},
+        },
+        source="test",
+    )  # a hub benchmark
     answers = {format_prompt(row["q"]): [f" So \\boxed{{{row['a']}}}."] for row in ROWS}
-    result = evaluate_checkpoint(config, fake_checkpoint, [TOY.name], cache_dir=tmp_path / "cache",
-                                 engine_factory=lambda cfg: StandInEngine(answers))["benchmarks"][TOY.name]
+    result = evaluate_checkpoint(
+        config,
+        fake_checkpoint,
+        [TOY.name],
+        cache_dir=tmp_path / "cache",
+        engine_factory=lambda cfg: StandInEngine(answers),
+    )["benchmarks"][TOY.name]
     assert result["n_problems"] == 2 and result["score"] == 1.0
     assert sorted(p["id"] for p in result["predictions"]) == ["toy-org/arith:t1", "toy-org/arith:t2"]  # its ids
 

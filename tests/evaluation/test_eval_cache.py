@@ -31,8 +31,9 @@ def completions(result: dict) -> list[list[str]]:
 
 
 def run(checkpoint, cache_dir, config=None) -> dict:
-    return evaluate_checkpoint(config or smoke_config(), checkpoint, [NAME], cache_dir=cache_dir,
-                               engine_factory=CountingModel)
+    return evaluate_checkpoint(
+        config or smoke_config(), checkpoint, [NAME], cache_dir=cache_dir, engine_factory=CountingModel
+    )
 
 
 def test_two_checkpoints_evaluated_in_turn_do_not_share_predictions(tiny_checkpoints, tmp_path):
@@ -73,7 +74,7 @@ def test_the_same_checkpoint_and_settings_are_answered_from_the_cache(tiny_check
 def test_fingerprint_ignores_provenance_but_not_weights(tiny_checkpoints, tmp_path):
     slot = shutil.copytree(tiny_checkpoints[0], tmp_path / "c")
     before = checkpoint_fingerprint(slot)
-    (slot / "run_info.json").write_text("{\"time\": 1}")
+    (slot / "run_info.json").write_text('{"time": 1}')
     assert checkpoint_fingerprint(slot) == before
     (slot / "generation_config.json").write_text("{}")
     assert checkpoint_fingerprint(slot) != before
@@ -102,8 +103,9 @@ def test_evaluation_makes_no_network_connection_and_loads_no_builtin_task(tiny_c
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setitem(sys.modules, "vllm", None)
-    result = evaluate_checkpoint(smoke_config(), tiny_checkpoints[0], [NAME], cache_dir=tmp_path / "cache",
-                                 backend="transformers")
+    result = evaluate_checkpoint(
+        smoke_config(), tiny_checkpoints[0], [NAME], cache_dir=tmp_path / "cache", backend="transformers"
+    )
     assert result["benchmarks"][NAME]["n_problems"] == 8
     assert attempts == []
     assert not [m for m in sys.modules if m.startswith("lighteval.tasks.tasks.")]

@@ -32,8 +32,20 @@ def recompute(result: dict, config: dict, name: str, n: int) -> float:
 
 def evaluate(tmp_path, checkpoint, *extra) -> dict:
     out = tmp_path / "result.json"
-    args = ["evaluate", "--config", SMOKE, "--checkpoint", str(checkpoint), "--out", str(out),
-            "--cache-dir", str(tmp_path / "cache"), "--set", "evaluation.n=3", *extra]
+    args = [
+        "evaluate",
+        "--config",
+        SMOKE,
+        "--checkpoint",
+        str(checkpoint),
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--set",
+        "evaluation.n=3",
+        *extra,
+    ]
     for name in MINI:
         args += ["--benchmark", name]
     assert main(args) == 0
@@ -71,16 +83,38 @@ def test_non_trivial_pass_at_1_equals_recomputation(tmp_path, fake_checkpoint, m
 
 
 def test_unknown_benchmark_is_a_one_line_error(tmp_path, capsys, fake_checkpoint):
-    code = main(["evaluate", "--config", SMOKE, "--checkpoint", str(fake_checkpoint), "--benchmark", "math500",
-                 "--out", str(tmp_path / "r.json")])
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            SMOKE,
+            "--checkpoint",
+            str(fake_checkpoint),
+            "--benchmark",
+            "math500",
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--benchmark: 'math500'" in err
     assert not (tmp_path / "r.json").exists()
 
 
 def test_missing_checkpoint_is_a_one_line_error(tmp_path, capsys):
-    code = main(["evaluate", "--config", SMOKE, "--checkpoint", str(tmp_path / "nope"), "--benchmark",
-                 "mini_math500", "--out", str(tmp_path / "r.json")])
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            SMOKE,
+            "--checkpoint",
+            str(tmp_path / "nope"),
+            "--benchmark",
+            "mini_math500",
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "--checkpoint" in err and err.count("\n") == 1
 

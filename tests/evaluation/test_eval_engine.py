@@ -42,8 +42,9 @@ def test_one_engine_serves_every_benchmark_and_is_closed(fake_checkpoint, tmp_pa
         engines.append(RecordingEngine({}))
         return engines[-1]
 
-    result = evaluate_checkpoint(smoke_config(), fake_checkpoint, BENCHMARKS, cache_dir=tmp_path / "cache",
-                                 engine_factory=factory)
+    result = evaluate_checkpoint(
+        smoke_config(), fake_checkpoint, BENCHMARKS, cache_dir=tmp_path / "cache", engine_factory=factory
+    )
     assert set(result["benchmarks"]) == set(BENCHMARKS)
     assert len(engines) == 1 and engines[0].calls == len(BENCHMARKS) and engines[0].closed
 
@@ -60,16 +61,22 @@ def test_the_engine_is_closed_when_a_benchmark_fails(fake_checkpoint, tmp_path):
         return engines[-1]
 
     with pytest.raises(RuntimeError, match="out of memory"):
-        evaluate_checkpoint(smoke_config(), fake_checkpoint, BENCHMARKS, cache_dir=tmp_path / "cache",
-                            engine_factory=factory)
+        evaluate_checkpoint(
+            smoke_config(), fake_checkpoint, BENCHMARKS, cache_dir=tmp_path / "cache", engine_factory=factory
+        )
     assert len(engines) == 1 and engines[0].closed
 
 
 def test_prompt_template_and_stop_sequences_reach_the_engine(fake_checkpoint, tmp_path):
     config = smoke_config(f"prompt.template={json.dumps(TEMPLATE)}", f"prompt.stop={json.dumps(STOP)}")
     engines = []
-    result = evaluate_checkpoint(config, fake_checkpoint, BENCHMARKS[:1], cache_dir=tmp_path / "cache",
-                                 engine_factory=lambda cfg: engines.append(RecordingEngine({})) or engines[-1])
+    result = evaluate_checkpoint(
+        config,
+        fake_checkpoint,
+        BENCHMARKS[:1],
+        cache_dir=tmp_path / "cache",
+        engine_factory=lambda cfg: engines.append(RecordingEngine({})) or engines[-1],
+    )
     records = build_config_datasets(config)[BENCHMARKS[0]]
     assert engines[0].stops == [tuple(STOP)]
     assert sorted(engines[0].prompts) == sorted(format_prompt(r["problem"], TEMPLATE) for r in records)
@@ -86,11 +93,23 @@ def test_another_prompt_is_not_answered_from_the_cache(fake_checkpoint, tmp_path
         engines.append(RecordingEngine({}))
         return engines[-1]
 
-    evaluate_checkpoint(smoke_config(), fake_checkpoint, BENCHMARKS[:1], cache_dir=tmp_path / "c", engine_factory=factory)
-    evaluate_checkpoint(smoke_config(f"prompt.template={json.dumps(TEMPLATE)}"), fake_checkpoint, BENCHMARKS[:1],
-                        cache_dir=tmp_path / "c", engine_factory=factory)
-    evaluate_checkpoint(smoke_config(f"prompt.stop={json.dumps(STOP)}"), fake_checkpoint, BENCHMARKS[:1],
-                        cache_dir=tmp_path / "c", engine_factory=factory)
+    evaluate_checkpoint(
+        smoke_config(), fake_checkpoint, BENCHMARKS[:1], cache_dir=tmp_path / "c", engine_factory=factory
+    )
+    evaluate_checkpoint(
+        smoke_config(f"prompt.template={json.dumps(TEMPLATE)}"),
+        fake_checkpoint,
+        BENCHMARKS[:1],
+        cache_dir=tmp_path / "c",
+        engine_factory=factory,
+    )
+    evaluate_checkpoint(
+        smoke_config(f"prompt.stop={json.dumps(STOP)}"),
+        fake_checkpoint,
+        BENCHMARKS[:1],
+        cache_dir=tmp_path / "c",
+        engine_factory=factory,
+    )
     assert [engine.calls for engine in engines] == [1, 1, 1]
 
 
@@ -99,8 +118,13 @@ def test_each_benchmark_records_its_fingerprint_and_the_job_its_cost(fake_checkp
     from hara.evaluation.runner import FINGERPRINT_PACKAGES
 
     def evaluate(*overrides):
-        result = evaluate_checkpoint(smoke_config(*overrides), fake_checkpoint, BENCHMARKS[:1],
-                                     cache_dir=tmp_path / "cache", engine_factory=lambda cfg: RecordingEngine({}))
+        result = evaluate_checkpoint(
+            smoke_config(*overrides),
+            fake_checkpoint,
+            BENCHMARKS[:1],
+            cache_dir=tmp_path / "cache",
+            engine_factory=lambda cfg: RecordingEngine({}),
+        )
         return result, result["benchmarks"][BENCHMARKS[0]]["eval_fingerprint"]
 
     result, plain = evaluate()

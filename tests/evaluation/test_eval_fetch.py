@@ -21,6 +21,7 @@ TRAIN_ROWS = [{"problem": "What is $1+1$?", "answer": "2"}, {"problem": "What is
 @pytest.fixture(autouse=True)
 def no_hub(monkeypatch):
     """Any real download fails the test."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("load_dataset must not be called")
 

@@ -33,8 +33,9 @@ def mini_answers(config: dict, name: str) -> dict[str, str]:
 def run(config, checkpoint, name, answers, cache_dir):
     """Evaluate a stand-in answering ``answers[prompt]``. Each stand-in gets its own prediction cache: they share
     the same fake checkpoint files, and the cache rightly treats the same files + settings as the same model."""
-    result = evaluate_checkpoint(config, checkpoint, [name], cache_dir=cache_dir,
-                                 engine_factory=lambda cfg: StandInEngine(answers))
+    result = evaluate_checkpoint(
+        config, checkpoint, [name], cache_dir=cache_dir, engine_factory=lambda cfg: StandInEngine(answers)
+    )
     return result["benchmarks"][name]
 
 

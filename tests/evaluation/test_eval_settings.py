@@ -25,9 +25,14 @@ def test_paper_config_uses_many_samples_on_the_small_benchmarks(tmp_path):
     assert benchmark_settings(config, "math500").n == config["evaluation"]["n"]
 
 
-@pytest.mark.parametrize("override,key", [("{gsm8k: {n: 2}}", "evaluation.benchmarks"),
-                                          ("{mini_aime24: {n: 0}}", "evaluation.benchmarks.mini_aime24.n"),
-                                          ("{mini_aime24: {k: 2}}", "evaluation.benchmarks.mini_aime24.k")])
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("{gsm8k: {n: 2}}", "evaluation.benchmarks"),
+        ("{mini_aime24: {n: 0}}", "evaluation.benchmarks.mini_aime24.n"),
+        ("{mini_aime24: {k: 2}}", "evaluation.benchmarks.mini_aime24.k"),
+    ],
+)
 def test_bad_overrides_are_one_line_errors_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         smoke_config(f"evaluation.benchmarks={override}")

@@ -56,12 +56,29 @@ def test_evaluate_logs_pass_at_1_and_stderr_into_the_training_run(tmp_path, fake
     (fake_checkpoint.parent / "mlflow_run.json").write_text(json.dumps(run))
     config = smoke_config()
     records = build_config_datasets(config)["mini_minerva"]
-    table = {format_prompt(r["problem"]): [f"\\boxed{{{r['answer']}}}" if i % 2 else "no"] for i, r in
-             enumerate(records)}
+    table = {
+        format_prompt(r["problem"]): [f"\\boxed{{{r['answer']}}}" if i % 2 else "no"] for i, r in enumerate(records)
+    }
     monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: StandInEngine(table))
     out = tmp_path / "r.json"
-    assert main(["evaluate", "--config", "config/smoke.yaml", "--checkpoint", str(fake_checkpoint),
-                 "--benchmark", "mini_minerva", "--out", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--config",
+                "config/smoke.yaml",
+                "--checkpoint",
+                str(fake_checkpoint),
+                "--benchmark",
+                "mini_minerva",
+                "--out",
+                str(out),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())
     entry = result["benchmarks"]["mini_minerva"]
     assert result["mlflow_run"]["run_id"] == run["run_id"]
@@ -87,15 +104,34 @@ def test_evaluate_samples_system_metrics_into_the_training_run(tmp_path, fake_ch
     records = build_config_datasets(smoke_config())["mini_minerva"]
     table = {format_prompt(r["problem"]): ["no"] for r in records}
     monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: SlowEngine(table))
-    assert main(["evaluate", "--config", "config/smoke.yaml", "--checkpoint", str(fake_checkpoint),
-                 "--benchmark", "mini_minerva", "--out", str(tmp_path / "r.json"), "--cache-dir", str(tmp_path / "c"),
-                 "--set", "tracking.system_metrics.enabled=true",
-                 "--set", "tracking.system_metrics.interval_s=0.1"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--config",
+                "config/smoke.yaml",
+                "--checkpoint",
+                str(fake_checkpoint),
+                "--benchmark",
+                "mini_minerva",
+                "--out",
+                str(tmp_path / "r.json"),
+                "--cache-dir",
+                str(tmp_path / "c"),
+                "--set",
+                "tracking.system_metrics.enabled=true",
+                "--set",
+                "tracking.system_metrics.interval_s=0.1",
+            ]
+        )
+        == 0
+    )
     assert history(run, "system/cpu_utilization_percentage"), "no system metrics sampled during the evaluation"
 
 
-def test_an_unreachable_tracking_server_keeps_the_scores_and_names_the_store(tmp_path, fake_checkpoint, monkeypatch,
-                                                                             capsys):
+def test_an_unreachable_tracking_server_keeps_the_scores_and_names_the_store(
+    tmp_path, fake_checkpoint, monkeypatch, capsys
+):
     """The run's tracking server is gone (stopped after training): the evaluation's scores are written before MLflow
     is asked, the command fails in one line naming the store and the scores file, and MLflow's client retries a
     bounded number of times (its default back-off waited ~4 minutes before this) unless the user set their own."""
@@ -112,8 +148,21 @@ def test_an_unreachable_tracking_server_keeps_the_scores_and_names_the_store(tmp
     table = {format_prompt(r["problem"]): ["no"] for r in build_config_datasets(config)["mini_minerva"]}
     monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: StandInEngine(table))
     out = tmp_path / "r.json"
-    code = main(["evaluate", "--config", "config/smoke.yaml", "--checkpoint", str(fake_checkpoint),
-                 "--benchmark", "mini_minerva", "--out", str(out), "--cache-dir", str(tmp_path / "cache")])
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            "config/smoke.yaml",
+            "--checkpoint",
+            str(fake_checkpoint),
+            "--benchmark",
+            "mini_minerva",
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ]
+    )
     error = capsys.readouterr().err
     assert code == 2 and uri in error and str(out) in error
     result = json.loads(out.read_text())

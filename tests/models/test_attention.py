@@ -36,16 +36,27 @@ def sample(model, tokenizer, **kwargs):
     batch = tokenizer(PROMPTS, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
     assert not batch["attention_mask"].all()  # left padding: the masked case transformers repeats heads for
     torch.manual_seed(0)
-    return model.generate(**batch, do_sample=True, temperature=1.0, top_k=0, max_new_tokens=24,
-                          pad_token_id=tokenizer.pad_token_id, return_dict_in_generate=True, **kwargs)
+    return model.generate(
+        **batch,
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        max_new_tokens=24,
+        pad_token_id=tokenizer.pad_token_id,
+        return_dict_in_generate=True,
+        **kwargs,
+    )
 
 
 def test_sampled_generation_gives_the_same_ids_logits_and_hidden_states(pair, tokenizer):
     reference, ours = (sample(m, tokenizer, output_logits=True, output_hidden_states=True) for m in pair)
     assert torch.equal(reference.sequences, ours.sequences)
     assert all(torch.equal(a, b) for a, b in zip(reference.logits, ours.logits))
-    assert all(torch.equal(a, b) for step_a, step_b in zip(reference.hidden_states, ours.hidden_states)
-               for a, b in zip(step_a, step_b))
+    assert all(
+        torch.equal(a, b)
+        for step_a, step_b in zip(reference.hidden_states, ours.hidden_states)
+        for a, b in zip(step_a, step_b)
+    )
 
 
 def test_gradients_keep_transformers_path(pair, tokenizer):

@@ -44,8 +44,9 @@ def test_generation_stops_at_eos(loaded):
     model, tokenizer = loaded
     free = generate_ids(model, tokenizer, PROMPTS, greedy=True, max_new_tokens=12)
     stop_id = free[0][2]  # make the third greedy token of row 0 the eos token
-    tokenizer = tokenizer.__class__.from_pretrained(tokenizer.name_or_path,
-                                                    eos_token=tokenizer.convert_ids_to_tokens(stop_id))
+    tokenizer = tokenizer.__class__.from_pretrained(
+        tokenizer.name_or_path, eos_token=tokenizer.convert_ids_to_tokens(stop_id)
+    )
     assert tokenizer.eos_token_id == stop_id
     stopped = generate_ids(model, tokenizer, PROMPTS, greedy=True, max_new_tokens=12)
     assert len(stopped[0]) <= 3 and stopped[0][-1] == stop_id
@@ -65,8 +66,9 @@ def test_sampling_is_seeded(loaded):
 
 def test_measure_accuracy_scores_each_benchmark(model_dir):
     benchmarks = {"easy": generate_problems(6, seed=1, levels=(1,)), "hard": generate_problems(4, seed=2, levels=(5,))}
-    always = measure_accuracy(model_dir, benchmarks, greedy=True, max_new_tokens=4, limit=3,
-                              reward_fn=lambda completion, gold: 1.0)
+    always = measure_accuracy(
+        model_dir, benchmarks, greedy=True, max_new_tokens=4, limit=3, reward_fn=lambda completion, gold: 1.0
+    )
     assert always["accuracy"] == {"easy": 1.0, "hard": 1.0} and always["average"] == 1.0
     assert always["n"] == {"easy": 3, "hard": 3}
     untrained = measure_accuracy(model_dir, benchmarks, greedy=False, temperature=0.8, max_new_tokens=8, seed=0)
@@ -80,8 +82,12 @@ def test_direct_answers_are_counted_with_their_correctness(model_dir, monkeypatc
 
     benchmarks = {"b": generate_problems(4, seed=1, levels=(1,))}
     answers = [r["answer"] for r in benchmarks["b"]]
-    texts = [f" The answer is \\boxed{{{answers[0]}}}.", " The answer is \\boxed{-99999}.",
-             f" 1 + 1 = 2. The answer is \\boxed{{{answers[2]}}}.", " 3 * 3 = 9."]
+    texts = [
+        f" The answer is \\boxed{{{answers[0]}}}.",
+        " The answer is \\boxed{-99999}.",
+        f" 1 + 1 = 2. The answer is \\boxed{{{answers[2]}}}.",
+        " 3 * 3 = 9.",
+    ]
     monkeypatch.setattr(generate, "generate_completions", lambda *args, **kwargs: texts)
     report = measure_accuracy(model_dir, benchmarks, greedy=True)
     assert report["accuracy"] == {"b": 0.5} and report["boxed"] == {"b": 0.75}
@@ -97,8 +103,13 @@ def test_generation_stops_at_the_first_stop_string(loaded):
     sample = dict(greedy=False, max_new_tokens=24, seed=0)
     for prompt in PROMPTS:
         (text,) = generate_completions(model, tokenizer, [prompt], **sample)
-        stop = next(text[i:i + 2] for i in range(2, 20) if text[i:i + 2].isascii() and text[i:i + 2].isalnum()
-                    and (prompt + text).find(text[i:i + 2]) >= len(prompt))
+        stop = next(
+            text[i : i + 2]
+            for i in range(2, 20)
+            if text[i : i + 2].isascii()
+            and text[i : i + 2].isalnum()
+            and (prompt + text).find(text[i : i + 2]) >= len(prompt)
+        )
         (cut,) = generate_completions(model, tokenizer, [prompt], stop=(stop,), **sample)
         assert cut == text[: text.find(stop)]
         (ids,) = generate_ids(model, tokenizer, [prompt], stop=(stop,), **sample)
@@ -134,9 +145,16 @@ def test_stop_strings_are_prepared_once_per_tokenizer_and_generate_as_transforme
         batch = tokenizer(prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
         torch.manual_seed(3)
         sampling = {} if greedy else {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
-        theirs = model.generate(**batch, do_sample=not greedy, max_new_tokens=16, pad_token_id=tokenizer.pad_token_id,
-                                eos_token_id=tokenizer.eos_token_id, stop_strings=list(stop), tokenizer=tokenizer,
-                                **sampling)[:, batch["input_ids"].shape[1]:].tolist()
+        theirs = model.generate(
+            **batch,
+            do_sample=not greedy,
+            max_new_tokens=16,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            stop_strings=list(stop),
+            tokenizer=tokenizer,
+            **sampling,
+        )[:, batch["input_ids"].shape[1] :].tolist()
         assert ours == [generate.strip_padding(row, tokenizer.pad_token_id) for row in theirs]
         assert not greedy or all(len(row) <= 5 for row in ours)  # each greedy row stops by its 5th character
     assert len(built) == 1 + 3  # ours once, transformers' own path once per call

@@ -61,12 +61,18 @@ def test_save_and_reload_offline(tokenizer, tmp_path):
         "with torch.no_grad():\n"
         "    print(json.dumps([type(m).__name__, m(ids).logits[0, -1, :5].tolist()]))\n"
     )
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               HF_HOME=str(tmp_path / "empty_hf_home"))  # an empty cache: nothing can come from the hub
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_HOME=str(tmp_path / "empty_hf_home"),
+    )  # an empty cache: nothing can come from the hub
     # The timeout only guards against a hang: importing transformers alone took 69 s in a loaded CI run, and 120 s
     # once timed out while other jobs ran beside the suite.
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stderr
     name, logits = json.loads(done.stdout.strip().splitlines()[-1])
     assert name == "Qwen3ForCausalLM"

@@ -10,8 +10,17 @@ from hara.models.tokenizer import build_tokenizer
 from hara.models.warmup import WARMUP_DEFAULTS, cosine_schedule, direct_answer_mask, encode_records, warmup_base_model
 
 REPO = Path(__file__).resolve().parents[2]
-FAST = dict(batch_size=8, lr=3e-3, warmup_steps=2, min_lr_ratio=0.1, weight_decay=0.1, max_length=256, threads=1,
-            tokenizer_name="char", progress=False)
+FAST = dict(
+    batch_size=8,
+    lr=3e-3,
+    warmup_steps=2,
+    min_lr_ratio=0.1,
+    weight_decay=0.1,
+    max_length=256,
+    threads=1,
+    tokenizer_name="char",
+    progress=False,
+)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +39,7 @@ def test_cosine_schedule_shape():
 
 def test_loss_mask_covers_completion_and_eos_only(records):
     tokenizer = build_tokenizer("char")
-    (ids, prompt_len), = encode_records(records[:1], tokenizer, max_length=256)
+    ((ids, prompt_len),) = encode_records(records[:1], tokenizer, max_length=256)
     prompt = tokenizer.decode(ids[:prompt_len])
     assert prompt.startswith("Question: ") and prompt.endswith("Answer:")
     assert ids[-1] == tokenizer.eos_token_id
@@ -48,7 +57,7 @@ def test_direct_answers_are_added_for_a_seeded_share_of_problems(records):
     encoded = encode_records(records, tokenizer, 10_000, direct_fraction=0.25, seed=3)
     assert encoded[: len(records)] == worked_only and len(encoded) == len(records) + 24
     direct_records = [r for r, chosen in zip(records, mask) if chosen]
-    for record, (ids, prompt_len) in zip(direct_records, encoded[len(records):]):
+    for record, (ids, prompt_len) in zip(direct_records, encoded[len(records) :]):
         assert tokenizer.decode(ids[:prompt_len]).endswith(record["problem"] + "\nAnswer:")
         assert tokenizer.decode(ids[prompt_len:-1]) == " The answer is \\boxed{" + record["answer"] + "}."
     assert worked_only == encode_records(records, tokenizer, 10_000, direct_fraction=0.0, seed=3)
@@ -57,8 +66,10 @@ def test_direct_answers_are_added_for_a_seeded_share_of_problems(records):
 
 
 def test_same_seed_same_losses(records, tmp_path):
-    runs = [warmup_base_model("tiny-s", records, tmp_path / name, steps=4, seed=seed, **FAST)
-            for name, seed in (("a", 1), ("b", 1), ("c", 2))]
+    runs = [
+        warmup_base_model("tiny-s", records, tmp_path / name, steps=4, seed=seed, **FAST)
+        for name, seed in (("a", 1), ("b", 1), ("c", 2))
+    ]
     assert runs[0]["loss_curve"] == runs[1]["loss_curve"]
     assert runs[0]["final_loss"] == runs[1]["final_loss"]
     assert runs[0]["loss_curve"] != runs[2]["loss_curve"]
@@ -90,8 +101,9 @@ def test_bad_arguments_are_named(records, tmp_path):
 
 
 def test_qwen3_vocabulary_also_trains(records, tmp_path):
-    result = warmup_base_model("tiny-s", records[:8], tmp_path, steps=1, seed=0,
-                               **dict(FAST, batch_size=2, tokenizer_name="qwen3"))
+    result = warmup_base_model(
+        "tiny-s", records[:8], tmp_path, steps=1, seed=0, **dict(FAST, batch_size=2, tokenizer_name="qwen3")
+    )
     assert result["tokenizer_name"] == "qwen3" and result["n_parameters"] > 151669 * 64  # the 151k-row embedding
     assert (tmp_path / "tokenizer.json").is_file() and result["final_loss"] > 0
 
@@ -101,8 +113,10 @@ def test_two_threads_give_the_same_base_model_twice(records, tmp_path):
     import hashlib
 
     try:
-        runs = [warmup_base_model("tiny-s", records, tmp_path / name, steps=4, seed=1, **dict(FAST, threads=2))
-                for name in ("a", "b")]
+        runs = [
+            warmup_base_model("tiny-s", records, tmp_path / name, steps=4, seed=1, **dict(FAST, threads=2))
+            for name in ("a", "b")
+        ]
         assert torch.get_num_threads() == 2 and runs[0]["threads"] == 2
     finally:
         torch.set_num_threads(1)

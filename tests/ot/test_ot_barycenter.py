@@ -44,8 +44,9 @@ def test_batched_groups_equal_a_per_group_loop():
     batched = linearized_barycenter(h, mask, group, 3, EXACT_LOOP)
     for g in range(3):
         rows = group == g
-        single = linearized_barycenter(h[rows], mask[rows], torch.zeros(int(rows.sum()), dtype=torch.long), 1,
-                                       EXACT_LOOP)
+        single = linearized_barycenter(
+            h[rows], mask[rows], torch.zeros(int(rows.sum()), dtype=torch.long), 1, EXACT_LOOP
+        )
         torch.testing.assert_close(batched.support[g], single.support[0], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(batched.plan[rows], single.plan, atol=1e-6, rtol=1e-5)
         torch.testing.assert_close(batched.cost[rows], single.cost, atol=1e-5, rtol=1e-5)
@@ -86,12 +87,20 @@ def test_marginals_info_and_the_projection_fixed_point():
     cfg = dataclasses.replace(EXACT_LOOP, barycenter_iters=30, sinkhorn_max_iter=200, barycenter_tol=1e-7)
     res = linearized_barycenter(h, mask, group, 1, cfg)
     a = mask.float() / mask.sum(1, keepdim=True)
-    assert res.info["sinkhorn_marginal_error"] == pytest.approx(float((res.plan.sum(-1) - a).abs().sum(-1).max()), abs=1e-6)
+    assert res.info["sinkhorn_marginal_error"] == pytest.approx(
+        float((res.plan.sum(-1) - a).abs().sum(-1).max()), abs=1e-6
+    )
     torch.testing.assert_close(res.plan.sum(1), torch.full((3, 6), 1 / 6), atol=1e-6, rtol=0)
     proj = torch.einsum("rtj,rtd->jd", res.plan, h) / res.plan.sum((0, 1))[:, None]
     torch.testing.assert_close(proj, res.support[0], atol=1e-4, rtol=1e-4)  # converged: X is its own projection
-    assert set(res.info) == {"barycenter_iters", "sinkhorn_iters", "sinkhorn_marginal_error", "sinkhorn_unconverged",
-                             "solver_fallbacks", "time_s"}
+    assert set(res.info) == {
+        "barycenter_iters",
+        "sinkhorn_iters",
+        "sinkhorn_marginal_error",
+        "sinkhorn_unconverged",
+        "solver_fallbacks",
+        "time_s",
+    }
     assert (res.order_reversing_mass >= 0).all()
 
 
@@ -152,11 +161,11 @@ def _planted(seed: int, n: int = 128, d: int = 32, rollouts: int = 6):
     kind of input, smaller)."""
     g = torch.Generator().manual_seed(seed)
     protos = torch.randn(4, d, generator=g)
-    stage = (torch.arange(n) * 4 // n)
+    stage = torch.arange(n) * 4 // n
     h = protos[stage].expand(rollouts, n, d) + 0.5 * torch.randn(rollouts, n, d, generator=g)
     for r in range(rollouts):
         length = int(n * (0.05 + 0.4 * r / rollouts))
-        h[r, n // 4:n // 4 + length] += 1.5 * torch.randn(d, generator=g)
+        h[r, n // 4 : n // 4 + length] += 1.5 * torch.randn(d, generator=g)
     return h, torch.ones(rollouts, n, dtype=torch.bool), torch.zeros(rollouts, dtype=torch.long)
 
 
@@ -173,8 +182,9 @@ def test_final_plans_converge_at_every_swept_epsilon(eps_rel):
 
 def test_an_unconverged_plan_is_counted():
     h, mask, group = _planted(1)
-    res = linearized_barycenter(h, mask, group, 1, BarycenterConfig(eps_rel=0.005, final_max_iter=1,
-                                                                    sinkhorn_max_iter=1))
+    res = linearized_barycenter(
+        h, mask, group, 1, BarycenterConfig(eps_rel=0.005, final_max_iter=1, sinkhorn_max_iter=1)
+    )
     errors = (res.plan.sum(-1) - mask.float() / mask.sum(1, keepdim=True)).abs().sum(-1)
     assert res.info["sinkhorn_unconverged"] == float((errors >= 5e-3).sum()) >= 1.0
     assert res.info["sinkhorn_marginal_error"] == pytest.approx(float(errors.max()), abs=1e-6)
@@ -191,7 +201,6 @@ def test_a_group_that_settled_does_not_wait_for_the_others():
     hard = _planted(3)[0] * torch.linspace(0.2, 3.0, 128)[None, :, None]  # slower to settle
     cfg = BarycenterConfig(barycenter_iters=30, barycenter_tol=1e-3)
     alone = linearized_barycenter(h, mask, group, 1, cfg)
-    both = linearized_barycenter(torch.cat([h, hard]), torch.cat([mask, mask]), torch.cat([group, group + 1]), 2,
-                                 cfg)
+    both = linearized_barycenter(torch.cat([h, hard]), torch.cat([mask, mask]), torch.cat([group, group + 1]), 2, cfg)
     torch.testing.assert_close(both.support[0], alone.support[0], atol=1e-6, rtol=0)
     torch.testing.assert_close(both.plan[:6], alone.plan, atol=1e-7, rtol=0)

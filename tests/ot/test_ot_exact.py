@@ -23,8 +23,16 @@ def _pair(seed: int, n: int = 9, k: int = 5):
 def test_exact_fgw_matches_pot_fgw2(alpha):
     h, x, p, s = _pair(0)
     plan, local, value = exact_fgw(h, x, p, s, alpha)
-    ref = ot.gromov.fused_gromov_wasserstein2(ot.dist(h, x), structure_matrix(p), structure_matrix(s),
-                                              ot.unif(9), ot.unif(5), alpha=alpha, tol_rel=1e-9, tol_abs=0.0)
+    ref = ot.gromov.fused_gromov_wasserstein2(
+        ot.dist(h, x),
+        structure_matrix(p),
+        structure_matrix(s),
+        ot.unif(9),
+        ot.unif(5),
+        alpha=alpha,
+        tol_rel=1e-9,
+        tol_abs=0.0,
+    )
     assert value == pytest.approx(float(ref), rel=1e-9, abs=1e-12)
     assert value == pytest.approx(float((plan * local).sum()), rel=1e-12)
     np.testing.assert_allclose(plan.sum(1), ot.unif(9), atol=1e-12)
@@ -52,7 +60,7 @@ def _planted(seed: int, rollouts: int = 5, n: int = 10, d: int = 4):
     base = stages[torch.arange(n) * 3 // n]
     h = base + 0.2 * torch.randn(rollouts, n, d, generator=g)
     for r in range(rollouts):
-        h[r, 2:3 + r] += 2.0 * torch.randn(d, generator=g)
+        h[r, 2 : 3 + r] += 2.0 * torch.randn(d, generator=g)
     return h, torch.ones(rollouts, n, dtype=torch.bool), torch.zeros(rollouts, dtype=torch.long)
 
 
@@ -63,9 +71,19 @@ def test_exact_barycenter_support_is_pots_fgw_barycenter():
     x0 = init_support(h, mask, p, group, 1, 5)[0].double().numpy()
     s = np.linspace(0, 1, 5)
     ref, _ = ot.gromov.fgw_barycenters(
-        5, [h[r].double().numpy() for r in range(5)], [structure_matrix(p[r].double().numpy()) for r in range(5)],
-        [ot.unif(10)] * 5, alpha=0.5, fixed_structure=True, init_C=structure_matrix(s), init_X=x0,
-        max_iter=10, tol=1e-5, stop_criterion="loss", warmstartT=True)
+        5,
+        [h[r].double().numpy() for r in range(5)],
+        [structure_matrix(p[r].double().numpy()) for r in range(5)],
+        [ot.unif(10)] * 5,
+        alpha=0.5,
+        fixed_structure=True,
+        init_C=structure_matrix(s),
+        init_X=x0,
+        max_iter=10,
+        tol=1e-5,
+        stop_criterion="loss",
+        warmstartT=True,
+    )
     np.testing.assert_allclose(res.support[0].double().numpy(), ref, atol=1e-5)
     for r in range(5):  # each plan is POT's FGW plan against that barycenter; <T, cost> is the FGW value
         _, _, value = exact_fgw(h[r].double().numpy(), ref, p[r].double().numpy(), s, 0.5)
@@ -100,8 +118,9 @@ def _gw_novelty(h: torch.Tensor, mask: torch.Tensor, backend: str, structure: st
     """Sequence novelty of one outcome group of 8 rollouts at alpha = 1 (GW)."""
     from hara.novelty import NoveltyParams, compute_novelty
 
-    params = NoveltyParams(barycenter=BarycenterConfig(alpha=1.0, barycenter_size=6, structure=structure),
-                           backend=backend)
+    params = NoveltyParams(
+        barycenter=BarycenterConfig(alpha=1.0, barycenter_size=6, structure=structure), backend=backend
+    )
     ones = torch.ones(h.shape[0])
     return compute_novelty(h, mask, torch.zeros(h.shape[0], dtype=torch.long), ones, 0.5 * ones, params).sequence
 
@@ -162,6 +181,8 @@ def test_linearized_path_imports_and_runs_without_pot_or_numpy():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _TORCH_ONLY], capture_output=True, text=True, timeout=600, check=False)  # hang guard
+    out = subprocess.run(
+        [sys.executable, "-c", _TORCH_ONLY], capture_output=True, text=True, timeout=600, check=False
+    )  # hang guard
     assert out.returncode == 0, out.stderr[-3000:]
     assert "torch-only ok" in out.stdout

@@ -76,8 +76,7 @@ def test_error_identity_against_pot_gwloss_for_any_plan(seed):
     pbar, sbar = plan.sum(1) @ p, plan.sum(0) @ s
     r = float(order_reversing_mass(torch.from_numpy(plan), torch.from_numpy(p), torch.from_numpy(s)))
     assert r >= 0.0
-    assert q == pytest.approx(2 * (plan * (p[:, None] - s[None]) ** 2).sum() - 2 * (pbar - sbar) ** 2 - r,
-                              abs=1e-12)
+    assert q == pytest.approx(2 * (plan * (p[:, None] - s[None]) ** 2).sum() - 2 * (pbar - sbar) ** 2 - r, abs=1e-12)
 
 
 def _fgw_parts(seed: int, n: int, k: int, alpha: float):
@@ -113,8 +112,10 @@ def test_linearization_gap_is_bounded_by_order_reversing_mass(seed):
     t_fgw = ot.gromov.fused_gromov_wasserstein(m, _structure(p), _structure(s), a, q, alpha=alpha, G0=t_lin)
     min_lin = (t_lin * lin).sum()
     f_best = min(_fgw_value(t_fgw, m, p, s, a, q, alpha), _fgw_value(t_lin, m, p, s, a, q, alpha))
-    r_lin, r_fgw = (float(order_reversing_mass(torch.from_numpy(t), torch.from_numpy(p), torch.from_numpy(s)))
-                    for t in (t_lin, t_fgw))
+    r_lin, r_fgw = (
+        float(order_reversing_mass(torch.from_numpy(t), torch.from_numpy(p), torch.from_numpy(s)))
+        for t in (t_lin, t_fgw)
+    )
     gap = min_lin - f_best
     assert gap >= alpha * r_lin - 1e-10 >= -1e-10
     assert min_lin - _fgw_value(t_fgw, m, p, s, a, q, alpha) <= alpha * r_fgw + 1e-10

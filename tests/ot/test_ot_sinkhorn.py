@@ -63,8 +63,9 @@ def test_batched_equals_loop(solver):
 def test_warm_start_from_the_fixed_point_stops_at_the_first_check(solver):
     a, b, cost = _problem(5)
     first = SOLVERS[solver](a.log(), b.log(), cost, 0.05, max_iter=20000, tol=1e-11)
-    again = SOLVERS[solver](a.log(), b.log(), cost, 0.05, f=first.f, g=first.g, max_iter=20000, tol=1e-10,
-                            check_every=5, absorb_every=5)
+    again = SOLVERS[solver](
+        a.log(), b.log(), cost, 0.05, f=first.f, g=first.g, max_iter=20000, tol=1e-10, check_every=5, absorb_every=5
+    )
     assert again.iterations == 5
     np.testing.assert_allclose(again.plan.numpy(), first.plan.numpy(), atol=1e-12)
 
@@ -163,8 +164,9 @@ def test_each_batch_element_stops_on_its_own(solver):
     a, b, easy = _problem(11, dtype=torch.float32)
     hard = 30.0 * _problem(12, dtype=torch.float32)[2]  # large cost / eps: many more iterations
     alone = SOLVERS[solver](a.log(), b.log(), easy, 0.05, max_iter=5000, tol=1e-3)
-    both = SOLVERS[solver](a.log().expand(2, -1), b.log().expand(2, -1), torch.stack([easy, hard]), 0.05,
-                           max_iter=5000, tol=1e-3)
+    both = SOLVERS[solver](
+        a.log().expand(2, -1), b.log().expand(2, -1), torch.stack([easy, hard]), 0.05, max_iter=5000, tol=1e-3
+    )
     assert both.iterations > alone.iterations
     torch.testing.assert_close(both.plan[0], alone.plan, atol=1e-7, rtol=0)
     assert float(both.marginal_error.max()) < 1e-3

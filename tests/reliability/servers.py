@@ -20,9 +20,19 @@ from hara.tracking_server import SHUTDOWN_GRACE_SECONDS
 BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Headless and quiet: no sandbox (CI runs as root), no GPU, and nothing that phones home.
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                  "--disable-default-apps", "--disable-extensions", "--mute-audio")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+)
 
 
 def free_port() -> int:
@@ -49,8 +59,11 @@ def server_certificate(folder: Path) -> Path:
 def tls_client_env(folder: Path) -> dict:
     """What a client of :func:`tracking_server`'s HTTPS server needs: MLflow's own trust setting for its certificate
     and the password file a job reads itself (hara.tracking.password_from_file)."""
-    return {"MLFLOW_TRACKING_SERVER_CERT_PATH": str(server_certificate(folder)), "MLFLOW_TRACKING_USERNAME": "hara",
-            "HARA_TRACKING_PASSWORD_FILE": str(folder / "mlflow.password")}
+    return {
+        "MLFLOW_TRACKING_SERVER_CERT_PATH": str(server_certificate(folder)),
+        "MLFLOW_TRACKING_USERNAME": "hara",
+        "HARA_TRACKING_PASSWORD_FILE": str(folder / "mlflow.password"),
+    }
 
 
 @contextmanager
@@ -62,20 +75,57 @@ def tracking_server(folder: Path, port: int | None = None, auth: bool = True, ti
     port = port or free_port()
     store = f"sqlite:///{folder / 'server.db'}"
     if auth:
-        cmd = [str(BIN / "hara"), "tracking-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-               "--password-file", str(password_file(folder)), "--auth-dir", str(folder / "auth"),
-               "--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts")]
+        cmd = [
+            str(BIN / "hara"),
+            "tracking-server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--password-file",
+            str(password_file(folder)),
+            "--auth-dir",
+            str(folder / "auth"),
+            "--backend-store-uri",
+            store,
+            "--artifacts-destination",
+            str(folder / "artifacts"),
+        ]
     else:
-        cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-               "--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts"),
-               # as `hara tracking-server` does: a stop does not wait 30 s for the clients' idle connections
-               "--uvicorn-opts", f"--timeout-graceful-shutdown {SHUTDOWN_GRACE_SECONDS}"]
+        cmd = [
+            str(BIN / "mlflow"),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            store,
+            "--artifacts-destination",
+            str(folder / "artifacts"),
+            # as `hara tracking-server` does: a stop does not wait 30 s for the clients' idle connections
+            "--uvicorn-opts",
+            f"--timeout-graceful-shutdown {SHUTDOWN_GRACE_SECONDS}",
+        ]
     uri = f"{'https' if auth else 'http'}://127.0.0.1:{port}"
     log = folder / f"server-{port}-{time.monotonic_ns()}.log"
     with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen(cmd, cwd=folder, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-                                     "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # no jobs: no Huey consumers
+        proc = subprocess.Popen(
+            cmd,
+            cwd=folder,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={
+                **os.environ,
+                "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+                "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+            },
+        )  # no jobs: no Huey consumers
     try:
         wait_until_healthy(uri, proc, timeout, log, server_certificate(folder) if auth else None)
         yield uri, proc
@@ -131,8 +181,15 @@ def chromium(url: str, *mode: str, budget_ms: int = 30000, window: str = "1400,2
 
     --virtual-time-budget lets the single-page app finish its API calls before the DOM is dumped or drawn."""
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
-        cmd = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={window}",
-               f"--virtual-time-budget={budget_ms}", *mode, url]
+        cmd = [
+            CHROMIUM,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            f"--window-size={window}",
+            f"--virtual-time-budget={budget_ms}",
+            *mode,
+            url,
+        ]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=True)
 
 
@@ -152,13 +209,16 @@ def compared_metrics(dom: str) -> dict[str, list[str]]:
     import html
     import re
 
-    section = dom[dom.index('aria-label="Metrics - Show diff only"'):]
-    section = section[:section.index(">Artifacts<")] if ">Artifacts<" in section else section
-    names = {int(top): html.unescape(name) for top, name in
-             re.findall(r'top: (\d+)px;[^"]*"><a title="Plot chart"[^>]*>([^<]+)<i', section)}
+    section = dom[dom.index('aria-label="Metrics - Show diff only"') :]
+    section = section[: section.index(">Artifacts<")] if ">Artifacts<" in section else section
+    names = {
+        int(top): html.unescape(name)
+        for top, name in re.findall(r'top: (\d+)px;[^"]*"><a title="Plot chart"[^>]*>([^<]+)<i', section)
+    }
     rows: dict[str, dict[int, str]] = {}
     for left, top, text in re.findall(
-            r'left: (\d+)px; position: absolute; top: (\d+)px; width: \d+px;"><span[^>]*>([^<]*)</span>', section):
+        r'left: (\d+)px; position: absolute; top: (\d+)px; width: \d+px;"><span[^>]*>([^<]*)</span>', section
+    ):
         if int(top) in names:
             rows.setdefault(names[int(top)], {})[int(left)] = html.unescape(text)
     return {name: [cells[left] for left in sorted(cells)] for name, cells in rows.items()}

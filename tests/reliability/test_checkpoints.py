@@ -22,10 +22,32 @@ pytestmark = pytest.mark.slow
 
 def train_args(base: Path, out: Path, store: Path, *extra: str) -> list[str]:
     """`hara train` on the smoke config: 4 steps, checkpoints at steps 2 and 4."""
-    return ["train", "--config", str(SMOKE), "--size", "tiny-s", "--rlvr", "grpo", "--method", "hara_tok",
-            "--seed", "5", "--out", str(out), "--base-model", str(base),
-            "--set", f"tracking.mlflow_uri=sqlite:///{store}/mlflow.db", "--set", "training.steps=4",
-            "--set", "training.save_steps=2", "--set", "data.train_size=20", *extra]
+    return [
+        "train",
+        "--config",
+        str(SMOKE),
+        "--size",
+        "tiny-s",
+        "--rlvr",
+        "grpo",
+        "--method",
+        "hara_tok",
+        "--seed",
+        "5",
+        "--out",
+        str(out),
+        "--base-model",
+        str(base),
+        "--set",
+        f"tracking.mlflow_uri=sqlite:///{store}/mlflow.db",
+        "--set",
+        "training.steps=4",
+        "--set",
+        "training.save_steps=2",
+        "--set",
+        "data.train_size=20",
+        *extra,
+    ]
 
 
 def parity_reward(completions, **kwargs):
@@ -105,8 +127,7 @@ def recording_torch_load(monkeypatch) -> list[dict]:
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
-def test_damaged_latest_checkpoint_falls_back_to_the_previous(finished_run, tiny_base, tmp_path, monkeypatch,
-                                                                damage):
+def test_damaged_latest_checkpoint_falls_back_to_the_previous(finished_run, tiny_base, tmp_path, monkeypatch, damage):
     run = crashed_copy(finished_run, tmp_path / "run")
     hurt, expected = DAMAGE[damage]
     hurt(run / "checkpoints" / "checkpoint-4")
@@ -121,8 +142,10 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous(finished_run, tiny
     assert json.loads((run / "run_info.json").read_text())["resumed_from"].endswith("checkpoint-2")
     assert (run / "checkpoints" / "corrupt-checkpoint-4").is_dir()  # kept for inspection, out of HF's way
     assert checkpoint_problem(run / "checkpoints" / "checkpoint-4") is None  # saved again by the resumed run
-    resumed, reference = load_file(run / "final" / "model.safetensors"), load_file(finished_run / "final" /
-                                                                                    "model.safetensors")
+    resumed, reference = (
+        load_file(run / "final" / "model.safetensors"),
+        load_file(finished_run / "final" / "model.safetensors"),
+    )
     for key in reference:
         torch.testing.assert_close(resumed[key], reference[key], rtol=0, atol=0)
     assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
@@ -138,17 +161,21 @@ def test_every_checkpoint_has_a_manifest_of_its_files(finished_run):
 
 
 def test_no_hara_code_calls_torch_load_without_weights_only():
-    offenders = [f"{path}:{number}" for path in sorted((REPO / "hara").rglob("*.py"))
-                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                 if "torch.load(" in line and "weights_only=True" not in line]
+    offenders = [
+        f"{path}:{number}"
+        for path in sorted((REPO / "hara").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "torch.load(" in line and "weights_only=True" not in line
+    ]
     assert offenders == []
 
 
 def test_changed_config_is_refused_naming_the_keys(finished_run, tiny_base, tmp_path, capsys):
     run = crashed_copy(finished_run, tmp_path / "run")
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
-    code = main(train_args(tiny_base, run, tmp_path, "--set", "training.lr=0.002",
-                           "--set", "hara.hara.barycenter_size=3"))
+    code = main(
+        train_args(tiny_base, run, tmp_path, "--set", "training.lr=0.002", "--set", "hara.hara.barycenter_size=3")
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert "hara.hara.barycenter_size, training.lr" in err and "refusing to resume" in err
@@ -162,9 +189,16 @@ def test_changed_keys_ignore_other_cells_stages_and_storage_places():
     from hara.rlvr.checkpoints import changed_keys
 
     saved = load_config(SMOKE)
-    elsewhere = load_config(SMOKE, overrides=["grid.seeds=[0,1]", "evaluation.n=4", "analyses.enabled=true",
-                                              "tracking.mlflow_uri=http://127.0.0.1:5000",
-                                              "models.sizes=[tiny-s,tiny-m]"])
+    elsewhere = load_config(
+        SMOKE,
+        overrides=[
+            "grid.seeds=[0,1]",
+            "evaluation.n=4",
+            "analyses.enabled=true",
+            "tracking.mlflow_uri=http://127.0.0.1:5000",
+            "models.sizes=[tiny-s,tiny-m]",
+        ],
+    )
     assert changed_keys(saved, elsewhere) == []
     changed = load_config(SMOKE, overrides=["training.lr=0.5", "rlvr.grpo.epsilon_high=0.3", "seed=1"])
     assert changed_keys(saved, changed) == ["rlvr.grpo.epsilon_high", "seed", "training.lr"]

@@ -33,8 +33,9 @@ run.finish()
 
 
 def log_from_eight_processes(uri: str, root: Path) -> None:
-    run_together([[sys.executable, "-c", WORKER, uri, str(i), str(root), str(STEPS), str(METRICS)]
-                  for i in range(WORKERS)], root)
+    run_together(
+        [[sys.executable, "-c", WORKER, uri, str(i), str(root), str(STEPS), str(METRICS)] for i in range(WORKERS)], root
+    )
 
 
 def count_arrivals(uri: str) -> tuple[int, int, list[str]]:
@@ -61,8 +62,10 @@ def count_arrivals(uri: str) -> tuple[int, int, list[str]]:
 def assert_nothing_lost(uri: str, root: Path, store: str) -> None:
     log_from_eight_processes(uri, root)
     runs, points, problems = count_arrivals(uri)
-    print(f"{store}: runs expected {WORKERS} found {runs}; metric points expected {WORKERS * STEPS * METRICS} "
-          f"found {points}; lost {WORKERS * STEPS * METRICS - points}")
+    print(
+        f"{store}: runs expected {WORKERS} found {runs}; metric points expected {WORKERS * STEPS * METRICS} "
+        f"found {points}; lost {WORKERS * STEPS * METRICS - points}"
+    )
     assert (runs, points, problems) == (WORKERS, WORKERS * STEPS * METRICS, [])
 
 

@@ -54,9 +54,15 @@ if os.path.basename(sys.argv[0]) == "hara" and sys.argv[1:2] == ["train"] and vi
 
 
 def snakemake_env(hooks: Path, pidfile: Path) -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": str(hooks), "HARA_TEST_VICTIM": VICTIM, "HARA_TEST_PIDFILE": str(pidfile),
-            "HARA_TEST_PAUSE_AT_STEP": "2"}
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(hooks),
+        "HARA_TEST_VICTIM": VICTIM,
+        "HARA_TEST_PIDFILE": str(pidfile),
+        "HARA_TEST_PAUSE_AT_STEP": "2",
+    }
 
 
 def run_and_kill_one_training_job(workdir: Path, config_args: list[str]) -> tuple[int, str]:
@@ -66,8 +72,9 @@ def run_and_kill_one_training_job(workdir: Path, config_args: list[str]) -> tupl
     (hooks / "sitecustomize.py").write_text(PAUSE_AT_STEP, encoding="utf-8")
     cmd = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--cores", "2", *config_args]
     with open(workdir / "first_run.log", "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(cmd, cwd=workdir, env=snakemake_env(hooks, pidfile), stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, cwd=workdir, env=snakemake_env(hooks, pidfile), stdout=log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + 420
         while not pidfile.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -90,13 +97,26 @@ def server_dag(tmp_path_factory):
         config = load_config(SMOKE)
         trained = [m for m in config["grid"]["methods"] if (workdir / cell_dir(config, "train", m) / "final").is_dir()]
         second = snakemake(workdir, "--rerun-incomplete", *config_args)
-        yield {"uri": uri, "workdir": workdir, "config": config, "first_code": first_code, "first_log": first_log,
-               "second_log": second.stdout + second.stderr, "trained_in_first_run": trained}
+        yield {
+            "uri": uri,
+            "workdir": workdir,
+            "config": config,
+            "first_code": first_code,
+            "first_log": first_log,
+            "second_log": second.stdout + second.stderr,
+            "trained_in_first_run": trained,
+        }
 
 
 def cell_dir(config: dict, stage: str, method: str) -> Path:
-    return (Path(config["results_dir"]) / stage / config["models"]["sizes"][0] / config["grid"]["rlvr"][0] / method
-            / f"seed{config['grid']['seeds'][0]}")
+    return (
+        Path(config["results_dir"])
+        / stage
+        / config["models"]["sizes"][0]
+        / config["grid"]["rlvr"][0]
+        / method
+        / f"seed{config['grid']['seeds'][0]}"
+    )
 
 
 def train_runs(uri: str, config: dict) -> dict:
@@ -144,7 +164,7 @@ def test_server_holds_every_run_with_its_metrics(server_dag):
 def drawn_as(cell: str, value: float) -> bool:
     """The UI's cell is ``value`` at the precision it draws (MLflow rounds to a few decimals: 0.0071928 -> 0.007)."""
     decimals = len(cell.partition(".")[2]) if "e" not in cell.lower() else None
-    half_step = 0.5 * 10.0 ** -decimals if decimals is not None else 0.0
+    half_step = 0.5 * 10.0**-decimals if decimals is not None else 0.0
     return math.isclose(float(cell), value, rel_tol=1e-3, abs_tol=1e-12) or abs(float(cell) - value) <= half_step
 
 
@@ -157,8 +177,10 @@ def test_mlflow_ui_lists_and_compares_the_grid_runs(server_dag):
     assert all(name in listing for name in names), listing[:2000]
 
     ids = json.dumps([runs[name].info.run_id for name in names])
-    compare = (f"{uri}/#/compare-runs?runs={urllib.parse.quote(ids)}"
-               f"&experiments={urllib.parse.quote(json.dumps([experiment.experiment_id]))}")
+    compare = (
+        f"{uri}/#/compare-runs?runs={urllib.parse.quote(ids)}"
+        f"&experiments={urllib.parse.quote(json.dumps([experiment.experiment_id]))}"
+    )
     dom = chromium(compare, "--dump-dom").stdout
     text = visible_text(dom)
     assert f"Comparing {len(names)} Runs" in text, text[:2000]
@@ -169,7 +191,7 @@ def test_mlflow_ui_lists_and_compares_the_grid_runs(server_dag):
         assert len(cells) == len(names), (metric, cells)
         for name, cell in zip(names, cells):
             value = runs[name].data.metrics.get(metric)
-            assert (cell in ("NaN", "-", "") if value is None else drawn_as(cell, value)), (name, metric, cell, value)
+            assert cell in ("NaN", "-", "") if value is None else drawn_as(cell, value), (name, metric, cell, value)
     print(f"MLflow compare view: {len(names)} runs x {len(shown)} metrics drawn, all equal to the server's values")
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     SCREENSHOT.unlink(missing_ok=True)
@@ -228,14 +250,26 @@ def expected_summaries(config: dict, workdir: Path) -> dict[str, dict]:
     for method in config["grid"]["methods"]:
         scores = json.loads((workdir / cell_dir(config, "eval", method) / "scores.json").read_text())["benchmarks"]
         versus = [c["average"] for c in found if (c["a"], c["b"]) == (method, "none")]
-        points = {"vs_none/avg_diff_pts": "difference", "vs_none/avg_ci_low_pts": "ci_low",
-                  "vs_none/avg_ci_high_pts": "ci_high"}  # percentage points, rounded as the report prints them
+        points = {
+            "vs_none/avg_diff_pts": "difference",
+            "vs_none/avg_ci_low_pts": "ci_low",
+            "vs_none/avg_ci_high_pts": "ci_high",
+        }  # percentage points, rounded as the report prints them
         expected[f"tiny-s-grpo-{method}-seed0"] = {
             AVERAGE: round(100 * statistics.fmean(scores[b]["score"] for b in config["data"]["benchmarks"]), 1),
-            **({**{key: round(100 * versus[0][field], 1) for key, field in points.items()},
-                "vs_none/avg_mde_pts": round(100 * versus[0]["corrected"]["mde"], 1)} if versus else {}),
-            "datasets": [f"{name} ({entry['eval_fingerprint']['benchmark_sha256'][:DIGEST_CHARS]})"
-                         for name, entry in scores.items()]}
+            **(
+                {
+                    **{key: round(100 * versus[0][field], 1) for key, field in points.items()},
+                    "vs_none/avg_mde_pts": round(100 * versus[0]["corrected"]["mde"], 1),
+                }
+                if versus
+                else {}
+            ),
+            "datasets": [
+                f"{name} ({entry['eval_fingerprint']['benchmark_sha256'][:DIGEST_CHARS]})"
+                for name, entry in scores.items()
+            ],
+        }
     return expected
 
 
@@ -249,8 +283,9 @@ def test_mlflow_ui_opens_on_the_runs_table_with_each_runs_scores(server_dag):
     assert sorted(expected) == sorted(runs) and any("vs_none/avg_diff_pts" in e for e in expected.values())
     for name, values in expected.items():
         logged = client.get_run(runs[name].info.run_id)
-        assert {k: logged.data.metrics.get(k) for k in values if k != "datasets"} == \
-            {k: v for k, v in values.items() if k != "datasets"}, name
+        assert {k: logged.data.metrics.get(k) for k in values if k != "datasets"} == {
+            k: v for k, v in values.items() if k != "datasets"
+        }, name
         assert logged.data.tags["vs_none.verdict"], name
         note = logged.data.tags["mlflow.note.content"]
         assert str((workdir / config["results_dir"] / "report" / "index.html").resolve()) in note, note
@@ -259,8 +294,13 @@ def test_mlflow_ui_opens_on_the_runs_table_with_each_runs_scores(server_dag):
     assert "Run Name" in landing and "Tool calls" not in landing, landing[:1500]  # not the GenAI overview
 
     # the link `hara ui` prints (the user's way in): the runs table in the scores' view, verdicts and MDEs drawn
-    shown = subprocess.run([str(BIN / "hara"), "ui", "--config", str(SMOKE), "--set", f"tracking.mlflow_uri={uri}",
-                            "--print-link"], capture_output=True, text=True, check=True, cwd=workdir)
+    shown = subprocess.run(
+        [str(BIN / "hara"), "ui", "--config", str(SMOKE), "--set", f"tracking.mlflow_uri={uri}", "--print-link"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=workdir,
+    )
     link = shown.stdout.strip().rsplit(" ", 1)[1]
     assert link == f"{uri}/{ui_path(experiment.experiment_id, 'runs', f'viewStateShareKey={VIEW_PER_RUN[0]}')}"
     table = RunsTable(chromium(link, "--dump-dom", window="2400,1400").stdout)
@@ -273,8 +313,10 @@ def test_mlflow_ui_opens_on_the_runs_table_with_each_runs_scores(server_dag):
             assert cell is not None, (name, metric, cells)
             assert cell == "-" if metric not in values else drawn_as(cell, values[metric]), (name, metric, cell)
         assert any(dataset in cells.get("attributes.`Dataset`", "") for dataset in values["datasets"]), cells
-    print(f"MLflow runs table: {len(expected)} runs drawn with {AVERAGE}, vs_none/avg_diff_pts, the MDE and the "
-          "verdict equal to the report's")
+    print(
+        f"MLflow runs table: {len(expected)} runs drawn with {AVERAGE}, vs_none/avg_diff_pts, the MDE and the "
+        "verdict equal to the report's"
+    )
 
     by_method = ui_path(experiment.experiment_id, "runs", f"viewStateShareKey={VIEW_BY_METHOD[0]}")
     charts = ui_path(experiment.experiment_id, "runs", f"viewStateShareKey={VIEW_PER_RUN[0]}&compareRunsMode=CHART")

@@ -43,8 +43,18 @@ def run_steps(tiny_base: Path, out: Path, steps: int = 2, top_p: float = 1.0, eo
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
     data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5, 7)])
-    trainer = build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, out,
-                            reward_funcs=[alternating_reward], callbacks=[MetricsCallback(out / "metrics.jsonl", None)])
+    trainer = build_trainer(
+        config,
+        "grpo",
+        "hara_tok",
+        0,
+        model,
+        tokenizer,
+        data,
+        out,
+        reward_funcs=[alternating_reward],
+        callbacks=[MetricsCallback(out / "metrics.jsonl", None)],
+    )
     if eos_bias is not None:  # EOS made about as likely as every other token together: many completions are empty
         trainer.generation_config.sequence_bias = {(tokenizer.eos_token_id,): eos_bias}
     trainer.train()
@@ -91,7 +101,7 @@ def test_nan_and_inf_hidden_states_fall_back_and_are_counted(tiny_base, tmp_path
 def test_all_identical_rollouts_keep_plain_advantages(tiny_base, tmp_path):
     trainer, lines = run_steps(tiny_base, tmp_path, top_p=1e-9)  # nucleus of one token: greedy, identical rollouts
     for step in SEEN:
-        assert all(len(set(step[i:i + GROUP])) == 1 for i in range(0, len(step), GROUP)), step
+        assert all(len(set(step[i : i + GROUP])) == 1 for i in range(0, len(step), GROUP)), step
     assert_finite_step(trainer, lines)
     # identical rollouts have no geometry to reweight by: w = 1, i.e. exactly the host's advantages
     torch.testing.assert_close(trainer.last_advantages["token"], plain_advantages(trainer))

@@ -52,8 +52,13 @@ def write_study_file(folder: Path, storage: str | None) -> Path:
 
 def run_workers(study_file: Path, results: Path) -> None:
     results.mkdir(parents=True, exist_ok=True)
-    run_together([[sys.executable, "-c", WORKER, str(study_file), str(results), str(i), str(TRIALS), str(STEPS)]
-                  for i in range(WORKERS)], results)
+    run_together(
+        [
+            [sys.executable, "-c", WORKER, str(study_file), str(results), str(i), str(TRIALS), str(STEPS)]
+            for i in range(WORKERS)
+        ],
+        results,
+    )
 
 
 def check_study(study_file: Path, results: Path, label: str) -> None:
@@ -65,8 +70,10 @@ def check_study(study_file: Path, results: Path, label: str) -> None:
     expected = {(i, n) for i in range(WORKERS) for n in range(TRIALS)}
     found = {tuple(t.user_attrs["writer"]) for t in trials if t.state.name == "COMPLETE"}
     points = sum(len(t.intermediate_values) for t in trials)
-    print(f"{label}: trials expected {len(expected)} found {len(found)} (complete, distinct writers); intermediate "
-          f"values expected {len(expected) * STEPS} found {points}")
+    print(
+        f"{label}: trials expected {len(expected)} found {len(found)} (complete, distinct writers); intermediate "
+        f"values expected {len(expected) * STEPS} found {points}"
+    )
     assert found == expected and len(trials) == len(expected)
     assert sorted(t.number for t in trials) == list(range(len(expected)))  # no number given twice
     for t in trials:

@@ -53,9 +53,27 @@ def status_of(uri: str, user: str | None = None, password: str | None = None, ce
 
 
 def train_command(out: Path, *overrides: str) -> list[str]:
-    return [str(BIN / "hara"), "train", "--config", str(SMOKE), "--size", "tiny-s", "--rlvr", "grpo", "--method",
-            "none", "--seed", "0", "--out", str(out), "--base-model", "{base}",
-            "--set", "tracking.mlflow_uri=env:MLFLOW_TRACKING_URI", *[a for o in overrides for a in ("--set", o)]]
+    return [
+        str(BIN / "hara"),
+        "train",
+        "--config",
+        str(SMOKE),
+        "--size",
+        "tiny-s",
+        "--rlvr",
+        "grpo",
+        "--method",
+        "none",
+        "--seed",
+        "0",
+        "--out",
+        str(out),
+        "--base-model",
+        "{base}",
+        "--set",
+        "tracking.mlflow_uri=env:MLFLOW_TRACKING_URI",
+        *[a for o in overrides for a in ("--set", o)],
+    ]
 
 
 def client_env(uri: str, user: str | None = None, folder: Path | None = None) -> dict:
@@ -65,8 +83,11 @@ def client_env(uri: str, user: str | None = None, folder: Path | None = None) ->
     if folder is not None:
         env["MLFLOW_TRACKING_SERVER_CERT_PATH"] = str(server_certificate(folder))
     if user:
-        env.update(tls_client_env(folder) if folder is not None else {"MLFLOW_TRACKING_USERNAME": user,
-                                                                     "MLFLOW_TRACKING_PASSWORD": PASSWORD})
+        env.update(
+            tls_client_env(folder)
+            if folder is not None
+            else {"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": PASSWORD}
+        )
     return env
 
 
@@ -75,13 +96,21 @@ def metric_points(uri: str, run_ids: list[str], env: dict) -> list[int]:
     (a run resumed after a kill logs the steps after its checkpoint again; the evaluation's eval/* scores, the
     report's vs_<baseline>/* differences and MLflow's system/* samples, logged into the same run, are not counted),
     asked by a fresh client process with ``env``'s credentials."""
-    code = ("import sys; from mlflow.tracking import MlflowClient; c = MlflowClient(sys.argv[1]); "
-            "print(*[len({(k, m.step) for k in c.get_run(r).data.metrics "
-            "if not k.startswith(('eval/', 'vs_', 'system/')) "
-            "for m in c.get_metric_history(r, k)}) for r in sys.argv[2:]])")
-    out = subprocess.run([str(BIN / "python"), "-c", code, uri, *run_ids], env=env, capture_output=True, text=True,
-                         timeout=300, check=True).stdout
-    return [int(n) for n in out.split()[-len(run_ids):]]
+    code = (
+        "import sys; from mlflow.tracking import MlflowClient; c = MlflowClient(sys.argv[1]); "
+        "print(*[len({(k, m.step) for k in c.get_run(r).data.metrics "
+        "if not k.startswith(('eval/', 'vs_', 'system/')) "
+        "for m in c.get_metric_history(r, k)}) for r in sys.argv[2:]])"
+    )
+    out = subprocess.run(
+        [str(BIN / "python"), "-c", code, uri, *run_ids],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    return [int(n) for n in out.split()[-len(run_ids) :]]
 
 
 def stored_metric_points(store: Path, run_ids: list[str]) -> list[int]:
@@ -91,10 +120,12 @@ def stored_metric_points(store: Path, run_ids: list[str]) -> list[int]:
     import sqlite3
 
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-        counts = dict(db.execute(
-            "SELECT run_uuid, COUNT(*) FROM (SELECT DISTINCT run_uuid, key, step FROM metrics WHERE key NOT LIKE "
-            "'eval/%' AND substr(key, 1, 3) != 'vs_' AND substr(key, 1, 7) != 'system/') GROUP BY run_uuid"
-        ).fetchall())
+        counts = dict(
+            db.execute(
+                "SELECT run_uuid, COUNT(*) FROM (SELECT DISTINCT run_uuid, key, step FROM metrics WHERE key NOT LIKE "
+                "'eval/%' AND substr(key, 1, 3) != 'vs_' AND substr(key, 1, 7) != 'system/') GROUP BY run_uuid"
+            ).fetchall()
+        )
     return [counts.get(run_id, 0) for run_id in run_ids]
 
 
@@ -122,17 +153,26 @@ def test_authenticated_server_refuses_anonymous_clients_and_jobs(tmp_path, tiny_
             status_of(uri, "hara", PASSWORD, cert=Path(__import__("certifi").where()))
         out = tmp_path / "run"
         cmd = [a.replace("{base}", str(tiny_base)) for a in train_command(out)]
-        anonymous = subprocess.run(cmd, env={**client_env(uri), "MLFLOW_TRACKING_SERVER_CERT_PATH": str(cert)},
-                                   capture_output=True, text=True, timeout=600, check=False)
+        anonymous = subprocess.run(
+            cmd,
+            env={**client_env(uri), "MLFLOW_TRACKING_SERVER_CERT_PATH": str(cert)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert anonymous.returncode == 2 and not (out / "final").exists() and not (out / "metrics.jsonl").exists()
         assert "MLFLOW_TRACKING_USERNAME" in anonymous.stderr.splitlines()[-1], anonymous.stderr[-2000:]
         # a job's client: the certificate trusted through MLflow's own variable, the password read from its file
-        code = ("import mlflow; from hara.tracking import resolve_uri; "
-                "print(mlflow.MlflowClient(resolve_uri('env:MLFLOW_TRACKING_URI')).create_experiment('tls-job'))")
+        code = (
+            "import mlflow; from hara.tracking import resolve_uri; "
+            "print(mlflow.MlflowClient(resolve_uri('env:MLFLOW_TRACKING_URI')).create_experiment('tls-job'))"
+        )
         env = {**client_env(uri, "hara", tmp_path)}
         env.pop("MLFLOW_TRACKING_PASSWORD", None)
-        created = subprocess.run([str(BIN / "python"), "-c", code], env=env, capture_output=True, text=True,
-                                 timeout=300, check=False)
+        created = subprocess.run(
+            [str(BIN / "python"), "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False
+        )
         assert created.returncode == 0 and created.stdout.split()[-1].isdigit(), created.stderr[-2000:]
         # a stop does not wait for a client's idle keep-alive connection (uvicorn's default waited 30 s for it)
         idle = http.client.HTTPSConnection(uri.split("://")[1], context=ssl.create_default_context(cafile=str(cert)))
@@ -141,15 +181,20 @@ def test_authenticated_server_refuses_anonymous_clients_and_jobs(tmp_path, tiny_
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=SHUTDOWN_GRACE_SECONDS + 15)
         idle.close()
-    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "mlflow.password"
-                and PASSWORD.encode() in p.read_bytes()]  # the server wrote it nowhere either
+    assert not [
+        p
+        for p in tmp_path.rglob("*")
+        if p.is_file() and p.name != "mlflow.password" and PASSWORD.encode() in p.read_bytes()
+    ]  # the server wrote it nowhere either
 
 
 @pytest.mark.slow
 def test_a_server_stopped_for_30_s_mid_run_loses_no_metric_point(tmp_path, tiny_base):
     port = free_port()
     out = tmp_path / "run"
-    cmd = [a.replace("{base}", str(tiny_base)) for a in train_command(out, "training.steps=8", "training.save_steps=100")]
+    cmd = [
+        a.replace("{base}", str(tiny_base)) for a in train_command(out, "training.steps=8", "training.save_steps=100")
+    ]
     with tracking_server(tmp_path, port, auth=False) as (uri, server):
         with open(tmp_path / "train.log", "w", encoding="utf-8") as log:
             train = subprocess.Popen(cmd, env=client_env(uri), stdout=log, stderr=subprocess.STDOUT)
@@ -193,9 +238,27 @@ def test_sqlite_on_a_file_system_without_flock_is_one_line_naming_the_fix(tmp_pa
         raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
 
     monkeypatch.setattr(fcntl, "flock", no_locks)
-    code = main(["train", "--config", str(SMOKE), "--size", "tiny-s", "--rlvr", "grpo", "--method", "none",
-                 "--seed", "0", "--out", str(tmp_path / "run"), "--base-model", str(tiny_base),
-                 "--set", f"tracking.mlflow_uri=sqlite:///{tmp_path / 'mlflow.db'}"])
+    code = main(
+        [
+            "train",
+            "--config",
+            str(SMOKE),
+            "--size",
+            "tiny-s",
+            "--rlvr",
+            "grpo",
+            "--method",
+            "none",
+            "--seed",
+            "0",
+            "--out",
+            str(tmp_path / "run"),
+            "--base-model",
+            str(tiny_base),
+            "--set",
+            f"tracking.mlflow_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        ]
+    )
     err = capsys.readouterr().err.splitlines()[-1]  # after the weights' loading bar
     assert code == 2 and err.startswith("error: tracking.mlflow_uri: cannot lock"), err
     assert "no file locks" in err and "MLflow server or a database URL" in err
@@ -223,8 +286,14 @@ def test_the_server_checks_a_credential_once_per_worker_and_window(tmp_path):
 
     config, _ = hara.tracking_server.auth_config(tmp_path / "auth", "hara")
     code = "from mlflow.server.auth.config import read_auth_config; print(read_auth_config().auth_cache_ttl_seconds)"
-    read = subprocess.run([str(BIN / "python"), "-c", code], env={**os.environ, "MLFLOW_AUTH_CONFIG_PATH": str(config)},
-                          capture_output=True, text=True, timeout=300, check=True)
+    read = subprocess.run(
+        [str(BIN / "python"), "-c", code],
+        env={**os.environ, "MLFLOW_AUTH_CONFIG_PATH": str(config)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     window = int(read.stdout.split()[-1])
     assert window > 0
     assert window == hara.tracking_server.AUTH_CACHE_SECONDS

@@ -19,14 +19,22 @@ def write_cell(results, config, method, solved, lr=None, step_cpu_s=1.0):
         resolved["training"]["lr"] = lr
     train = results / "train" / cell
     dump_config(resolved, train / "resolved_config.yaml")
-    (train / "run_info.json").write_text(json.dumps({"size": "tiny-s", "rlvr": "grpo", "method": method,
-                                                     "train_seed": 0}))
-    (train / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "time/step_s": 1.0,
-                                                             "time/cpu_s": step_cpu_s}) + "\n" for i in (1, 2)))
+    (train / "run_info.json").write_text(
+        json.dumps({"size": "tiny-s", "rlvr": "grpo", "method": method, "train_seed": 0})
+    )
+    (train / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, "time/step_s": 1.0, "time/cpu_s": step_cpu_s}) + "\n" for i in (1, 2))
+    )
     fingerprint = {"benchmark_sha256": "x", "n": 1}
-    benchmarks = {b: {"score": solved / 20, "metric": "pass@1", "eval_fingerprint": fingerprint,
-                      "predictions": [{"id": f"q{i:02d}", "pass@1": float(i < solved)} for i in range(20)]}
-                  for b in config["data"]["benchmarks"]}
+    benchmarks = {
+        b: {
+            "score": solved / 20,
+            "metric": "pass@1",
+            "eval_fingerprint": fingerprint,
+            "predictions": [{"id": f"q{i:02d}", "pass@1": float(i < solved)} for i in range(20)],
+        }
+        for b in config["data"]["benchmarks"]
+    }
     (results / "eval" / cell).mkdir(parents=True)
     (results / "eval" / cell / "scores.json").write_text(json.dumps({"benchmarks": benchmarks}))
 

@@ -17,9 +17,17 @@ def write_run(root, folder, accuracies, step_s, hara_s=None, score=None, benchma
     """metrics.jsonl (and scores.json when ``score`` is given) of one run below ``root``."""
     train = root / folder
     train.mkdir(parents=True, exist_ok=True)
-    rows = [{"step": i + 1, "train/accuracy": a, "time/step_s": step_s, "train/entropy": 1.0,
-             "train/response_length": 10.0, **({"time/hara_s": hara_s} if hara_s is not None else {})}
-            for i, a in enumerate(accuracies)]
+    rows = [
+        {
+            "step": i + 1,
+            "train/accuracy": a,
+            "time/step_s": step_s,
+            "train/entropy": 1.0,
+            "train/response_length": 10.0,
+            **({"time/hara_s": hara_s} if hara_s is not None else {}),
+        }
+        for i, a in enumerate(accuracies)
+    ]
     train.joinpath("metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return rows
 
@@ -62,8 +70,7 @@ def test_exact_section_reports_both_step_times_and_the_papers(config, tmp_path):
 def test_efficiency_speedup_and_equal_time_gain(config, tmp_path):
     write_run(tmp_path, "train/tiny-s/grpo/none/seed0", [0.0, 0.1, 0.2, 0.3], 1.0)
     write_run(tmp_path, "train/tiny-s/grpo/hara_tok/seed0", [0.0, 0.3, 0.5, 0.6], 1.0)
-    result = json.loads(run_analysis("efficiency", config, tmp_path, tmp_path / "analysis" / "efficiency")
-                        .read_text())
+    result = json.loads(run_analysis("efficiency", config, tmp_path, tmp_path / "analysis" / "efficiency").read_text())
     assert result["rows"] == [["tiny-s", "grpo", "hara_tok", "0", "0.0", "2.00", "30.0"]]
     assert result["figures"] == ["efficiency.png"]
 
@@ -81,10 +88,12 @@ def test_report_has_a_section_per_enabled_analysis_with_the_papers_claim(config,
     tables = {t["key"]: t for t in json.loads((tmp_path / "report" / "tables.json").read_text())}
     paper = {row[0]: row for row in tables["paper"]["rows"]}
     assert paper["speedup"][1].startswith("up to 2.64x")
-    assert paper["speedup"][2].startswith("n/a (needs >= 3 seeds per cell, report.min_seeds; has 2.00x (hara_tok, "
-                                          "tiny-s, grpo, 1 seed)")
-    assert paper["equal_time"][2].startswith("n/a (needs >= 3 seeds per cell, report.min_seeds; has +30.0 points "
-                                             "(hara_tok")
+    assert paper["speedup"][2].startswith(
+        "n/a (needs >= 3 seeds per cell, report.min_seeds; has 2.00x (hara_tok, tiny-s, grpo, 1 seed)"
+    )
+    assert paper["equal_time"][2].startswith(
+        "n/a (needs >= 3 seeds per cell, report.min_seeds; has +30.0 points (hara_tok"
+    )
     assert paper["speedup"][3] == paper["equal_time"][3] == "not measured"  # one seed: no interval
     # exact 2.0 s / step; the linearized run is the grid cell, which the efficiency test rewrote at 1.0 s / step
     assert paper["exact_tok"][2] == "exact / linearized per-step cost 2.00x [2.00x, 2.00x]"

@@ -31,8 +31,9 @@ def planted(config: dict, rng: np.random.Generator, gain: float) -> dict:
             if cell.method == "oracle_steps":
                 (benchmark,) = run.problems
                 lifted = {p: min(1.0, v + gain) for p, v in run.problems[benchmark].items()}
-                runs[cell] = type(run)(cell, [], {benchmark: sum(lifted.values()) / len(lifted)},
-                                       {benchmark: lifted}, run.fingerprints)
+                runs[cell] = type(run)(
+                    cell, [], {benchmark: sum(lifted.values()) / len(lifted)}, {benchmark: lifted}, run.fingerprints
+                )
     return runs
 
 

@@ -46,8 +46,9 @@ def simulated_grid(config: dict, rng: np.random.Generator, planted: float = 0.0)
                 passed = rng.binomial(SAMPLES, np.clip(success + shift, 0, 1)) / SAMPLES
                 problems = {f"p{i:03d}": float(v) for i, v in enumerate(passed)}
                 cell = Cell(size, rlvr, method, 0)
-                runs[cell] = Run(cell, [], {benchmark: float(passed.mean())}, {benchmark: problems},
-                                 {benchmark: FINGERPRINT})
+                runs[cell] = Run(
+                    cell, [], {benchmark: float(passed.mean())}, {benchmark: problems}, {benchmark: FINGERPRINT}
+                )
     return runs
 
 
@@ -83,15 +84,21 @@ def test_a_planted_effect_equal_to_the_reported_mde_is_detected_in_70_to_90_perc
     reported = []
     for _ in range(20):
         outcome = claim_outcome("gain_vs_grpo", simulated_grid(config, rng), config)
-        (mine,) = [c for c in outcome.numbers["comparisons"]
-                   if (c["size"], c["rlvr"], c["a"]) == ("tiny-s", "grpo", "hara_tok")]
+        (mine,) = [
+            c
+            for c in outcome.numbers["comparisons"]
+            if (c["size"], c["rlvr"], c["a"]) == ("tiny-s", "grpo", "hara_tok")
+        ]
         reported.append(mine["corrected"]["mde"])
     mde = float(np.median(reported))
     detected = 0
     for _ in range(GRIDS):
         outcome = claim_outcome("gain_vs_grpo", simulated_grid(config, rng, planted=mde), config)
-        (mine,) = [c for c in outcome.numbers["comparisons"]
-                   if (c["size"], c["rlvr"], c["a"]) == ("tiny-s", "grpo", "hara_tok")]
+        (mine,) = [
+            c
+            for c in outcome.numbers["comparisons"]
+            if (c["size"], c["rlvr"], c["a"]) == ("tiny-s", "grpo", "hara_tok")
+        ]
         detected += mine["corrected"]["verdict"] == "better"
     assert 0.70 <= detected / GRIDS <= 0.90
 
@@ -113,8 +120,10 @@ def test_a_corrected_interval_contains_the_raw_one_even_with_two_seeds_and_one_u
     their max-T quantile mapped to a t quantile with 1 df was 3.7 against the raw interval's 12.7, so the "corrected"
     interval was the narrower one."""
     settings = Bootstrap(resamples=2000, seed=0, confidence=0.95)
-    diffs = [bootstrap_difference([np.array([[0.1], [0.3]])], settings),
-             bootstrap_difference([np.array([[-0.2], [0.05]])], settings)]
+    diffs = [
+        bootstrap_difference([np.array([[0.1], [0.3]])], settings),
+        bootstrap_difference([np.array([[-0.2], [0.05]])], settings),
+    ]
     for corrected in correct_family(diffs, 0.95):
         raw = corrected.difference
         assert corrected.low <= raw.low and corrected.high >= raw.high

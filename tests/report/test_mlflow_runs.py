@@ -33,10 +33,12 @@ def grid_runs(config: dict) -> dict[Cell, Run]:
     for offset, method in enumerate(config["grid"]["methods"]):
         cell = Cell("tiny-s", "grpo", method, 0)
         problems = {b: {str(i): float((i + offset) % 3 == 0) for i in range(12)} for b in benchmarks}
-        fingerprints = {b: {"benchmark_sha256": f"{i:02d}" * 32, "backend": "transformers"}
-                        for i, b in enumerate(benchmarks)}
-        runs[cell] = Run(cell, [], {b: statistics.fmean(p.values()) for b, p in problems.items()}, problems,
-                         fingerprints)
+        fingerprints = {
+            b: {"benchmark_sha256": f"{i:02d}" * 32, "backend": "transformers"} for i, b in enumerate(benchmarks)
+        }
+        runs[cell] = Run(
+            cell, [], {b: statistics.fmean(p.values()) for b, p in problems.items()}, problems, fingerprints
+        )
     return runs
 
 
@@ -48,8 +50,14 @@ def logged(tmp_path_factory):
     uri, runs = f"sqlite:///{tmp_path}/mlflow.db", grid_runs(config)
     ids = {}
     for cell in runs:
-        run, _ = start_run(uri, config["name"], run_name(cell.size, cell.rlvr, cell.method, cell.seed),
-                           tmp_path / "train" / cell.path(), {"stage": "train", "method": cell.method}, {})
+        run, _ = start_run(
+            uri,
+            config["name"],
+            run_name(cell.size, cell.rlvr, cell.method, cell.seed),
+            tmp_path / "train" / cell.path(),
+            {"stage": "train", "method": cell.method},
+            {},
+        )
         run.finish()
         ids[cell.method] = run.run_id
     found = comparisons(config, runs)
@@ -57,8 +65,15 @@ def logged(tmp_path_factory):
     (tmp_path / "report" / "comparisons.json").write_text(json.dumps(found))
     done = log_run_summaries(config, tmp_path, runs, tmp_path / "report", "report-run-id")
     client = MlflowClient(tracking_uri=uri)
-    return {"config": config, "runs": runs, "ids": ids, "comparisons": found, "done": done, "client": client,
-            "tmp": tmp_path}
+    return {
+        "config": config,
+        "runs": runs,
+        "ids": ids,
+        "comparisons": found,
+        "done": done,
+        "client": client,
+        "tmp": tmp_path,
+    }
 
 
 def test_each_training_run_gets_its_average_and_its_difference_from_none(logged):
@@ -72,10 +87,15 @@ def test_each_training_run_gets_its_average_and_its_difference_from_none(logged)
             assert not any(key.startswith("vs_none/") for key in data.metrics)
             assert data.tags["vs_none.verdict"] == "baseline"
         else:  # exactly the report's numbers, in percentage points rounded as the report prints them
-            assert (data.metrics["vs_none/avg_diff_pts"], data.metrics["vs_none/avg_ci_low_pts"],
-                    data.metrics["vs_none/avg_ci_high_pts"], data.metrics["vs_none/avg_mde_pts"]) == tuple(
-                round(100 * value, 1) for value in (versus["difference"], versus["ci_low"], versus["ci_high"],
-                                                    versus["corrected"]["mde"]))
+            assert (
+                data.metrics["vs_none/avg_diff_pts"],
+                data.metrics["vs_none/avg_ci_low_pts"],
+                data.metrics["vs_none/avg_ci_high_pts"],
+                data.metrics["vs_none/avg_mde_pts"],
+            ) == tuple(
+                round(100 * value, 1)
+                for value in (versus["difference"], versus["ci_low"], versus["ci_high"], versus["corrected"]["mde"])
+            )
             assert data.tags["vs_none.verdict"] == versus["corrected"]["verdict"]  # the verdict after correction
             assert data.tags["vs_none.low_power"] == str(versus["corrected"]["low_power"]).lower()
         assert client.get_run(ids[cell.method]).info.status == "FINISHED"  # the summary does not reopen the run
@@ -114,9 +134,14 @@ def test_experiment_holds_the_saved_views_of_the_scores(logged):
         envelope = json.loads(tags[f"mlflow.sharedViewState.{key}"])
         state = json.loads(envelope["state"])
         assert envelope["name"] == name and isinstance(envelope["createdAt"], int)
-        assert state["selectedColumns"][:6] == [f"metrics.`{AVERAGE}`", "metrics.`vs_none/avg_diff_pts`",
-                                                "metrics.`vs_none/avg_ci_low_pts`", "metrics.`vs_none/avg_ci_high_pts`",
-                                                "metrics.`vs_none/avg_mde_pts`", "tags.`vs_none.verdict`"]
+        assert state["selectedColumns"][:6] == [
+            f"metrics.`{AVERAGE}`",
+            "metrics.`vs_none/avg_diff_pts`",
+            "metrics.`vs_none/avg_ci_low_pts`",
+            "metrics.`vs_none/avg_ci_high_pts`",
+            "metrics.`vs_none/avg_mde_pts`",
+            "tags.`vs_none.verdict`",
+        ]
         assert state["searchFilter"] == "tags.stage = 'train'" and state["orderByKey"] == f"metrics.`{AVERAGE}`"
         assert ("groupBy" in state) == (key == VIEW_BY_METHOD[0])
 
@@ -135,8 +160,10 @@ def test_without_mlflow_nothing_is_logged_and_a_run_missing_a_benchmark_has_no_a
 def test_the_baseline_columns_come_first():
     found = [{"b": "hara_seq"}, {"b": "none"}]
     state = json.loads(json.loads(saved_views(found, 0)[f"mlflow.sharedViewState.{VIEW_PER_RUN[0]}"])["state"])
-    assert [c for c in state["selectedColumns"] if c.startswith("tags")] == ["tags.`vs_none.verdict`",
-                                                                            "tags.`vs_hara_seq.verdict`"]
+    assert [c for c in state["selectedColumns"] if c.startswith("tags")] == [
+        "tags.`vs_none.verdict`",
+        "tags.`vs_hara_seq.verdict`",
+    ]
 
 
 def test_hara_ui_prints_the_link_that_opens_the_runs_table_in_the_scores_view(logged, capsys):
@@ -148,12 +175,22 @@ def test_hara_ui_prints_the_link_that_opens_the_runs_table_in_the_scores_view(lo
     config = logged["config"]
     uri = f"sqlite:///{logged['tmp']}/mlflow.db"
     experiment = logged["client"].get_experiment_by_name(config["name"]).experiment_id
-    argv = ["ui", "--config", str(REPO / "config" / "smoke.yaml"), "--set", f"tracking.mlflow_uri={uri}",
-            "--port", "5123", "--print-link"]
+    argv = [
+        "ui",
+        "--config",
+        str(REPO / "config" / "smoke.yaml"),
+        "--set",
+        f"tracking.mlflow_uri={uri}",
+        "--port",
+        "5123",
+        "--print-link",
+    ]
     assert main(argv) == 0
     link = capsys.readouterr().out.strip().split(": ", 1)[1]
-    assert link == (f"http://127.0.0.1:5123/#/experiments/{experiment}/runs?viewStateShareKey={VIEW_PER_RUN[0]}"
-                    "&workflowType=machine_learning")
+    assert link == (
+        f"http://127.0.0.1:5123/#/experiments/{experiment}/runs?viewStateShareKey={VIEW_PER_RUN[0]}"
+        "&workflowType=machine_learning"
+    )
     assert ui_command(uri, "127.0.0.1", 5123)[:4] == ["mlflow", "server", "--backend-store-uri", uri]
     assert main([*argv[:4], f"tracking.mlflow_uri=sqlite:///{logged['tmp']}/absent.db", "--print-link"]) == 2
     assert "no such database" in capsys.readouterr().err
@@ -168,18 +205,39 @@ def test_checkpoint_candidates_are_logged_models_and_the_training_data_dataset_i
     config, uri = load_config(REPO / "config" / "smoke.yaml"), f"sqlite:///{tmp_path}/mlflow.db"
     runs = grid_runs(config)
     cell = next(c for c in runs if c.method == "hara_tok")
-    runs[cell].selection = {"selected_step": 2, "final_step": 4, "candidates": [
-        {"step": 2, "checkpoint": "c/step-2", "fingerprint": "aa", "validation_pass_at_1": 0.5},
-        {"step": 4, "checkpoint": "c/final", "fingerprint": "bb", "validation_pass_at_1": 0.25}]}
+    runs[cell].selection = {
+        "selected_step": 2,
+        "final_step": 4,
+        "candidates": [
+            {"step": 2, "checkpoint": "c/step-2", "fingerprint": "aa", "validation_pass_at_1": 0.5},
+            {"step": 4, "checkpoint": "c/final", "fingerprint": "bb", "validation_pass_at_1": 0.25},
+        ],
+    }
     runs[cell].selected_problems = runs[cell].problems
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "manifest.json").write_text(json.dumps({"train": "train.jsonl", "validation": "v.jsonl", "files": {
-        "train.jsonl": {"count": 90, "sha256": "11" * 32}, "v.jsonl": {"count": 12, "sha256": "22" * 32}}}))
+    (tmp_path / "data" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "train": "train.jsonl",
+                "validation": "v.jsonl",
+                "files": {
+                    "train.jsonl": {"count": 90, "sha256": "11" * 32},
+                    "v.jsonl": {"count": 12, "sha256": "22" * 32},
+                },
+            }
+        )
+    )
     (tmp_path / "rl_prompts" / "tiny-s").mkdir(parents=True)
     (tmp_path / "rl_prompts" / "tiny-s" / "prompts.jsonl").write_text('{"p": 1}\n{"p": 2}\n')
     for each in runs:
-        run, _ = start_run(uri, config["name"], run_name(each.size, each.rlvr, each.method, each.seed),
-                           tmp_path / "train" / each.path(), {"stage": "train", "method": each.method}, {})
+        run, _ = start_run(
+            uri,
+            config["name"],
+            run_name(each.size, each.rlvr, each.method, each.seed),
+            tmp_path / "train" / each.path(),
+            {"stage": "train", "method": each.method},
+            {},
+        )
         run.finish()
     (tmp_path / "report").mkdir()
     (tmp_path / "report" / "comparisons.json").write_text(json.dumps(comparisons(config, runs)))
@@ -198,7 +256,9 @@ def test_checkpoint_candidates_are_logged_models_and_the_training_data_dataset_i
     from hara.report.mlflow_models import model_name  # a hub size has a dot, which MLflow refuses in a model name
 
     dotted = model_name("qwen3-1.7b-grpo-none-seed0", 2)
-    assert dotted == "qwen3-1_7b-grpo-none-seed0-step2" and client.create_logged_model(experiment, dotted).name == dotted
+    assert (
+        dotted == "qwen3-1_7b-grpo-none-seed0-step2" and client.create_logged_model(experiment, dotted).name == dotted
+    )
     inputs = {i.dataset.name: i for i in client.get_run(run_id).inputs.dataset_inputs}
     assert {"train", "validation", "rl_prompts/tiny-s"} <= set(inputs)
     assert json.loads(inputs["rl_prompts/tiny-s"].dataset.profile) == {"num_rows": 2}

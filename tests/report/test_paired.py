@@ -29,9 +29,16 @@ SETTINGS = Bootstrap(resamples=2000, seed=7, confidence=0.95)
 
 def scipy_interval(a: np.ndarray, b: np.ndarray, settings: Bootstrap) -> tuple[float, float]:
     """scipy's paired percentile bootstrap of mean(a - b)."""
-    result = stats.bootstrap((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), paired=True, vectorized=True,
-                             method="percentile", n_resamples=settings.resamples, confidence_level=settings.confidence,
-                             rng=np.random.default_rng(settings.seed))
+    result = stats.bootstrap(
+        (a, b),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        paired=True,
+        vectorized=True,
+        method="percentile",
+        n_resamples=settings.resamples,
+        confidence_level=settings.confidence,
+        rng=np.random.default_rng(settings.seed),
+    )
     return result.confidence_interval.low, result.confidence_interval.high
 
 
@@ -63,8 +70,9 @@ def test_several_seeds_resample_seeds_and_problems_crossed_as_documented():
             per_benchmark.append(np.mean(rows) + np.sqrt(3 / 2) * (drawn - np.mean(rows)))
         replicates.append(np.mean(per_benchmark))
     seed_means = np.mean([d.mean(axis=1) for d in diffs], axis=0)
-    terms = [(seed_means.var(ddof=1) / 3, 2)] + [(d.mean(axis=0).var(ddof=1) / (d.shape[1] * 4), d.shape[1] - 1)
-                                                for d in diffs]
+    terms = [(seed_means.var(ddof=1) / 3, 2)] + [
+        (d.mean(axis=0).var(ddof=1) / (d.shape[1] * 4), d.shape[1] - 1) for d in diffs
+    ]
     df = sum(t for t, _ in terms) ** 2 / sum(t * t / f for t, f in terms)
     se, mean = np.std(replicates, ddof=1), np.mean([d.mean() for d in diffs])
     half = stats.t.ppf(0.975, df) * se
@@ -78,8 +86,13 @@ def nested_interval(diffs: list[np.ndarray], settings: Bootstrap) -> tuple[float
     rng = np.random.default_rng(settings.seed)
     n_seeds, resamples = diffs[0].shape[0], settings.resamples
     seed_draw = rng.integers(0, n_seeds, (resamples, n_seeds))
-    replicates = np.mean([d[seed_draw[:, :, None], rng.integers(0, d.shape[1], (resamples, n_seeds, d.shape[1]))]
-                          .mean(axis=(1, 2)) for d in diffs], axis=0)
+    replicates = np.mean(
+        [
+            d[seed_draw[:, :, None], rng.integers(0, d.shape[1], (resamples, n_seeds, d.shape[1]))].mean(axis=(1, 2))
+            for d in diffs
+        ],
+        axis=0,
+    )
     low, high = np.percentile(replicates, [2.5, 97.5])
     return low, high
 
@@ -143,9 +156,19 @@ def test_verdicts_read_the_interval():
         paired_matrix({0: ones}, {0: {"x": 1.0}})
 
 
-FINGERPRINT = {"benchmark_sha256": "ab", "prompt_template_sha256": "cd", "stop": ["\n\n"], "n": 2,
-               "temperature": 0.8, "top_p": 1.0, "max_new_tokens": 16, "seed": 0, "backend": "transformers",
-               "device": "cpu", "versions": {"lighteval": "0.13.0", "torch": "2.13.0"}}
+FINGERPRINT = {
+    "benchmark_sha256": "ab",
+    "prompt_template_sha256": "cd",
+    "stop": ["\n\n"],
+    "n": 2,
+    "temperature": 0.8,
+    "top_p": 1.0,
+    "max_new_tokens": 16,
+    "seed": 0,
+    "backend": "transformers",
+    "device": "cpu",
+    "versions": {"lighteval": "0.13.0", "torch": "2.13.0"},
+}
 
 
 def two_runs(config: dict, fingerprint_b: dict) -> dict[Cell, Run]:
@@ -154,8 +177,13 @@ def two_runs(config: dict, fingerprint_b: dict) -> dict[Cell, Run]:
     runs = {}
     for method, fingerprint in (("none", FINGERPRINT), ("hara_tok", fingerprint_b)):
         cell = Cell("tiny-s", "grpo", method, 0)
-        runs[cell] = Run(cell, [], {b: 1 / 3 for b in benchmarks}, {b: dict(problems) for b in benchmarks},
-                         {b: fingerprint for b in benchmarks})
+        runs[cell] = Run(
+            cell,
+            [],
+            {b: 1 / 3 for b in benchmarks},
+            {b: dict(problems) for b in benchmarks},
+            {b: fingerprint for b in benchmarks},
+        )
     return runs
 
 
@@ -205,8 +233,13 @@ def test_extra_seeds_pair_each_comparison_on_the_seeds_both_methods_have():
     rng, benchmarks, runs = np.random.default_rng(0), config["data"]["benchmarks"], {}
     for cell in grid_cells(config):
         problems = {b: {str(i): float(rng.random() < 0.4) for i in range(20)} for b in benchmarks}
-        runs[cell] = Run(cell, [], {b: float(np.mean(list(p.values()))) for b, p in problems.items()}, problems,
-                         {b: FINGERPRINT for b in benchmarks})
+        runs[cell] = Run(
+            cell,
+            [],
+            {b: float(np.mean(list(p.values()))) for b, p in problems.items()},
+            problems,
+            {b: FINGERPRINT for b in benchmarks},
+        )
     size, rlvr = config["models"]["sizes"][0], config["grid"]["rlvr"][0]
     assert compare_cells(config, runs, size, rlvr, "hara_tok", "none").average.seeds == 3
     assert compare_cells(config, runs, size, rlvr, "hara_seq", "none").average.seeds == 1
@@ -243,7 +276,7 @@ def autocorrelated_costs(rng: np.random.Generator, steps: int, rho: float, mean:
     noise, out = rng.normal(0, 1, steps), np.empty(steps)
     out[0] = noise[0]
     for t in range(1, steps):
-        out[t] = rho * out[t - 1] + np.sqrt(1 - rho ** 2) * noise[t]
+        out[t] = rho * out[t - 1] + np.sqrt(1 - rho**2) * noise[t]
     return mean + 0.1 * out
 
 

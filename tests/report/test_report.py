@@ -16,8 +16,10 @@ from tests.workflow.conftest import REPO
 
 
 def metrics(accuracies, step_s):
-    return [{"step": i + 1, "train/accuracy": a, "time/step_s": step_s, "train/entropy": 1.0,
-             "train/response_length": 10.0} for i, a in enumerate(accuracies)]
+    return [
+        {"step": i + 1, "train/accuracy": a, "time/step_s": step_s, "train/entropy": 1.0, "train/response_length": 10.0}
+        for i, a in enumerate(accuracies)
+    ]
 
 
 def test_mean_se_is_the_standard_error_of_the_mean():
@@ -51,9 +53,10 @@ def smoke_config():
 def test_tables_say_na_for_missing_cells_and_show_scores():
     config = smoke_config()
     benchmarks = config["data"]["benchmarks"]
-    runs = {Cell("tiny-s", "grpo", "none", 0): Run(Cell("tiny-s", "grpo", "none", 0), [],
-                                                    {b: 0.25 for b in benchmarks}),
-            Cell("tiny-s", "grpo", "hara_tok", 0): Run(Cell("tiny-s", "grpo", "hara_tok", 0))}
+    runs = {
+        Cell("tiny-s", "grpo", "none", 0): Run(Cell("tiny-s", "grpo", "none", 0), [], {b: 0.25 for b in benchmarks}),
+        Cell("tiny-s", "grpo", "hara_tok", 0): Run(Cell("tiny-s", "grpo", "hara_tok", 0)),
+    }
     rows = main_table(config, runs).rows
     assert [row[1] for row in rows] == ["base (no RL)", "none", "hara_tok"]
     assert rows[0][2:] == ["n/a"] * (len(benchmarks) + 1)  # the Base model was not evaluated
@@ -73,12 +76,16 @@ def test_build_report_writes_html_markdown_and_figures(tmp_path):
     run_dir.joinpath("metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics([0.1, 0.2], 1.0)))
     base_dir = tmp_path / "eval" / "tiny-s" / "base"
     base_dir.mkdir(parents=True)
-    base_dir.joinpath("scores.json").write_text(json.dumps(
-        {"benchmarks": {b: {"score": 0.175} for b in config["data"]["benchmarks"]}}))
+    base_dir.joinpath("scores.json").write_text(
+        json.dumps({"benchmarks": {b: {"score": 0.175} for b in config["data"]["benchmarks"]}})
+    )
     summary = build_report(config, tmp_path, tmp_path / "report", mlflow=False)
     page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
-    base_line = next(line for line in (tmp_path / "report" / "report.md").read_text().splitlines()
-                     if line.startswith("| tiny-s | base (no RL) |"))
+    base_line = next(
+        line
+        for line in (tmp_path / "report" / "report.md").read_text().splitlines()
+        if line.startswith("| tiny-s | base (no RL) |")
+    )
     assert base_line.count("17.5") == len(config["data"]["benchmarks"]) + 1
     assert summary["figures"]["tiny-s"] and "data:image/png;base64," in page
     assert "n/a" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")  # no scores were written
@@ -106,8 +113,12 @@ def test_each_verdict_is_coloured_in_the_html_table():
     from hara.report.render import render_html
     from hara.report.tables import Table
 
-    rows = [["a", "25.0; Δ +9.0 [+4.0, +14.0] better, MDE 3.1"], ["b", "20.0; Δ -9.0 [-14.0, -4.0] worse, MDE 3.1"],
-            ["c", "20.0; Δ +1.0 [-4.0, +6.0] within noise, MDE 9.9‡"], ["d", "20.0; Δ +1.0 [-1.0, +2.0] within noise, MDE 2.0"]]
+    rows = [
+        ["a", "25.0; Δ +9.0 [+4.0, +14.0] better, MDE 3.1"],
+        ["b", "20.0; Δ -9.0 [-14.0, -4.0] worse, MDE 3.1"],
+        ["c", "20.0; Δ +1.0 [-4.0, +6.0] within noise, MDE 9.9‡"],
+        ["d", "20.0; Δ +1.0 [-1.0, +2.0] within noise, MDE 2.0"],
+    ]
     page = render_html("t", "s", [Table("main", "T", "n", ["m", "score"], rows)], {})
     assert '<td class="better">25.0; Δ +9.0' in page and '<td class="worse">20.0; Δ -9.0' in page
     assert '<td class="low-power">20.0; Δ +1.0 [-4.0' in page and "<td>20.0; Δ +1.0 [-1.0" in page

@@ -33,11 +33,18 @@ def make_run(config, method, seed, solved, accuracies, cpu_s) -> Run:
     """A run solving the first ``solved`` of 40 problems on every benchmark, with per-step metrics."""
     benchmarks = config["data"]["benchmarks"]
     problems = {f"p{i:02d}": float(i < solved) for i in range(40)}
-    metrics = [{"step": i + 1, "train/accuracy": a, "time/step_s": 1.0, "time/cpu_s": c}
-               for i, (a, c) in enumerate(zip(accuracies, cpu_s))]
+    metrics = [
+        {"step": i + 1, "train/accuracy": a, "time/step_s": 1.0, "time/cpu_s": c}
+        for i, (a, c) in enumerate(zip(accuracies, cpu_s))
+    ]
     cell = Cell("tiny-s", "grpo", method, seed)
-    return Run(cell, metrics, {b: solved / 40 for b in benchmarks}, {b: dict(problems) for b in benchmarks},
-               {b: FINGERPRINT for b in benchmarks})
+    return Run(
+        cell,
+        metrics,
+        {b: solved / 40 for b in benchmarks},
+        {b: dict(problems) for b in benchmarks},
+        {b: FINGERPRINT for b in benchmarks},
+    )
 
 
 def runs_of(config, spec) -> dict[Cell, Run]:
@@ -50,21 +57,24 @@ def runs_of(config, spec) -> dict[Cell, Run]:
 
 
 def statuses(config, runs) -> dict[str, tuple[str, str]]:
-    return {claim.key: (outcome.status, outcome.ours)
-            for claim, outcome in check_claims(config, "/nonexistent", runs)}
+    return {claim.key: (outcome.status, outcome.ours) for claim, outcome in check_claims(config, "/nonexistent", runs)}
 
 
 def test_each_claim_gets_a_status_from_its_interval():
     config = grid_config()
-    runs = runs_of(config, {
-        "none": (10, [0.0, 0.1, 0.2, 0.3], [1.0, 1.1, 0.9, 1.0]),
-        "hara_seq": (10, [0.0, 0.2, 0.3, 0.4], [1.05, 1.1, 1.0, 1.05]),
-        "hara_tok": (30, [0.0, 0.3, 0.5, 0.6], [1.5, 1.6, 1.4, 1.5]),  # much better, and 50% dearer per step
-    })
+    runs = runs_of(
+        config,
+        {
+            "none": (10, [0.0, 0.1, 0.2, 0.3], [1.0, 1.1, 0.9, 1.0]),
+            "hara_seq": (10, [0.0, 0.2, 0.3, 0.4], [1.05, 1.1, 1.0, 1.05]),
+            "hara_tok": (30, [0.0, 0.3, 0.5, 0.6], [1.5, 1.6, 1.4, 1.5]),  # much better, and 50% dearer per step
+        },
+    )
     found = statuses(config, runs)
     assert found["gain_vs_grpo"][0] == REPRODUCED
-    assert found["gain_vs_grpo"][1].startswith("1 of 2 better after correction, 0 worse; largest: hara_tok vs none "
-                                               "(tiny-s, grpo) +50.0")
+    assert found["gain_vs_grpo"][1].startswith(
+        "1 of 2 better after correction, 0 worse; largest: hara_tok vs none (tiny-s, grpo) +50.0"
+    )
     assert found["tok_vs_seq"][0] == REPRODUCED  # better on every benchmark
     assert found["overhead"][0] == CONTRADICTED and "CPU time" in found["overhead"][1]  # +50% > +13.6%
     assert found["speedup"][0] == REPRODUCED and found["equal_time"][0] == REPRODUCED  # three seeds: intervals
@@ -91,8 +101,20 @@ def test_a_claim_with_an_unknown_measure_is_refused_naming_it(tmp_path):
 
 
 def test_repro_check_prints_every_claim_with_its_status(tmp_path, capsys):
-    assert main(["repro-check", "--config", str(REPO / "config" / "smoke.yaml"), "--results", str(tmp_path),
-                 "--json", str(tmp_path / "checks.json")]) == 0
+    assert (
+        main(
+            [
+                "repro-check",
+                "--config",
+                str(REPO / "config" / "smoke.yaml"),
+                "--results",
+                str(tmp_path),
+                "--json",
+                str(tmp_path / "checks.json"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     for claim in load_claims():
         assert f"] {claim.key}\n  paper: {claim.paper}" in printed
@@ -117,8 +139,14 @@ def interpretability_results(tmp_path, fgw_gain: float, rise: float) -> dict:
         for variant, offset in (("w", 0.0), ("gw", -0.05), ("fgw", fgw_gain)):
             for rollouts, lift in ((2, 0.0), (8, rise if variant == "fgw" else 0.0)):
                 scores = base + offset + lift + rng.normal(0, 0.05, 60)
-                rows.append({"variant": variant, "structure": structure, "rollouts": rollouts,
-                             "per_problem": {str(i): float(v) for i, v in enumerate(scores)}})
+                rows.append(
+                    {
+                        "variant": variant,
+                        "structure": structure,
+                        "rollouts": rollouts,
+                        "per_problem": {str(i): float(v) for i, v in enumerate(scores)},
+                    }
+                )
     folder = tmp_path / "analysis" / "interpretability"
     folder.mkdir(parents=True)
     (folder / "problem_scores.json").write_text(json.dumps({"rows": rows}))
@@ -127,8 +155,10 @@ def interpretability_results(tmp_path, fgw_gain: float, rise: float) -> dict:
 
 def test_the_interpretability_claims_read_per_problem_scores_with_intervals_over_problems(tmp_path):
     def statuses_at(config):  # the results folder holds the analysis' files
-        return {claim.key: (outcome.status, outcome.ours)
-                for claim, outcome in check_claims(config, config["results_dir"], {})}
+        return {
+            claim.key: (outcome.status, outcome.ours)
+            for claim, outcome in check_claims(config, config["results_dir"], {})
+        }
 
     found = statuses_at(interpretability_results(tmp_path / "a", fgw_gain=0.1, rise=0.1))
     assert found["fgw_interpretability"][0] == REPRODUCED and "fgw - gw (hidden)" in found["fgw_interpretability"][1]

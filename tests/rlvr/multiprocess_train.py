@@ -37,14 +37,24 @@ def parity_reward(completions, **kwargs):
 
 if __name__ == "__main__":
     config_path, base, out, mlflow_uri = sys.argv[1:5]
-    config = load_config(config_path, overrides=[f"tracking.mlflow_uri={mlflow_uri}", "training.steps=4",
-                                                 "training.save_steps=2", "data.train_size=40",
-                                                 "training.processes=2"])
+    config = load_config(
+        config_path,
+        overrides=[
+            f"tracking.mlflow_uri={mlflow_uri}",
+            "training.steps=4",
+            "training.save_steps=2",
+            "data.train_size=40",
+            "training.processes=2",
+        ],
+    )
     summary = train(config, "tiny-s", "grpo", "hara_tok", 5, out, base_model=base, reward_funcs=[parity_reward])
     import os
 
     from transformers.distributed.fsdp import is_fsdp_enabled
 
-    summary.update(start_weights=START_DIGEST.get("sha256"), rank=int(os.environ["RANK"]),
-                   read_weights_from_disk=not is_fsdp_enabled() or int(os.environ["LOCAL_RANK"]) == 0)
+    summary.update(
+        start_weights=START_DIGEST.get("sha256"),
+        rank=int(os.environ["RANK"]),
+        read_weights_from_disk=not is_fsdp_enabled() or int(os.environ["LOCAL_RANK"]) == 0,
+    )
     print("SUMMARY " + json.dumps(summary), flush=True)

@@ -24,8 +24,12 @@ SMOKE = REPO / "config" / "smoke.yaml"
 
 
 def command(base: Path, out: Path, tmp: Path) -> list[str]:
-    return launch_command(2, "config/accelerate/fsdp.yaml",
-                          [str(SCRIPT), str(SMOKE), str(base), str(out), f"sqlite:///{tmp}/mlflow.db"], cuda=False)
+    return launch_command(
+        2,
+        "config/accelerate/fsdp.yaml",
+        [str(SCRIPT), str(SMOKE), str(base), str(out), f"sqlite:///{tmp}/mlflow.db"],
+        cuda=False,
+    )
 
 
 def environment() -> dict[str, str]:
@@ -51,8 +55,9 @@ def process_tree(root: int) -> list[int]:
 
 
 def launch(base: Path, out: Path, tmp: Path) -> list[dict]:
-    done = subprocess.run(command(base, out, tmp), capture_output=True, text=True, env=environment(), cwd=REPO,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        command(base, out, tmp), capture_output=True, text=True, env=environment(), cwd=REPO, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stderr[-15000:]
     return [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("SUMMARY ")]
 
@@ -101,8 +106,13 @@ def test_only_rank_zero_logs_and_novelty_ran_on_whole_groups(uninterrupted):
 def test_sigkilled_multiprocess_run_resumes_to_the_same_weights(uninterrupted, tiny_base):
     tmp, _ = uninterrupted
     out = tmp / "killed"
-    process = subprocess.Popen(command(tiny_base, out, tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=environment(), cwd=REPO, )
+    process = subprocess.Popen(
+        command(tiny_base, out, tmp),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environment(),
+        cwd=REPO,
+    )
     checkpoint = out / "checkpoints" / "checkpoint-2" / "trainer_state.json"
     deadline = time.monotonic() + 300
     while not checkpoint.is_file() and process.poll() is None and time.monotonic() < deadline:

@@ -18,8 +18,19 @@ from hara.errors import UserError
 from hara.rlvr.ownership import OWNER_FILE, claimed
 
 REPO = Path(__file__).resolve().parents[2]
-TRAIN = ["train", "--config", str(REPO / "config" / "smoke.yaml"), "--size", "tiny-s", "--rlvr", "grpo", "--method",
-         "none", "--seed", "0"]
+TRAIN = [
+    "train",
+    "--config",
+    str(REPO / "config" / "smoke.yaml"),
+    "--size",
+    "tiny-s",
+    "--rlvr",
+    "grpo",
+    "--method",
+    "none",
+    "--seed",
+    "0",
+]
 
 
 @pytest.fixture
@@ -67,8 +78,7 @@ def squeue(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "squeue"
-    script.write_text('#!/bin/sh\ncase "$*" in *123*) echo RUNNING;; *456*) echo COMPLETED;; esac\n',
-                      encoding="utf-8")
+    script.write_text('#!/bin/sh\ncase "$*" in *123*) echo RUNNING;; *456*) echo COMPLETED;; esac\n', encoding="utf-8")
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 

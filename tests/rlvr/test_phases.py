@@ -38,8 +38,12 @@ def test_a_phase_is_charged_what_happened_since_the_previous_mark():
     phases.end("training")  # peak 2, 1 s
     phases.end("training")  # a second micro-batch: peak 3, 2.5 s more
     assert probe.resets == 4
-    assert phases.report() == {time_key("generation"): 3.0, time_key("training"): 3.5,
-                               memory_key("generation"): 1.0, memory_key("training"): 3.0}
+    assert phases.report() == {
+        time_key("generation"): 3.0,
+        time_key("training"): 3.5,
+        memory_key("generation"): 1.0,
+        memory_key("training"): 3.0,
+    }
     assert phases.report() == {}, "a report starts the next step afresh"
 
 
@@ -64,8 +68,9 @@ def test_the_trainer_marks_the_four_phases_of_the_plan_in_step_order(tiny_base, 
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
     config = smoke_config()
     config["training"]["steps"] = 2
-    trainer = build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
-                            reward_funcs=[parity_reward])
+    trainer = build_trainer(
+        config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward]
+    )
     probe = Counter()
     trainer.phases.probe = probe
     trainer.train()

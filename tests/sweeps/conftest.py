@@ -17,8 +17,6 @@ REPO = Path(__file__).resolve().parents[2]
 SMOKE_STUDY = REPO / "sweeps" / "smoke.yaml"
 
 
-
-
 def write_study(folder: Path, **changes) -> Path:
     """The smoke study with ``changes`` (top-level keys), its base config made absolute, written into ``folder``."""
     study = yaml.safe_load(SMOKE_STUDY.read_text())
@@ -41,9 +39,14 @@ def write_sensitivity_study(folder: Path, values=(0.1, REFERENCE), repeats: int 
     study = yaml.safe_load(SMOKE_STUDY.read_text())
     for key in ("sampler", "trials", "reevaluate", "constraints", "pruner", "workers"):
         study.pop(key, None)
-    study.update(name="sensitivity", kind="sensitivity", base_config=str(REPO / "config" / "smoke.yaml"),
-                 repeats=repeats, space={KNOB: {"type": "categorical", "choices": list(values)}},
-                 objective={"metric": "train/reward", "direction": "maximize"})
+    study.update(
+        name="sensitivity",
+        kind="sensitivity",
+        base_config=str(REPO / "config" / "smoke.yaml"),
+        repeats=repeats,
+        space={KNOB: {"type": "categorical", "choices": list(values)}},
+        objective={"metric": "train/reward", "direction": "maximize"},
+    )
     study.update(changes)
     path = folder / "sensitivity.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
@@ -55,14 +58,25 @@ def store_args(results: Path) -> list[str]:
 
 
 def sweep_command(study: Path, results: Path, base: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "hara.cli", "sweep", *args, "--study", str(study), "--base-model", str(base),
-            *store_args(results)]
+    return [
+        sys.executable,
+        "-m",
+        "hara.cli",
+        "sweep",
+        *args,
+        "--study",
+        str(study),
+        "--base-model",
+        str(base),
+        *store_args(results),
+    ]
 
 
 def run_sweep(study: Path, results: Path, base: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(sweep_command(study, results, base, *args), capture_output=True, text=True, env=env,
-                          timeout=600, check=False)
+    proc = subprocess.run(
+        sweep_command(study, results, base, *args), capture_output=True, text=True, env=env, timeout=600, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 
@@ -80,8 +94,10 @@ def mlflow_runs(results: Path) -> tuple[list, list]:
     client = MlflowClient(f"sqlite:///{results}/mlflow.db")
     runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
     sweep = [r for r in runs if r.data.tags.get("stage") == "sweep"]
-    return ([r for r in sweep if "mlflow.parentRunId" not in r.data.tags],
-            [r for r in sweep if "mlflow.parentRunId" in r.data.tags])
+    return (
+        [r for r in sweep if "mlflow.parentRunId" not in r.data.tags],
+        [r for r in sweep if "mlflow.parentRunId" in r.data.tags],
+    )
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:

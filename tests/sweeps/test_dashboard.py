@@ -48,8 +48,11 @@ def test_optuna_dashboard_reads_a_study_journal(tmp_path):
 
     port = free_port()
     dashboard = Path(sys.executable).with_name("optuna-dashboard")
-    server = subprocess.Popen([str(dashboard), str(journal), "--host", "127.0.0.1", "--port", str(port),
-                               "--server", "wsgiref", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [str(dashboard), str(journal), "--host", "127.0.0.1", "--port", str(port), "--server", "wsgiref", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         studies = get_json(f"http://127.0.0.1:{port}/api/studies")["study_summaries"]
         assert [s["study_name"] for s in studies] == ["smoke"]

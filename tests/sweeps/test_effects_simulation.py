@@ -25,8 +25,12 @@ SETTINGS = Bootstrap(resamples=500, seed=0, confidence=0.95)
 
 @pytest.fixture(scope="module")
 def spec(tmp_path_factory):
-    path = write_sensitivity_study(tmp_path_factory.mktemp("simulated"), values=(0.1, 0.5), repeats=3,
-                                   objective={"metric": "validation/pass@1", "direction": "maximize"})
+    path = write_sensitivity_study(
+        tmp_path_factory.mktemp("simulated"),
+        values=(0.1, 0.5),
+        repeats=3,
+        objective={"metric": "validation/pass@1", "direction": "maximize"},
+    )
     return load_study(path)
 
 
@@ -39,10 +43,18 @@ def simulated_trials(spec, rng: np.random.Generator, planted: dict[float, float]
         for seed in spec.seeds:
             p = np.clip(difficulty + planted.get(value, 0.0) + persistent + rng.normal(0, RUN_SD), 0, 1)
             scores = rng.binomial(SAMPLES, p) / SAMPLES
-            trials.append(SimpleNamespace(
-                params={KNOB: value}, state=SimpleNamespace(name="COMPLETE"), value=float(scores.mean()),
-                user_attrs={"role": "sensitivity", "seeds": [seed],
-                            "problem_scores": {str(seed): {f"p{i:03d}": float(s) for i, s in enumerate(scores)}}}))
+            trials.append(
+                SimpleNamespace(
+                    params={KNOB: value},
+                    state=SimpleNamespace(name="COMPLETE"),
+                    value=float(scores.mean()),
+                    user_attrs={
+                        "role": "sensitivity",
+                        "seeds": [seed],
+                        "problem_scores": {str(seed): {f"p{i:03d}": float(s) for i, s in enumerate(scores)}},
+                    },
+                )
+            )
     return trials
 
 
@@ -57,8 +69,10 @@ def test_no_effect_is_rarely_reported_and_an_effect_at_the_mde_is_usually_found(
     for index in range(STUDIES):
         result = sensitivity(spec, simulated_trials(spec, np.random.default_rng(10_000 + index), {0.1: mde}), SETTINGS)
         found += next(e.corrected.verdict for e in result.effects if e.point[KNOB] == 0.1) == "better"
-    print(f"\nno effect: a value named in {named / STUDIES:.1%} of studies; planted effect = median MDE "
-          f"({100 * mde:.2f} points): found in {found / STUDIES:.1%}")
+    print(
+        f"\nno effect: a value named in {named / STUDIES:.1%} of studies; planted effect = median MDE "
+        f"({100 * mde:.2f} points): found in {found / STUDIES:.1%}"
+    )
     assert named / STUDIES <= 0.08
     assert 0.6 <= found / STUDIES <= 0.95
 
@@ -71,10 +85,16 @@ def test_a_per_seed_objective_with_no_effect_is_rarely_reported(tmp_path):
     named = 0
     for index in range(STUDIES):
         rng = np.random.default_rng(index)
-        trials = [SimpleNamespace(params={KNOB: value}, state=SimpleNamespace(name="COMPLETE"),
-                                  value=float(rng.normal(0.5, 0.02)),
-                                  user_attrs={"role": "sensitivity", "seeds": [seed]})
-                  for value in (REFERENCE, 0.1, 0.5) for seed in spec.seeds]
+        trials = [
+            SimpleNamespace(
+                params={KNOB: value},
+                state=SimpleNamespace(name="COMPLETE"),
+                value=float(rng.normal(0.5, 0.02)),
+                user_attrs={"role": "sensitivity", "seeds": [seed]},
+            )
+            for value in (REFERENCE, 0.1, 0.5)
+            for seed in spec.seeds
+        ]
         named += not sensitivity(spec, trials, SETTINGS).conclusion().startswith("No value differs")
     print(f"\nper-seed objective, no effect: a value named in {named / STUDIES:.1%} of studies")
     assert named / STUDIES <= 0.08

@@ -17,8 +17,8 @@ from hara.sweeps.design import REEVALUATION, choose, next_claim, reevaluation_ca
 from hara.sweeps.study import distributions, load_study, make_sampler
 
 STUDIES = 200
-NOISE_SD = 1.0          # per (point, seed): larger than the whole range of the true objective (0.49)
-SEED_SD = 0.5           # a seed's luck shared by every point (what common random numbers pair away)
+NOISE_SD = 1.0  # per (point, seed): larger than the whole range of the true objective (0.49)
+SEED_SD = 0.5  # a seed's luck shared by every point (what common random numbers pair away)
 TRIALS, TOP, FRESH = 16, 2, 4
 
 
@@ -29,10 +29,15 @@ def true_objective(alpha: float) -> float:
 
 @pytest.fixture(scope="module")
 def spec(tmp_path_factory):
-    path = write_study(tmp_path_factory.mktemp("noisy"), name="noisy", trials=TRIALS, pruner={"name": "none"},
-                       space={"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0}},
-                       sampler={"name": "tpe", "seed": 0, "options": {"n_startup_trials": 6}},
-                       reevaluate={})  # the schema's defaults, as shipped
+    path = write_study(
+        tmp_path_factory.mktemp("noisy"),
+        name="noisy",
+        trials=TRIALS,
+        pruner={"name": "none"},
+        space={"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0}},
+        sampler={"name": "tpe", "seed": 0, "options": {"n_startup_trials": 6}},
+        reevaluate={},
+    )  # the schema's defaults, as shipped
     spec = load_study(path)
     assert spec.fields["reevaluate"] == {"top": TOP, "repeats": FRESH}
     return spec
@@ -42,8 +47,12 @@ def observed(alpha: float, seeds: list[int], study_seed: int) -> list[float]:
     """One noisy value per training seed: the seed's luck, shared by every alpha (as a training seed's data order and
     initialisation are), plus a draw of its own per (alpha, seed), deterministic in both."""
     bits = int(np.float64(alpha).view(np.uint64))
-    return [true_objective(alpha) + SEED_SD * np.random.default_rng([study_seed, seed]).normal()
-            + NOISE_SD * np.random.default_rng([study_seed, seed, bits]).normal() for seed in seeds]
+    return [
+        true_objective(alpha)
+        + SEED_SD * np.random.default_rng([study_seed, seed]).normal()
+        + NOISE_SD * np.random.default_rng([study_seed, seed, bits]).normal()
+        for seed in seeds
+    ]
 
 
 def run_study(spec, study_seed: int) -> optuna.Study:
@@ -79,11 +88,13 @@ def test_reevaluated_choice_beats_the_plain_best_trial_and_is_not_inflated(spec)
         chosen_inflation.append(choice.reported - chosen_true[-1])
         shrinkage.append(choice.shrinkage)
     gain = np.subtract(chosen_true, plain_true)
-    print(f"\nover {STUDIES} studies: true objective of the choice {np.mean(chosen_true):+.3f} (plain best trial "
-          f"{np.mean(plain_true):+.3f}, optimum 0); reported value's inflation {np.mean(chosen_inflation):+.3f} "
-          f"(plain best trial {np.mean(plain_inflation):+.3f}); mean shrinkage {np.mean(shrinkage):+.3f}; noise sd "
-          f"{NOISE_SD} per (point, seed); paired gain {gain.mean():+.3f} "
-          f"+- {gain.std(ddof=1) / math.sqrt(STUDIES):.3f} (Monte Carlo se)")
+    print(
+        f"\nover {STUDIES} studies: true objective of the choice {np.mean(chosen_true):+.3f} (plain best trial "
+        f"{np.mean(plain_true):+.3f}, optimum 0); reported value's inflation {np.mean(chosen_inflation):+.3f} "
+        f"(plain best trial {np.mean(plain_inflation):+.3f}); mean shrinkage {np.mean(shrinkage):+.3f}; noise sd "
+        f"{NOISE_SD} per (point, seed); paired gain {gain.mean():+.3f} "
+        f"+- {gain.std(ddof=1) / math.sqrt(STUDIES):.3f} (Monte Carlo se)"
+    )
     assert np.mean(chosen_true) >= np.mean(plain_true)
     assert np.mean(chosen_inflation) < np.mean(plain_inflation)
     # the plain best of 16 one-seed trials is inflated by about the expected maximum of 16 normals (1.77 sd; the
@@ -115,12 +126,12 @@ def test_reevaluation_waits_for_running_search_trials_and_uses_the_same_fresh_se
     assert running.user_attrs["role"] == REEVALUATION and not math.isnan(running.params["hara.hara.alpha"])
 
 
-
 PROBLEMS = 200
 
 
-def pruned_share(pruner, delta_of, seed_sd: float, per_problem: bool, studies: int = 20, trials: int = 12
-                 ) -> tuple[float, float]:
+def pruned_share(
+    pruner, delta_of, seed_sd: float, per_problem: bool, studies: int = 20, trials: int = 12
+) -> tuple[float, float]:
     """(share of trials pruned, share of the worse-by-design trials pruned) over seeded studies of per-problem
     pass@1 outcomes (4 samples each; a seed shifts every problem of its run by a draw of sd ``seed_sd``), every trial
     reporting its first seed before its second, as the workers do: per problem (hara.sweeps.objective.instances) or
@@ -160,8 +171,10 @@ def test_wilcoxon_prunes_on_evidence_where_the_median_pruner_prunes_at_random():
     median_null, _ = pruned_share(MedianPruner(n_startup_trials=2, n_warmup_steps=0), lambda n: 0.0, 0.02, False)
     wilcoxon_null, _ = pruned_share(WilcoxonPruner(p_threshold=0.01), lambda n: 0.0, 0.02, True)
     _, wilcoxon_worse = pruned_share(WilcoxonPruner(p_threshold=0.01), worse_third, 0.02, True)
-    print(f"\nno effect: median pruner stops {median_null:.0%} of trials, Wilcoxon (p 0.01) {wilcoxon_null:.0%}; "
-          f"5 points worse: Wilcoxon stops {wilcoxon_worse:.0%}")
+    print(
+        f"\nno effect: median pruner stops {median_null:.0%} of trials, Wilcoxon (p 0.01) {wilcoxon_null:.0%}; "
+        f"5 points worse: Wilcoxon stops {wilcoxon_worse:.0%}"
+    )
     assert median_null > 0.45 and wilcoxon_null < 0.2 and wilcoxon_worse > 0.5
 
 
@@ -170,10 +183,16 @@ def test_the_gp_sampler_takes_the_stored_constraints_and_the_choice_keeps_to_fea
     infeasible (as unconverged Sinkhorn plans would be) though their objective is the best: the choice never takes
     one, and the sampler, told so, searches at the feasible optimum (the boundary, 0.6), never at the infeasible one
     (1)."""
-    path = write_study(tmp_path, name="constrained", trials=14, pruner={"name": "none"}, reevaluate={"top": 0},
-                       space={"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0}},
-                       sampler={"name": "gp", "seed": 0, "options": {"n_startup_trials": 5}},
-                       constraints={"hara/sinkhorn_unconverged": 0.0})
+    path = write_study(
+        tmp_path,
+        name="constrained",
+        trials=14,
+        pruner={"name": "none"},
+        reevaluate={"top": 0},
+        space={"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0}},
+        sampler={"name": "gp", "seed": 0, "options": {"n_startup_trials": 5}},
+        constraints={"hara/sinkhorn_unconverged": 0.0},
+    )
     spec = load_study(path)
     study = optuna.create_study(direction="maximize", sampler=make_sampler(spec, 0))
     while next_claim(spec, study.get_trials(deepcopy=False)).action == "ask":
@@ -185,7 +204,8 @@ def test_the_gp_sampler_takes_the_stored_constraints_and_the_choice_keeps_to_fea
     trials = study.get_trials()
     choice = choose(trials, maximize=True)
     assert choice.trial.params["hara.hara.alpha"] <= 0.6
-    assert choice.trial.params["hara.hara.alpha"] == max(t.params["hara.hara.alpha"] for t in trials
-                                                         if t.params["hara.hara.alpha"] <= 0.6)
+    assert choice.trial.params["hara.hara.alpha"] == max(
+        t.params["hara.hara.alpha"] for t in trials if t.params["hara.hara.alpha"] <= 0.6
+    )
     guided = [t.params["hara.hara.alpha"] for t in trials[5:]]
     assert max(guided) < 0.7 and min(guided) > 0.45, guided

@@ -37,13 +37,18 @@ def done_pairs(trials) -> Counter:
 
 
 def test_an_interrupted_study_ends_with_every_value_and_seed_once_and_the_listed_reference_at_exactly_zero(
-        tmp_path, tiny_base):
+    tmp_path, tiny_base
+):
     """temperature in [0.1, the reference] x seeds 0, 1; the worker is SIGKILLed in the second trial, restarted, and
     the study reported. The listed reference is the reference: 4 planned trials, not 6."""
     study, results = write_sensitivity_study(tmp_path), tmp_path / "results"
     second = results / "sweeps" / "sensitivity" / "trials" / "trial0001"
-    worker = subprocess.Popen(sweep_command(study, results, tiny_base, "run"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    worker = subprocess.Popen(
+        sweep_command(study, results, tiny_base, "run"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     try:
         wait_for(lambda: (second / "run_info.json").is_file(), 300, "the second trial to start training")
     finally:
@@ -57,8 +62,9 @@ def test_an_interrupted_study_ends_with_every_value_and_seed_once_and_the_listed
     assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE", "COMPLETE"]
     assert done_pairs(trials) == Counter({(REFERENCE, 0): 1, (REFERENCE, 1): 1, (LOW, 0): 1, (LOW, 1): 1})
     killed = trials[1]
-    assert (killed.params, killed.user_attrs["seeds"]) == (trials[2].params, trials[2].user_attrs["seeds"]), \
+    assert (killed.params, killed.user_attrs["seeds"]) == (trials[2].params, trials[2].user_attrs["seeds"]), (
         "the killed (value, seed) was not the one run again"
+    )
 
     run_sweep(study, results, tiny_base, "report")
     summary = json.loads((results / "sweeps" / "sensitivity" / "summary.json").read_text())
@@ -83,15 +89,23 @@ def test_an_interrupted_study_ends_with_every_value_and_seed_once_and_the_listed
     parents, children = mlflow_runs(results)
     assert parents[0].data.metrics["sensitivity/temperature 1/effect"] == 0.0
     finished = [c for c in children if c.data.tags["sweep.state"] == "COMPLETE"]
-    assert {c.data.params[KNOB]: c.data.metrics["sweep/effect"] for c in finished} == \
-        {"1.0": 0.0, "0.1": pytest.approx(other["effect"])}
+    assert {c.data.params[KNOB]: c.data.metrics["sweep/effect"] for c in finished} == {
+        "1.0": 0.0,
+        "0.1": pytest.approx(other["effect"]),
+    }
     assert sum(c.info.status == "FAILED" for c in children) == 1
 
 
 def test_a_search_reevaluates_its_best_trial_on_fresh_seeds(tmp_path, tiny_base):
-    study = write_study(tmp_path, name="reevaluated", trials=2, pruner={"name": "none"},
-                        objective={"metric": "train/reward", "direction": "maximize"},
-                        space={ALPHA: {"type": "float", "low": 0.0, "high": 1.0}}, reevaluate={"top": 1, "repeats": 2})
+    study = write_study(
+        tmp_path,
+        name="reevaluated",
+        trials=2,
+        pruner={"name": "none"},
+        objective={"metric": "train/reward", "direction": "maximize"},
+        space={ALPHA: {"type": "float", "low": 0.0, "high": 1.0}},
+        reevaluate={"top": 1, "repeats": 2},
+    )
     results = tmp_path / "results"
     run_sweep(study, results, tiny_base, "run")
     trials = load_trials(results, "reevaluated")

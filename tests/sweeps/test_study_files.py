@@ -30,27 +30,41 @@ BAD = [
     ({"trials": 0}, "trials: 0 is less than the minimum of 1"),
     ({"repeats": 2}, "pruner.name: a trial of 2 seeds is pruned between its seeds, by one of ['none', 'wilcoxon']"),
     ({"pruner": {"name": "wilcoxon"}}, "pruner.name: wilcoxon compares a trial's seeds as they finish"),
-    ({"repeats": 2, "pruner": {"name": "wilcoxon"}},
-     "objective.report_steps: a trial of several seeds is measured at its end and pruned between its seeds"),
-    ({"constraints": {"hara/sinkhorn_marginal_error": 0.005}, "sampler": {"name": "random"}},
-     "constraints: sampler 'random' takes no constraints (use tpe or gp)"),
+    (
+        {"repeats": 2, "pruner": {"name": "wilcoxon"}},
+        "objective.report_steps: a trial of several seeds is measured at its end and pruned between its seeds",
+    ),
+    (
+        {"constraints": {"hara/sinkhorn_marginal_error": 0.005}, "sampler": {"name": "random"}},
+        "constraints: sampler 'random' takes no constraints (use tpe or gp)",
+    ),
     ({"kind": "sensitivity"}, "sampler: a sensitivity study has no sampler"),
     ({"sampler": {"name": "anneal"}}, "sampler.name: 'anneal' is not one of"),
     ({"surprise": 1}, "surprise: unknown key"),
-    ({"space": {"hara.hara.barycenter_sizes": {"type": "int", "low": 2, "high": 8}}},
-     "space.hara.hara.barycenter_sizes: not a config key of config/schema.yaml"),
-    ({"space": {"hara.hara.alpha": {"type": "float", "low": 0.5, "high": 1.5}}},
-     "space.hara.hara.alpha: value 1.5 is invalid for the config (hara.hara.alpha: 1.5 is greater than"),
+    (
+        {"space": {"hara.hara.barycenter_sizes": {"type": "int", "low": 2, "high": 8}}},
+        "space.hara.hara.barycenter_sizes: not a config key of config/schema.yaml",
+    ),
+    (
+        {"space": {"hara.hara.alpha": {"type": "float", "low": 0.5, "high": 1.5}}},
+        "space.hara.hara.alpha: value 1.5 is invalid for the config (hara.hara.alpha: 1.5 is greater than",
+    ),
     ({"space": {"hara.hara.alpha": {"type": "float", "low": 0.5, "high": 0.2}}}, "space.hara.hara.alpha.high"),
-    ({"space": {"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0, "log": True}}},
-     "space.hara.hara.alpha.log: a log scale needs low > 0"),
+    (
+        {"space": {"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0, "log": True}}},
+        "space.hara.hara.alpha.log: a log scale needs low > 0",
+    ),
     ({"space": {"data.train_size": {"type": "int", "low": 10, "high": 20}}}, "space.data.train_size: every trial"),
     ({"sampler": {"name": "grid"}}, "sampler.name: grid needs every parameter of space to be categorical"),
     ({"sampler": {"name": "tpe", "options": {"n_startup": 3}}}, "sampler.options.n_startup: not an option of"),
-    ({"objective": {"metric": "validation/pass@1", "direction": "maximize", "report_steps": [5]}},
-     "objective.report_steps: steps beyond training.steps (2)"),
-    ({"overrides": {"training.lr_scheduler": "cosine"}},
-     "objective.report_steps: intermediate steps train in resumed segments"),
+    (
+        {"objective": {"metric": "validation/pass@1", "direction": "maximize", "report_steps": [5]}},
+        "objective.report_steps: steps beyond training.steps (2)",
+    ),
+    (
+        {"overrides": {"training.lr_scheduler": "cosine"}},
+        "objective.report_steps: intermediate steps train in resumed segments",
+    ),
     ({"objective": {"metric": "test/pass@1", "direction": "maximize"}}, "objective.metric: 'test/pass@1'"),
     ({"validation": {"size": 500}}, "validation.size: 500 leaves no training problems"),
     ({"size": "tiny-xl"}, "size: 'tiny-xl' is not a size of the tiny family"),
@@ -60,11 +74,19 @@ BAD = [
 
 SENSITIVITY_BAD = [
     ({"pruner": {"name": "median"}}, "pruner.name: a sensitivity study trains every run to the end (none)"),
-    ({"space": {"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0}}},
-     "space: a sensitivity study takes one or two parameters, each a categorical list of values"),
-    ({"space": {key: {"type": "categorical", "choices": [1.0]} for key in
-                ("hara.hara.alpha", "training.temperature", "training.lr")}},
-     "space: a sensitivity study takes one or two parameters"),
+    (
+        {"space": {"hara.hara.alpha": {"type": "float", "low": 0.0, "high": 1.0}}},
+        "space: a sensitivity study takes one or two parameters, each a categorical list of values",
+    ),
+    (
+        {
+            "space": {
+                key: {"type": "categorical", "choices": [1.0]}
+                for key in ("hara.hara.alpha", "training.temperature", "training.lr")
+            }
+        },
+        "space: a sensitivity study takes one or two parameters",
+    ),
 ]
 
 

@@ -41,8 +41,9 @@ def test_two_parallel_workers_finish_exactly_the_budget_once_each(parallel_study
         by_worker.setdefault(t.user_attrs["worker"]["pid"], []).append(t)
     assert len(by_worker) == 2, "one worker did all the trials"
     first, second = by_worker.values()  # the two workers' trials overlapped in time: they ran in parallel
-    assert min(t.datetime_complete for t in first) > min(t.datetime_start for t in second) or \
-        min(t.datetime_complete for t in second) > min(t.datetime_start for t in first)
+    assert min(t.datetime_complete for t in first) > min(t.datetime_start for t in second) or min(
+        t.datetime_complete for t in second
+    ) > min(t.datetime_start for t in first)
 
     parents, children = mlflow_runs(results)
     assert len(parents) == 1 and parents[0].info.run_name == "sweep-smoke"
@@ -62,9 +63,15 @@ def test_two_parallel_workers_finish_exactly_the_budget_once_each(parallel_study
 
 def test_raising_trial_is_fail_with_its_message_and_the_study_goes_on(tmp_path, tiny_base):
     """grad_accum_steps 3 cannot split the smoke step's 8 rollouts: the training stage raises, for real."""
-    path = write_study(tmp_path, name="raising", trials=1, max_failed_trials=3, pruner={"name": "none"},
-                       space={"training.grad_accum_steps": {"type": "categorical", "choices": [3, 1]}},
-                       objective={"metric": "validation/pass@1", "direction": "maximize"})
+    path = write_study(
+        tmp_path,
+        name="raising",
+        trials=1,
+        max_failed_trials=3,
+        pruner={"name": "none"},
+        space={"training.grad_accum_steps": {"type": "categorical", "choices": [3, 1]}},
+        objective={"metric": "validation/pass@1", "direction": "maximize"},
+    )
     overrides = [f"results_dir={tmp_path / 'results'}", f"tracking.mlflow_uri=sqlite:///{tmp_path}/results/mlflow.db"]
     spec = load_study(path, overrides=overrides)
     study = open_study(spec)
@@ -87,15 +94,27 @@ def test_raising_trial_is_fail_with_its_message_and_the_study_goes_on(tmp_path, 
 
 def test_summary_draws_sensitivity_figures_from_the_trials(parallel_study, tiny_base, capsys):
     study, results = parallel_study
-    args = ["sweep", "report", "--study", str(study), "--set", f"results_dir={results}",
-            "--set", f"tracking.mlflow_uri=sqlite:///{results}/mlflow.db"]
+    args = [
+        "sweep",
+        "report",
+        "--study",
+        str(study),
+        "--set",
+        f"results_dir={results}",
+        "--set",
+        f"tracking.mlflow_uri=sqlite:///{results}/mlflow.db",
+    ]
     assert main(args) == 0
     summary = json.loads(capsys.readouterr().out)
     trials = load_trials(results)
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     best = max(complete, key=lambda t: t.value)
-    assert {k: summary["best"][k] for k in ("trial", "value", "params", "reevaluated")} == \
-        {"trial": best.number, "value": best.value, "params": best.params, "reevaluated": None}
+    assert {k: summary["best"][k] for k in ("trial", "value", "params", "reevaluated")} == {
+        "trial": best.number,
+        "value": best.value,
+        "params": best.params,
+        "reevaluated": None,
+    }
     assert sum(summary["states"].values()) == 6
     # Which trials the median pruner stops depends on the two workers' pace, so the complete trials may all score
     # alike (seen under a loaded CI machine); fANOVA needs two distinct values.
@@ -132,9 +151,16 @@ def test_trials_train_on_prompts_selected_once_from_the_split(tmp_path, tiny_bas
     from hara.data.io import read_jsonl
 
     selection = {"enabled": True, "pool": 12, "samples": 1, "min_pass": 0.0, "max_pass": 1.0}
-    path = write_study(tmp_path, name="selected", trials=2, pruner={"name": "none"},
-                       overrides={"rlvr.dapo.dynamic_sampling": False,
-                                  **{f"training.prompt_selection.{key}": value for key, value in selection.items()}})
+    path = write_study(
+        tmp_path,
+        name="selected",
+        trials=2,
+        pruner={"name": "none"},
+        overrides={
+            "rlvr.dapo.dynamic_sampling": False,
+            **{f"training.prompt_selection.{key}": value for key, value in selection.items()},
+        },
+    )
     overrides = [f"results_dir={tmp_path / 'results'}", f"tracking.mlflow_uri=sqlite:///{tmp_path}/results/mlflow.db"]
     spec = load_study(path, overrides=overrides)
     seen = []

@@ -24,18 +24,23 @@ CLUSTER_SCRIPT = REPO / "scripts" / "slurm" / "local_cluster.sh"
 SLURM_BINARIES = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client"}
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 600,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """``snakemake -s <repo>/Snakefile --cores 2 ARGS`` in ``workdir`` with the venv's `hara` on PATH (and ``env``
     on top of this process's environment)."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
-           **(env or {})}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "OMP_NUM_THREADS": "1",
+        **(env or {}),
+    }
     cmd = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--cores", "2", *args]
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
-                             f"{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
@@ -89,8 +94,14 @@ def slurm_cluster():
     # 8 declared CPUs and GPUs on the 2 real cores: the rehearsal's training and evaluation jobs, which mostly import
     # and wait, run side by side instead of in waves of two (each wave costs a status-poll delay of the plugin).
     env = {**os.environ, "HARA_SLURM_CPUS": "8", "HARA_SLURM_GPUS": "8"}
-    start = subprocess.run([str(CLUSTER_SCRIPT), "start", str(state_dir)], capture_output=True, text=True,
-                           timeout=120, check=False, env=env)
+    start = subprocess.run(
+        [str(CLUSTER_SCRIPT), "start", str(state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
     try:
         assert start.returncode == 0, f"cluster did not start:\n{start.stdout}{start.stderr}"
         yield {"SLURM_CONF": str(state_dir / "slurm.conf")}

@@ -26,27 +26,99 @@ from pathlib import Path
 REHEARSAL_MODEL = "hara-rehearsal/Qwen3-tiny-Base"
 
 # (hub id, configuration, split, file in the repository, rows in the dataset's own schema)
-_MATH = [("Compute $1+2$.", "3"), ("What is $2 \\cdot 3$?", "6"), ("Solve $x+4=9$ for $x$.", "5"),
-         ("Find $\\frac{1}{2}+\\frac{1}{2}$.", "1"), ("What is $10-7$?", "3"), ("Compute $3^2$.", "9"),
-         ("What is $12/4$?", "3"), ("Find the sum $1+2+3$.", "6")]
+_MATH = [
+    ("Compute $1+2$.", "3"),
+    ("What is $2 \\cdot 3$?", "6"),
+    ("Solve $x+4=9$ for $x$.", "5"),
+    ("Find $\\frac{1}{2}+\\frac{1}{2}$.", "1"),
+    ("What is $10-7$?", "3"),
+    ("Compute $3^2$.", "9"),
+    ("What is $12/4$?", "3"),
+    ("Find the sum $1+2+3$.", "6"),
+]
 DATASETS = [
-    ("hiyouga/math12k", None, "train", "data/train-00000-of-00001.parquet",
-     [{"problem": p, "answer": a} for p, a in _MATH]),
-    ("HuggingFaceH4/MATH-500", None, "test", "test.jsonl",
-     [{"problem": p, "solution": f"So it is $\\boxed{{{a}}}$.", "answer": a, "subject": "Algebra", "level": i % 5 + 1,
-       "unique_id": f"test/algebra/{i}.json"} for i, (p, a) in enumerate(_MATH[:3])]),
-    ("HuggingFaceH4/aime_2024", None, "train", "data/train-00000-of-00001.parquet",
-     [{"id": 60 + i, "problem": p, "solution": "Long.", "answer": a, "url": "https://artofproblemsolving.com/x",
-       "year": "2024"} for i, (p, a) in enumerate(_MATH[3:5])]),
-    ("math-ai/amc23", None, "test", "data/test-00000-of-00001.parquet",
-     [{"id": i, "question": p, "answer": float(a)} for i, (p, a) in enumerate(_MATH[5:7])]),
-    ("math-ai/minervamath", None, "test", "data/test-00000-of-00001.parquet",
-     [{"question": p, "answer": a} for p, a in _MATH[:2]]),
-    ("Hothan/OlympiadBench", "OE_TO_maths_en_COMP", "train", "OE_TO_maths_en_COMP/train-00000-of-00001.parquet",
-     [{"id": 1600 + i, "question": p, "solution": ["Only way."], "final_answer": [f"${a}$"], "context": None,
-       "image_1": None, "modality": "Text-only", "difficulty": "Competition", "is_multiple_answer": False,
-       "unit": None, "answer_type": "Numerical", "error": None, "question_type": "Open-ended",
-       "subfield": "Algebra", "subject": "Math", "language": "English"} for i, (p, a) in enumerate(_MATH[2:4])]),
+    (
+        "hiyouga/math12k",
+        None,
+        "train",
+        "data/train-00000-of-00001.parquet",
+        [{"problem": p, "answer": a} for p, a in _MATH],
+    ),
+    (
+        "HuggingFaceH4/MATH-500",
+        None,
+        "test",
+        "test.jsonl",
+        [
+            {
+                "problem": p,
+                "solution": f"So it is $\\boxed{{{a}}}$.",
+                "answer": a,
+                "subject": "Algebra",
+                "level": i % 5 + 1,
+                "unique_id": f"test/algebra/{i}.json",
+            }
+            for i, (p, a) in enumerate(_MATH[:3])
+        ],
+    ),
+    (
+        "HuggingFaceH4/aime_2024",
+        None,
+        "train",
+        "data/train-00000-of-00001.parquet",
+        [
+            {
+                "id": 60 + i,
+                "problem": p,
+                "solution": "Long.",
+                "answer": a,
+                "url": "https://artofproblemsolving.com/x",
+                "year": "2024",
+            }
+            for i, (p, a) in enumerate(_MATH[3:5])
+        ],
+    ),
+    (
+        "math-ai/amc23",
+        None,
+        "test",
+        "data/test-00000-of-00001.parquet",
+        [{"id": i, "question": p, "answer": float(a)} for i, (p, a) in enumerate(_MATH[5:7])],
+    ),
+    (
+        "math-ai/minervamath",
+        None,
+        "test",
+        "data/test-00000-of-00001.parquet",
+        [{"question": p, "answer": a} for p, a in _MATH[:2]],
+    ),
+    (
+        "Hothan/OlympiadBench",
+        "OE_TO_maths_en_COMP",
+        "train",
+        "OE_TO_maths_en_COMP/train-00000-of-00001.parquet",
+        [
+            {
+                "id": 1600 + i,
+                "question": p,
+                "solution": ["Only way."],
+                "final_answer": [f"${a}$"],
+                "context": None,
+                "image_1": None,
+                "modality": "Text-only",
+                "difficulty": "Competition",
+                "is_multiple_answer": False,
+                "unit": None,
+                "answer_type": "Numerical",
+                "error": None,
+                "question_type": "Open-ended",
+                "subfield": "Algebra",
+                "subject": "Math",
+                "language": "English",
+            }
+            for i, (p, a) in enumerate(_MATH[2:4])
+        ],
+    ),
 ]
 
 
@@ -76,15 +148,36 @@ def tiny_qwen3(seed: int = 0, arch=None, device: str = "cpu"):
     from hara.models.tokenizer import build_tokenizer
 
     tokenizer = build_tokenizer("qwen3")
-    shape = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
-                 tie_word_embeddings=True)
+    shape = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+    )
     if arch is not None:
-        shape = dict(vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
-                     num_hidden_layers=arch.layers, num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads,
-                     head_dim=arch.head_dim, max_position_embeddings=arch.max_positions, tie_word_embeddings=arch.tied)
-    config = Qwen3Config(**shape, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, dtype="float32")
+        shape = dict(
+            vocab_size=arch.vocab,
+            hidden_size=arch.hidden,
+            intermediate_size=arch.intermediate,
+            num_hidden_layers=arch.layers,
+            num_attention_heads=arch.heads,
+            num_key_value_heads=arch.kv_heads,
+            head_dim=arch.head_dim,
+            max_position_embeddings=arch.max_positions,
+            tie_word_embeddings=arch.tied,
+        )
+    config = Qwen3Config(
+        **shape,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        dtype="float32",
+    )
     with torch.random.fork_rng(devices=[]), torch.device(device):
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config)
@@ -115,8 +208,9 @@ def _dataset_file(name: str, rows: list[dict]) -> bytes:
     return buffer.getvalue()
 
 
-def _prepare_datasets_cache(datasets_cache: Path, hub_id: str, config: str | None, split: str, path: Path,
-                            commit: str) -> None:
+def _prepare_datasets_cache(
+    datasets_cache: Path, hub_id: str, config: str | None, split: str, path: Path, commit: str
+) -> None:
     """``datasets``' own builder over the snapshot's data file, placed where ``load_dataset`` looks offline."""
     from datasets.data_files import DataFilesDict, DataFilesList
     from datasets.naming import camelcase_to_snakecase
@@ -127,18 +221,34 @@ def _prepare_datasets_cache(datasets_cache: Path, hub_id: str, config: str | Non
     builder_class = Json if path.suffix == ".jsonl" else Parquet
     config_name = config or "default"
     with tempfile.TemporaryDirectory() as tmp:
-        builder = builder_class(cache_dir=tmp, dataset_name=camelcase_to_snakecase(name), config_name=config_name,
-                                config_id=config_name, hash=commit,
-                                data_files=DataFilesDict({split: DataFilesList([str(path)], [None])}))
+        builder = builder_class(
+            cache_dir=tmp,
+            dataset_name=camelcase_to_snakecase(name),
+            config_name=config_name,
+            config_id=config_name,
+            hash=commit,
+            data_files=DataFilesDict({split: DataFilesList([str(path)], [None])}),
+        )
         builder.download_and_prepare()
-        target = (datasets_cache / f"{owner}___{camelcase_to_snakecase(name)}" / config_name
-                  / str(builder.config.version) / commit)
+        target = (
+            datasets_cache
+            / f"{owner}___{camelcase_to_snakecase(name)}"
+            / config_name
+            / str(builder.config.version)
+            / commit
+        )
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(builder.cache_dir, target)
 
 
-def build_hub_cache(hf_home: Path, model_ids: list[str] = (REHEARSAL_MODEL,), seed: int = 0, arch=None,
-                    dtype: str = "float32", device: str = "cpu") -> Path:
+def build_hub_cache(
+    hf_home: Path,
+    model_ids: list[str] = (REHEARSAL_MODEL,),
+    seed: int = 0,
+    arch=None,
+    dtype: str = "float32",
+    device: str = "cpu",
+) -> Path:
     """Write the model snapshot(s) and the six datasets under ``hf_home`` (hub/ and datasets/); returns it. ``arch``,
     ``dtype`` and ``device``: the model's shapes (default tiny), saved dtype and where it is initialised."""
     hub, datasets_cache = hf_home / "hub", hf_home / "datasets"

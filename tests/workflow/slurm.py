@@ -18,8 +18,13 @@ from tests.workflow.conftest import BIN, REPO
 PROFILE = REPO / "profiles" / "slurm"
 RETRY_SNAKEFILE = REPO / "tests" / "workflow" / "slurm_retry" / "Snakefile"
 #: What the local test cluster needs beyond the profile (no slurmdbd: squeue) and what the tests read (every log).
-LOCAL_CLUSTER_ARGS = ("--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
-                      "--slurm-keep-successful-logs")
+LOCAL_CLUSTER_ARGS = (
+    "--slurm-status-command",
+    "squeue",
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--slurm-keep-successful-logs",
+)
 
 
 def start_snakemake_on_slurm(workdir: Path, cluster_env: dict, snakefile: Path, *args: str) -> subprocess.Popen:
@@ -30,10 +35,13 @@ def start_snakemake_on_slurm(workdir: Path, cluster_env: dict, snakefile: Path, 
     the first status check after 1 s (the smoke jobs take seconds) and the Slurm logs of successful jobs kept, so
     that the test can read every job's log.
     """
-    env = {**os.environ, **cluster_env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-           "OMP_NUM_THREADS": "1"}
-    cmd = [str(BIN / "snakemake"), "-s", str(snakefile), "--profile", str(PROFILE),
-           *LOCAL_CLUSTER_ARGS, *args]
+    env = {
+        **os.environ,
+        **cluster_env,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [str(BIN / "snakemake"), "-s", str(snakefile), "--profile", str(PROFILE), *LOCAL_CLUSTER_ARGS, *args]
     with open(workdir / "snakemake.out", "w", encoding="utf-8") as out:
         return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
 
@@ -42,9 +50,14 @@ def slurm_history(output: str, cluster_env: dict) -> dict[str, list[tuple[str, s
     """The run's Slurm jobs from the cluster (squeue lists finished jobs for MinJobAge): rule -> [(job id, state)]
     in submission order. The plugin names every job after the run's id and comments it with its rule."""
     run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
-    listing = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T|%k", "--name", run_id],
-                             env={**os.environ, **cluster_env}, capture_output=True, text=True, timeout=60,
-                             check=True).stdout
+    listing = subprocess.run(
+        ["squeue", "--states=all", "--noheader", "--format=%i|%T|%k", "--name", run_id],
+        env={**os.environ, **cluster_env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     history = defaultdict(list)
     for job_id, state, comment in sorted((line.split("|") for line in listing.split()), key=lambda j: int(j[0])):
         rule = re.fullmatch(r"rule_(.+?)(?:_wildcards_.*)?", comment).group(1)
@@ -60,8 +73,14 @@ def slurm_log(workdir: Path, rule: str, job_id: str) -> Path:
 
 def comparable_scores(scores: dict) -> dict:
     """What must not depend on where a job ran: the checkpoint's hash, and every benchmark's score and completions."""
-    return {"fingerprint": scores["fingerprint"],
-            "benchmarks": {name: {"score": result["score"], "stderr": result["stderr"],
-                                  "predictions": [(p["id"], p["completions"], p["pass@1"])
-                                                  for p in result["predictions"]]}
-                           for name, result in scores["benchmarks"].items()}}
+    return {
+        "fingerprint": scores["fingerprint"],
+        "benchmarks": {
+            name: {
+                "score": result["score"],
+                "stderr": result["stderr"],
+                "predictions": [(p["id"], p["completions"], p["pass@1"]) for p in result["predictions"]],
+            }
+            for name, result in scores["benchmarks"].items()
+        },
+    }

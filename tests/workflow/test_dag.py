@@ -21,8 +21,16 @@ def expected_counts(config: dict) -> dict[str, int]:
     selects the run's checkpoint with selection on: no job of its own), one Base model and its evaluation per size."""
     grid, sizes = config["grid"], config["models"]["sizes"]
     cells = len(sizes) * len(grid["rlvr"]) * len(grid["methods"]) * len(grid["seeds"])
-    counts = {"prepare_data": 1, "tracking_store": 1, "base_model": len(sizes), "evaluate_base": len(sizes),
-              "train": cells, "evaluate": cells, "report": 1, "all": 1}
+    counts = {
+        "prepare_data": 1,
+        "tracking_store": 1,
+        "base_model": len(sizes),
+        "evaluate_base": len(sizes),
+        "train": cells,
+        "evaluate": cells,
+        "report": 1,
+        "all": 1,
+    }
     if config["models"]["family"] == "hub":
         counts["download_model"] = len(sizes)  # one snapshot download per size; the tiny family builds its own
     if config["data"]["source"] == "hub":
@@ -70,10 +78,23 @@ def test_slurm_profile_dry_run_requests_gpus_for_train_and_evaluate(tmp_path):
     """With a sweep of a paper size too: its worker jobs hold a training job's GPU and that size's runtime per trial
     (before, a per-size runtime times the trial count stopped the DAG with a TypeError)."""
     study = tmp_path / "alpha_1.7b.yaml"
-    study.write_text((REPO / "sweeps" / "alpha.yaml").read_text(encoding="utf-8").replace(
-        "base_config: ../config/default.yaml", f"base_config: {PAPER}").replace("size: tiny-s", "size: qwen3-1.7b"))
-    proc = snakemake(tmp_path, "-n", "-p", "--profile", str(REPO / "profiles" / "slurm"), "--configfile", str(PAPER),
-                     "--config", f"sweeps=[{study}]")
+    study.write_text(
+        (REPO / "sweeps" / "alpha.yaml")
+        .read_text(encoding="utf-8")
+        .replace("base_config: ../config/default.yaml", f"base_config: {PAPER}")
+        .replace("size: tiny-s", "size: qwen3-1.7b")
+    )
+    proc = snakemake(
+        tmp_path,
+        "-n",
+        "-p",
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "--configfile",
+        str(PAPER),
+        "--config",
+        f"sweeps=[{study}]",
+    )
     output = output_of(proc)
     config = paper_config()
     workers = job_blocks(output, "sweep_worker")
@@ -144,7 +165,11 @@ def test_slurm_gpu_jobs_hold_one_node_one_task_and_their_cpus_with_memory_and_ti
             size = re.search(r"wildcards: size=([^,\s]+)", block).group(1)
             res = resources_of(block)
             gpus = int(res["gpu"])
-            assert (res["nodes"], res["tasks_per_gpu"], int(res["cpus_per_task"])) == ("1", "0", gpus * config["threads"])
+            assert (res["nodes"], res["tasks_per_gpu"], int(res["cpus_per_task"])) == (
+                "1",
+                "0",
+                gpus * config["threads"],
+            )
             per_size.setdefault(rule, {})[size] = (int(res["mem_mb"]), int(res["runtime"]))
     for rule, sizes in per_size.items():
         small, medium, large = (sizes[s] for s in config["models"]["sizes"])
@@ -173,17 +198,31 @@ def test_embedded_configs_request_no_gpu(tmp_path):
 def test_seeds_overlay_and_sweeps_add_only_their_jobs(tmp_path):
     """config/seeds.yaml after the default: none and hara_tok get seeds 1 and 2 in every preset, hara_seq keeps one.
     `--config 'sweeps=[...]'` (docs/sweeps.md): one worker job per study worker and one summary, read by the report."""
-    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"),
-                                 str(REPO / "config" / "seeds.yaml"),
-                                 "--config", "sweeps=[sweeps/smoke.yaml, sweeps/alpha.yaml]"))
+    output = output_of(
+        snakemake(
+            tmp_path,
+            "-n",
+            "--configfile",
+            str(REPO / "config" / "default.yaml"),
+            str(REPO / "config" / "seeds.yaml"),
+            "--config",
+            "sweeps=[sweeps/smoke.yaml, sweeps/alpha.yaml]",
+        )
+    )
     counts = job_counts(output)
     assert counts["train"] == counts["evaluate"] == 9 + 3 * 2 * 2
     selecting = [block for block in job_blocks(output, "evaluate") if "/selection.json" in block]
     assert len(selecting) == counts["evaluate"] and "select_checkpoint" not in counts  # selection: in the evaluate job
     trained = set(re.findall(r"output: results/train/tiny-s/(\w+)/(\w+)/seed(\d+)/final\n", output))
     assert {(method, seed) for _, method, seed in trained} == {
-        ("none", "0"), ("none", "1"), ("none", "2"), ("hara_seq", "0"),
-        ("hara_tok", "0"), ("hara_tok", "1"), ("hara_tok", "2")}
+        ("none", "0"),
+        ("none", "1"),
+        ("none", "2"),
+        ("hara_seq", "0"),
+        ("hara_tok", "0"),
+        ("hara_tok", "1"),
+        ("hara_tok", "2"),
+    }
     assert counts["sweep_worker"] == 2 + 2 and counts["sweep_summary"] == 2  # smoke: 2 workers, alpha (sensitivity): 2
     report = job_blocks(output, "report")[0]
     assert "results/sweeps/smoke/summary.json" in report and "results/sweeps/alpha/summary.json" in report
@@ -192,13 +231,23 @@ def test_seeds_overlay_and_sweeps_add_only_their_jobs(tmp_path):
 def test_control_levels_overlay_trains_none_and_the_oracle_on_level_4_5_prompts_in_its_own_folder(tmp_path):
     """config/control_levels.yaml after the default and the control: GRPO only, none and oracle_steps over three
     seeds, the candidate world's warm-up, skills and prompt levels, under results/control_levels."""
-    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"),
-                                 str(REPO / "config" / "control.yaml"), str(REPO / "config" / "control_levels.yaml")))
+    output = output_of(
+        snakemake(
+            tmp_path,
+            "-n",
+            "--configfile",
+            str(REPO / "config" / "default.yaml"),
+            str(REPO / "config" / "control.yaml"),
+            str(REPO / "config" / "control_levels.yaml"),
+        )
+    )
     assert job_counts(output)["train"] == 2 * 3
     trained = set(re.findall(r"output: results/control_levels/train/tiny-s/(\w+)/(\w+)/seed(\d+)/final\n", output))
     assert trained == {("grpo", method, seed) for method in ("none", "oracle_steps") for seed in "012"}
-    raw = merged(merged(read(REPO / "config" / "default.yaml"), read(REPO / "config" / "control.yaml")),
-                 read(REPO / "config" / "control_levels.yaml"))
+    raw = merged(
+        merged(read(REPO / "config" / "default.yaml"), read(REPO / "config" / "control.yaml")),
+        read(REPO / "config" / "control_levels.yaml"),
+    )
     config = validate_config(raw, source="control_levels")
     assert config["training"]["prompt_selection"]["levels"] == [4, 5] and config["warmup"]["direct_fraction"] == 0
 
@@ -206,12 +255,16 @@ def test_control_levels_overlay_trains_none_and_the_oracle_on_level_4_5_prompts_
 def test_control_overlay_trains_the_oracle_beside_none_and_hara_tok_in_its_own_folder(tmp_path):
     """config/control.yaml after the default: none, hara_tok and oracle_steps over three seeds in every preset, under
     results/control (the default's results and tracking store are left alone)."""
-    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"),
-                                 str(REPO / "config" / "control.yaml")))
+    output = output_of(
+        snakemake(
+            tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"), str(REPO / "config" / "control.yaml")
+        )
+    )
     assert job_counts(output)["train"] == 3 * 3 * 3
     trained = set(re.findall(r"output: results/control/train/tiny-s/(\w+)/(\w+)/seed(\d+)/final\n", output))
     assert {(method, seed) for _, method, seed in trained} == {
-        (method, seed) for method in ("none", "hara_tok", "oracle_steps") for seed in "012"}
+        (method, seed) for method in ("none", "hara_tok", "oracle_steps") for seed in "012"
+    }
 
 
 def test_bare_slurm_profile_name_resolves_from_the_repository_root(monkeypatch):

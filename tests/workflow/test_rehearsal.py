@@ -108,8 +108,9 @@ def test_the_rehearsal_changes_only_scale_keys():
             assert value and set(value) <= set(paper_leaves[key]), f"{key}: {value} is not a subset of the paper's"
     config = rehearsal_config()
     assert set(config["grid"]["rlvr"]) == REHEARSED_RLVR and set(config["grid"]["methods"]) == REHEARSED_METHODS
-    assert {k: v for k, v in leaves(config).items() if k not in overlay and not fnmatch.fnmatchcase(k, "models.*")} \
-        == {k: v for k, v in paper_leaves.items() if k not in overlay and not fnmatch.fnmatchcase(k, "models.*")}
+    assert {k: v for k, v in leaves(config).items() if k not in overlay and not fnmatch.fnmatchcase(k, "models.*")} == {
+        k: v for k, v in paper_leaves.items() if k not in overlay and not fnmatch.fnmatchcase(k, "models.*")
+    }
     assert config["models"]["family"] == config["data"]["source"] == "hub"
 
 
@@ -131,12 +132,17 @@ def test_a_cluster_a_killed_session_left_behind_is_replaced_at_the_next_start():
     tmp_path = Path(tempfile.mkdtemp(prefix="hara-slurm-"))
     tmp_path.chmod(0o755)  # munged wants every folder above its socket open to all
     link = tmp_path / "run" / "slurm.conf"
-    env = {**os.environ, "HARA_SLURM_FALLBACK_CONF": str(link), "HARA_SLURMCTLD_PORT": "6917",
-           "HARA_SLURMD_PORT": "6918"}
+    env = {
+        **os.environ,
+        "HARA_SLURM_FALLBACK_CONF": str(link),
+        "HARA_SLURMCTLD_PORT": "6917",
+        "HARA_SLURMD_PORT": "6918",
+    }
 
     def cluster(action: str, state: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([str(CLUSTER_SCRIPT), action, str(state)], env=env, capture_output=True, text=True,
-                              timeout=120, check=False)
+        return subprocess.run(
+            [str(CLUSTER_SCRIPT), action, str(state)], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
 
     ended, current = tmp_path / "ended", tmp_path / "current"
     assert cluster("start", ended).returncode == 0
@@ -192,9 +198,17 @@ def rehearsal_env(hf_home, tracking) -> dict:
     """The jobs' environment: the venv's `hara`, one thread, the rehearsal's HF cache and no hub access at all, the
     tracking server's HTTPS URL, the trust setting for its certificate and the password file each job reads (the
     password itself is in no job's environment)."""
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
-            "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "MLFLOW_TRACKING_URI": tracking["uri"], **tracking["client_env"]}
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "OMP_NUM_THREADS": "1",
+        "HF_HOME": str(hf_home),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "MLFLOW_TRACKING_URI": tracking["uri"],
+        **tracking["client_env"],
+    }
 
 
 def start_rehearsal(workdir: Path, env: dict, *args: str) -> tuple[Path, subprocess.Popen, float]:
@@ -237,8 +251,9 @@ PREEMPTED = ("grpo", "hara_tok")
 
 def slurm_cells(config: dict) -> list[str]:
     rlvr, method = PREEMPTED
-    return [f"{size}/{rlvr}/{method}/seed{seed}" for size in config["models"]["sizes"]
-            for seed in config["grid"]["seeds"]]
+    return [
+        f"{size}/{rlvr}/{method}/seed{seed}" for size in config["models"]["sizes"] for seed in config["grid"]["seeds"]
+    ]
 
 
 def slurm_targets(config: dict) -> list[str]:
@@ -248,8 +263,11 @@ def slurm_targets(config: dict) -> list[str]:
 def slurm_counts(config: dict) -> dict[str, int]:
     """Jobs per rule of the Slurm run (its targets: no report, no Base model evaluation, no `all`)."""
     cells, counts = len(slurm_cells(config)), expected_counts(config)
-    return {**{rule: n for rule, n in counts.items() if rule not in ("report", "evaluate_base", "all")},
-            "train": cells, "evaluate": cells}
+    return {
+        **{rule: n for rule, n in counts.items() if rule not in ("report", "evaluate_base", "all")},
+        "train": cells,
+        "evaluate": cells,
+    }
 
 
 TENSOR_FILES = {".safetensors", ".pt", ".bin", ".pth"}
@@ -264,18 +282,39 @@ def requeue_when_checkpointed(workdir: Path, env: dict, found: dict, stop: threa
     checkpoint = workdir / "results" / "train" / "qwen3-1.7b" / rlvr / method / "seed0" / "checkpoints" / "checkpoint-1"
     while not stop.is_set() and not (checkpoint / "hara_manifest.json").is_file():  # the checkpoint is complete
         time.sleep(0.05)
-    listing = subprocess.run(["squeue", "--noheader", "--states=RUNNING", "--format=%i|%k"], env=env,
-                             capture_output=True, text=True, timeout=60, check=False).stdout
-    job_id = next((line.split("|")[0] for line in listing.split() if f"rule_train_wildcards_qwen3-1.7b_{rlvr}_"
-                   f"{method}_0" in line), None)
+    listing = subprocess.run(
+        ["squeue", "--noheader", "--states=RUNNING", "--format=%i|%k"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    ).stdout
+    job_id = next(
+        (
+            line.split("|")[0]
+            for line in listing.split()
+            if f"rule_train_wildcards_qwen3-1.7b_{rlvr}_{method}_0" in line
+        ),
+        None,
+    )
     if job_id is None or stop.is_set():
         return
-    found["requeue"] = subprocess.run(["scontrol", "requeue", job_id], env=env, capture_output=True, text=True,
-                                      timeout=60, check=False).returncode
+    found["requeue"] = subprocess.run(
+        ["scontrol", "requeue", job_id], env=env, capture_output=True, text=True, timeout=60, check=False
+    ).returncode
     found["job_id"] = job_id
     for _ in range(100):
-        if subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, timeout=60,
-                          capture_output=True, check=False).returncode == 0:
+        if (
+            subprocess.run(
+                ["scontrol", "update", f"JobId={job_id}", "StartTime=now"],
+                env=env,
+                timeout=60,
+                capture_output=True,
+                check=False,
+            ).returncode
+            == 0
+        ):
             return
         time.sleep(0.2)
 
@@ -292,10 +331,19 @@ def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
     runs = {"local": tmp_path_factory.mktemp("rehearsal_local"), "slurm": tmp_path_factory.mktemp("rehearsal_slurm")}
     started, preempted, stop = {}, {}, threading.Event()
     if cluster is not None:
-        started["slurm"] = start_rehearsal(runs["slurm"], {**rehearsal_env, **cluster}, "--profile", str(PROFILE),
-                                           *LOCAL_CLUSTER_ARGS, *slurm_targets(rehearsal_config()))
-        watcher = threading.Thread(target=requeue_when_checkpointed,
-                                   args=(runs["slurm"], {**os.environ, **cluster}, preempted, stop), daemon=True)
+        started["slurm"] = start_rehearsal(
+            runs["slurm"],
+            {**rehearsal_env, **cluster},
+            "--profile",
+            str(PROFILE),
+            *LOCAL_CLUSTER_ARGS,
+            *slurm_targets(rehearsal_config()),
+        )
+        watcher = threading.Thread(
+            target=requeue_when_checkpointed,
+            args=(runs["slurm"], {**os.environ, **cluster}, preempted, stop),
+            daemon=True,
+        )
         watcher.start()
     started["local"] = start_rehearsal(runs["local"], rehearsal_env, "--cores", "2")
     try:
@@ -320,16 +368,23 @@ def check_tracking(workdir: Path, env: dict, store: Path, trained: int) -> None:
     infos = [json.loads(path.read_text(encoding="utf-8")) for path in runs]
     assert {info["tracking_uri"] for info in infos} == {env["MLFLOW_TRACKING_URI"]}
     assert stored_metric_points(store, [info["run_id"] for info in infos]) == [
-        jsonl_points(path.parent / "metrics.jsonl") for path in runs]
+        jsonl_points(path.parent / "metrics.jsonl") for path in runs
+    ]
     # Every file but tensor blobs (weights, optimizer states: gigabytes of reads, and no place for a password).
-    leaked = [p for folder in ("results", "logs", ".snakemake") for p in (workdir / folder).rglob("*")
-              if p.is_file() and p.suffix not in TENSOR_FILES and PASSWORD.encode() in p.read_bytes()]
+    leaked = [
+        p
+        for folder in ("results", "logs", ".snakemake")
+        for p in (workdir / folder).rglob("*")
+        if p.is_file() and p.suffix not in TENSOR_FILES and PASSWORD.encode() in p.read_bytes()
+    ]
     assert leaked == []
 
 
 def scores_files(workdir: Path) -> dict[str, dict]:
     root = workdir / "results" / "eval"
-    return {str(p.relative_to(root)): json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.rglob("scores.json"))}
+    return {
+        str(p.relative_to(root)): json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.rglob("scores.json"))
+    }
 
 
 @pytest.mark.slow
@@ -342,7 +397,8 @@ def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env, tracking
     assert json.loads((snapshot / "config.json").read_text())["vocab_size"] == 151669  # the real Qwen3 vocabulary
     fetched = json.loads((workdir / config["data"]["local_dir"] / "fetch_manifest.json").read_text())
     assert {hub_id: entry["rows"] for hub_id, entry in fetched.items()} == {
-        hub_id: len(rows) for hub_id, _, _, _, rows in DATASETS}
+        hub_id: len(rows) for hub_id, _, _, _, rows in DATASETS
+    }
     scores = scores_files(workdir)
     assert len(scores) == expected_counts(config)["evaluate"] + 1  # every cell + the Base model
     stop = config["prompt"]["stop"]
@@ -357,8 +413,7 @@ def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env, tracking
                 assert prediction["prompt"].endswith("within \\boxed{}.\nAnswer:")
                 assert not any(s in c for s in stop for c in prediction["completions"])
     runs = [json.loads(p.read_text()) for p in (workdir / "results" / "train").rglob("run_info.json")]
-    assert {r["rlvr"] for r in runs} == REHEARSED_RLVR and {r["method"] for r in runs} == \
-        REHEARSED_METHODS
+    assert {r["rlvr"] for r in runs} == REHEARSED_RLVR and {r["method"] for r in runs} == REHEARSED_METHODS
     assert (workdir / "results" / "report" / "index.html").is_file()
     assert REHEARSAL_MODEL in (workdir / "logs" / "download_model" / "qwen3-1.7b.log").read_text()
     check_tracking(workdir, rehearsal_env, tracking["store"], expected_counts(config)["train"])
@@ -368,34 +423,47 @@ def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env, tracking
 def checkpoint_hashes(workdir: Path) -> dict[str, str]:
     """sha256 of every run's final weights."""
     root = workdir / "results" / "train"
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("final/model.safetensors"))}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("final/model.safetensors"))
+    }
 
 
 def check_preempted_run(workdir: Path, preempted: dict, env: dict) -> None:
     """The requeued training job was killed after its first checkpoint, started again by Slurm (Restarts=1) and
     resumed from a checkpoint (run_info.json's resumed_from), not from scratch."""
     assert preempted.get("requeue") == 0, preempted
-    shown = subprocess.run(["scontrol", "show", "job", preempted["job_id"]], env=env, capture_output=True, text=True,
-                           timeout=60, check=True).stdout
+    shown = subprocess.run(
+        ["scontrol", "show", "job", preempted["job_id"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert re.search(r"\bRestarts=1\b", shown) and "JobState=COMPLETED" in shown, shown
     rlvr, method = PREEMPTED
-    info = json.loads((workdir / "results" / "train" / "qwen3-1.7b" / rlvr / method / "seed0" / "run_info.json")
-                      .read_text(encoding="utf-8"))
+    info = json.loads(
+        (workdir / "results" / "train" / "qwen3-1.7b" / rlvr / method / "seed0" / "run_info.json").read_text(
+            encoding="utf-8"
+        )
+    )
     assert Path(info["resumed_from"]).name.startswith("checkpoint-"), info
 
 
 def job_gpus(job_id: str, env: dict) -> int:
     """GPUs Slurm gave a job, read back from the controller (`JOB_GRES=gpu:N`, kept after the job ends)."""
-    text = subprocess.run(["scontrol", "-d", "show", "job", job_id], env=env, capture_output=True, text=True,
-                          timeout=60, check=True).stdout
+    text = subprocess.run(
+        ["scontrol", "-d", "show", "job", job_id], env=env, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     match = re.search(r"JOB_GRES=gpu:(\d+)", text)
     return int(match.group(1)) if match else 0
 
 
 @pytest.mark.slow
-def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_local_run(rehearsals, rehearsal_env,
-                                                                                        tracking):
+def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_local_run(
+    rehearsals, rehearsal_env, tracking
+):
     if rehearsals["slurm"] is None:
         pytest.skip("the test Slurm cluster cannot run here (see tests/workflow/conftest.py)")
     workdir, output, _ = rehearsals["slurm"]
@@ -406,7 +474,8 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     local_rules = set(re.findall(r"^localrule (\w+):", output, re.MULTILINE))
     assert local_rules == {"download_model", "fetch_data"}  # the hub downloads run where the hub is reachable
     assert {rule: len(jobs) for rule, jobs in history.items()} == {
-        rule: n for rule, n in slurm_counts(config).items() if rule not in local_rules}
+        rule: n for rule, n in slurm_counts(config).items() if rule not in local_rules
+    }
     for rule, jobs in history.items():
         wanted = 1 if rule in ("train", "evaluate", "evaluate_base") else 0
         for job_id, state in jobs:
@@ -424,8 +493,10 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     for name in slurm_scores:
         assert comparable_scores(slurm_scores[name]) == comparable_scores(local_scores[name]), name
     for cell in slurm_cells(config):  # the same checkpoint selected, from the same validation scores
-        here, there = (json.loads((w / "results" / "eval" / cell / "selection.json").read_text(encoding="utf-8"))
-                       for w in (workdir, local_workdir))
+        here, there = (
+            json.loads((w / "results" / "eval" / cell / "selection.json").read_text(encoding="utf-8"))
+            for w in (workdir, local_workdir)
+        )
         scored = lambda s: [(c["step"], c["fingerprint"], c["validation_pass_at_1"]) for c in s["candidates"]]
         assert scored(here) == scored(there) and here["selected_step"] == there["selected_step"], cell
     check_tracking(workdir, env, tracking["store"], len(slurm_cells(config)))
@@ -446,7 +517,6 @@ def slurm_runs(slurm_cluster, tmp_path_factory):
     finally:
         proc.kill()  # no-op once it has exited; never leave a Snakemake behind on a timeout
     return {"retry": (workdir, proc.returncode, (workdir / "snakemake.out").read_text(encoding="utf-8"))}
-
 
 
 def test_failing_slurm_job_is_resubmitted_per_retries_and_reported(slurm_runs, slurm_cluster):

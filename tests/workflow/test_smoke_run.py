@@ -24,9 +24,13 @@ pytestmark = pytest.mark.slow
 
 def cell_dirs(config: dict, stage: str) -> list[Path]:
     grid = config["grid"]
-    return [Path(config["results_dir"]) / stage / size / rlvr / method / f"seed{seed}"
-            for size in config["models"]["sizes"] for rlvr in grid["rlvr"] for method in grid["methods"]
-            for seed in grid["seeds"]]
+    return [
+        Path(config["results_dir"]) / stage / size / rlvr / method / f"seed{seed}"
+        for size in config["models"]["sizes"]
+        for rlvr in grid["rlvr"]
+        for method in grid["methods"]
+        for seed in grid["seeds"]
+    ]
 
 
 def test_smoke_dag_runs_every_job_once(smoke_run):
@@ -99,10 +103,16 @@ def test_report_differences_from_the_baseline_recompute_from_the_saved_predictio
         assert entry["eval_fingerprint"]["n"] == entry["sampling"]["n"]
         outcome[name] = np.array([row["pass@1"] for row in sorted(entry["predictions"], key=lambda r: r["id"])])
     bootstrap = config["report"]["bootstrap"]
-    ci = stats.bootstrap((outcome["hara_tok"], outcome["none"]), lambda a, b, axis: np.mean(a - b, axis=axis),
-                         paired=True, vectorized=True, method="percentile", n_resamples=bootstrap["resamples"],
-                         confidence_level=bootstrap["confidence"],
-                         rng=np.random.default_rng(bootstrap["seed"])).confidence_interval
+    ci = stats.bootstrap(
+        (outcome["hara_tok"], outcome["none"]),
+        lambda a, b, axis: np.mean(a - b, axis=axis),
+        paired=True,
+        vectorized=True,
+        method="percentile",
+        n_resamples=bootstrap["resamples"],
+        confidence_level=bootstrap["confidence"],
+        rng=np.random.default_rng(bootstrap["seed"]),
+    ).confidence_interval
     ours = found[("hara_tok", "none")]["benchmarks"][benchmark]
     assert (ours["ci_low"], ours["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-12)
     assert ours["difference"] == pytest.approx(outcome["hara_tok"].mean() - outcome["none"].mean())
@@ -174,9 +184,17 @@ def test_deleting_one_evaluation_reruns_only_its_job_and_the_report(smoke_run):
 
 #: Small enough for CI: two extra training runs (hara_exact_tok, of the exact study and of FGW with hidden-state
 #: structures; the other studies reuse the smoke grid's cells).
-SMOKE_ANALYSES = {"analyses": {"enabled": True, "variants": ["fgw"], "exact_methods": ["hara_tok"], "exact_steps": 0,
-                               "group_sizes": [4], "group_size_methods": ["hara_tok"],
-                               "interpretability": {"problems": 2, "rollouts": [2, 4]}}}
+SMOKE_ANALYSES = {
+    "analyses": {
+        "enabled": True,
+        "variants": ["fgw"],
+        "exact_methods": ["hara_tok"],
+        "exact_steps": 0,
+        "group_sizes": [4],
+        "group_size_methods": ["hara_tok"],
+        "interpretability": {"problems": 2, "rollouts": [2, 4]},
+    }
+}
 
 
 def test_analyses_added_to_the_finished_smoke_dag_write_every_section_with_numbers(smoke_run, tmp_path):
@@ -203,15 +221,18 @@ def test_analyses_added_to_the_finished_smoke_dag_write_every_section_with_numbe
     step_times = [row[4] for row in exact["rows"]]  # exact and linearized, both measured in this run
     assert len(step_times) == 2 and all(float(t) > 0 for t in step_times)
     interp = json.loads((results / "analysis" / "interpretability" / "interpretability.json").read_text())
-    assert {(row[0], row[1]) for row in interp["rows"]} == {(v, s) for v in ("w", "gw", "fgw")
-                                                             for s in ("position", "hidden")}
+    assert {(row[0], row[1]) for row in interp["rows"]} == {
+        (v, s) for v in ("w", "gw", "fgw") for s in ("position", "hidden")
+    }
     assert all(row[4] != "n/a" for row in interp["rows"])
     per_problem = json.loads((results / "analysis" / "interpretability" / "problem_scores.json").read_text())
     assert {len(row["per_problem"]) for row in per_problem["rows"]} == {2}  # the units of the claims' intervals
     paper = {row[0]: row for row in json.loads((results / "report" / "tables.json").read_text())[0]["rows"]}
     assert paper["fgw_interpretability"][3] != "not measured" and paper["fgw_rollouts"][3] != "not measured"
     variants = json.loads((results / "analysis" / "variants" / "variants.json").read_text())
-    assert [(row[0], row[1], row[3]) for row in variants["rows"]] == [("fgw", "position", "hara_tok"),
-                                                                      ("fgw_hidden", "hidden", "hara_exact_tok")]
+    assert [(row[0], row[1], row[3]) for row in variants["rows"]] == [
+        ("fgw", "position", "hara_tok"),
+        ("fgw_hidden", "hidden", "hara_exact_tok"),
+    ]
     assert all(row[5] != "n/a" for row in variants["rows"])
     assert "GW (α=1) sees only rollout lengths" in variants["note"] and "GW (α=1) sees only" in interp["note"]

@@ -19,6 +19,9 @@ def download(hub_id: str, out_dir: str) -> None:
     print(f"done: {snapshot} -> {out_dir}")
 
 
-with open(snakemake.log[0], "w", encoding="utf-8") as log, contextlib.redirect_stdout(log), \
-        contextlib.redirect_stderr(log):
+with (
+    open(snakemake.log[0], "w", encoding="utf-8") as log,
+    contextlib.redirect_stdout(log),
+    contextlib.redirect_stderr(log),
+):
     download(snakemake.params.hub_id, snakemake.output.snapshot)

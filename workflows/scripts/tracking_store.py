@@ -19,12 +19,15 @@ def create_store(uri: str, marker: str) -> None:
 
     uri = absolute_uri(uri)
     if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     experiments = MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     Path(marker).write_text(json.dumps({"tracking_uri": uri}, indent=2) + "\n", encoding="utf-8")
     print(f"tracking store ready: {uri} ({len(experiments)} experiment(s) listed)")
 
 
-with open(snakemake.log[0], "w", encoding="utf-8") as log, contextlib.redirect_stdout(log), \
-        contextlib.redirect_stderr(log):
+with (
+    open(snakemake.log[0], "w", encoding="utf-8") as log,
+    contextlib.redirect_stdout(log),
+    contextlib.redirect_stderr(log),
+):
     create_store(snakemake.params.uri, snakemake.output.store)
