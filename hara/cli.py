@@ -346,9 +346,9 @@ def run_report(args: argparse.Namespace, config: dict) -> int:
 
 
 def analysis_arguments(parser: argparse.ArgumentParser) -> None:
-    from hara.analysis.plan import ANALYSIS_NAMES
+    from hara.analysis.plan import analysis_names
 
-    parser.add_argument("name", choices=ANALYSIS_NAMES, help="the analysis to run")
+    parser.add_argument("name", choices=analysis_names(), help="the analysis to run")
     parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
     parser.add_argument("--out", help="output folder (default: <results>/analysis/<name>)")
 

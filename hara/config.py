@@ -291,16 +291,8 @@ def apply_overrides(config: dict, overrides: Iterable[str]) -> dict:
     """Apply ``KEY.PATH=VALUE`` overrides (from the command line) on a copy of the config."""
     config = copy.deepcopy(config)
     for text in overrides:
-        parts, value = parse_override(text)
-        node, start = config, 0
-        while True:
-            key, start = _next_key(node, parts, start)
-            if start == len(parts):
-                break
-            node = node.setdefault(key, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"--set {text}: {key} is not a section")
-        node[key] = value
+        key, value = parse_override(text)
+        set_path(config, key, value, f"--set {text}")
     return config
 
 
@@ -311,6 +303,29 @@ def _next_key(node: Mapping, parts: list[str], start: int) -> tuple[str, int]:
         if ".".join(parts[start:end]) in node:
             return ".".join(parts[start:end]), end
     return parts[start], start + 1
+
+
+def get_path(config: Mapping, key: str | list[str]) -> Any:
+    """The value at dotted ``key`` (``hara.hara.alpha``; keys with dots in their names matched longest first)."""
+    parts, node, start = key.split(".") if isinstance(key, str) else list(key), config, 0
+    while start < len(parts):
+        name, start = _next_key(node, parts, start)
+        node = node[name]
+    return node
+
+
+def set_path(config: dict, key: str | list[str], value: Any, origin: str = "") -> None:
+    """Set dotted ``key`` to ``value`` in place, making missing sections (keys with dots matched as in
+    :func:`get_path`); a ConfigError names ``origin`` where a part of the path is not a section."""
+    parts, node, start = key.split(".") if isinstance(key, str) else list(key), config, 0
+    while True:
+        name, start = _next_key(node, parts, start)
+        if start == len(parts):
+            break
+        node = node.setdefault(name, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{origin or '.'.join(parts)}: {name} is not a section")
+    node[name] = value
 
 
 def load_config(path: str | os.PathLike, overrides: Iterable[str] = (), skip_checks: Iterable[str] = ()) -> dict:

@@ -7,6 +7,8 @@ the sweeps and ``hara train`` call the functions. Below ``results_dir``::
     train/<size>/<rlvr>/<method>/seed<k>/     one training run (a grid cell): metrics.jsonl, final/, candidates/step-<s>/
     eval/<size>/<rlvr>/<method>/seed<k>/      its evaluation: scores.json, selection.json, selected_scores.json
     eval/<size>/base/                         the Base model's evaluation (the report's "base" row)
+    analysis/<name>/                          one analysis' <name>.csv, <name>.json and figures (hara analysis)
+    analysis/train|eval/<study>/<label>/<cell>/  an analysis' extra training run and its evaluation
     report/                                   index.html, report.md
 
 The grid is ``models.sizes x grid.rlvr x grid.methods x seeds``, where a method's seeds are ``grid.seeds`` plus its
@@ -15,16 +17,22 @@ The grid is ``models.sizes x grid.rlvr x grid.methods x seeds``, where a method'
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "ANALYSIS_EVAL",
+    "ANALYSIS_TRAIN",
     "BASE_EVAL",
     "CANDIDATE",
     "CELL",
     "Cell",
+    "analysis_dir",
+    "analysis_eval_dir",
+    "analysis_train_dir",
     "base_eval_dir",
     "base_model_dir",
     "candidate_dir",
@@ -41,6 +49,10 @@ CELL = "{size}/{rlvr}/{method}/seed{seed}"
 BASE_EVAL = "{size}/base"
 #: A candidate checkpoint of checkpoint selection, below a run's candidates/ (the last candidate is final/).
 CANDIDATE = "step-{step}"
+#: An analysis' extra training run and its evaluation (a grid cell with overrides, hara.analysis.runs), below
+#: results_dir.
+ANALYSIS_TRAIN = "analysis/train/{study}/{label}/" + CELL
+ANALYSIS_EVAL = "analysis/eval/{study}/{label}/" + CELL
 
 
 @dataclass(frozen=True)
@@ -107,3 +119,22 @@ def candidate_steps(config: Mapping) -> list[int]:
 def candidate_dir(run: str | Path, step: int) -> Path:
     """A run's kept checkpoint of ``step`` (a candidate of checkpoint selection other than the last)."""
     return Path(run) / "candidates" / CANDIDATE.format(step=step)
+
+
+def analysis_dir(results: str, name: str) -> str:
+    """The output folder of analysis ``name`` (a string, as the workflow's patterns give it)."""
+    return f"{results}/analysis/{name}"
+
+
+def _analysis_run(pattern: str, results: str, study: str, label: str, cell: Cell) -> str:
+    return f"{results}/" + pattern.format(study=study, label=label, **dataclasses.asdict(cell))
+
+
+def analysis_train_dir(results: str, study: str, label: str, cell: Cell) -> str:
+    """An analysis' extra training run folder (a string, as the workflow's patterns give it)."""
+    return _analysis_run(ANALYSIS_TRAIN, results, study, label, cell)
+
+
+def analysis_eval_dir(results: str, study: str, label: str, cell: Cell) -> str:
+    """The evaluation folder of an analysis' extra training run."""
+    return _analysis_run(ANALYSIS_EVAL, results, study, label, cell)

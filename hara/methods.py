@@ -15,10 +15,11 @@ entry point once, so ``grid.methods`` and ``hara train --method`` accept the new
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
+
+from hara.plugins import declared, load_reference
 
 __all__ = [
     "CAPTURED",
@@ -76,10 +77,7 @@ class MethodSpec:
 
     def load_weighting(self) -> Any:
         """A plug-in's transform function (imported on first use)."""
-        module, _, attr = (self.weighting or "").partition(":")
-        if not module or not attr:
-            raise ValueError(f"method {self.name!r}: weighting must be 'module:function', got {self.weighting!r}")
-        return getattr(importlib.import_module(module), attr)
+        return load_reference(self.weighting, f"method {self.name!r}: weighting")
 
 
 _HIDDEN, _ENTROPY = frozenset({"hidden"}), frozenset({"entropy"})
@@ -113,15 +111,10 @@ def _load_plugins() -> None:
     if _PLUGINS_LOADED:
         return
     _PLUGINS_LOADED = True
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        loaded = entry.load()
-        for spec in loaded if isinstance(loaded, (list, tuple)) else [loaded]:
-            if not isinstance(spec, MethodSpec) or spec.weighting is None:
-                raise TypeError(
-                    f"entry point {entry.name!r} ({entry.value}) of {ENTRY_POINT_GROUP}: expected "
-                    "MethodSpec(s) with weighting='module:function'"
-                )
-            register_method(spec)
+    for spec in declared(ENTRY_POINT_GROUP, MethodSpec, "MethodSpec(s) with weighting='module:function'", entry_points):
+        if spec.weighting is None:
+            raise TypeError(f"method {spec.name!r} of {ENTRY_POINT_GROUP}: expected weighting='module:function'")
+        register_method(spec)
 
 
 def methods() -> dict[str, MethodSpec]:

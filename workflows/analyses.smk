@@ -1,11 +1,12 @@
 # The paper's analyses (config `analyses`, off by default; hara/analysis/): extra training runs = grid cells with
 # config overrides (FGW variants, exact vs linearized, group size G), their evaluations, and one job per analysis
 # writing <results>/analysis/<name>/<name>.csv, <name>.json and figures, which the report renders as sections.
-# Which runs and files exist is decided by hara.analysis.plan, shared with the analysis commands and the report.
+# Which analyses exist is declared once, in hara.analysis.registry (built-ins and plug-ins); which runs and files
+# each needs is decided by hara.analysis.plan from those declarations, shared with `hara analysis` and the report.
 
 
 wildcard_constraints:
-    study="variants|exact|group_size",
+    study=alternatives(ANALYSIS_NAMES),
     label=r"[A-Za-z0-9_.]+",
     analysis=alternatives(ANALYSIS_NAMES),
 

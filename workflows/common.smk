@@ -13,9 +13,10 @@ import yaml
 
 from hara import layout
 from hara.analysis.plan import (
-    ANALYSIS_NAMES,
+    analysis_gpu,
     analysis_inputs,
     analysis_methods,
+    analysis_names,
     analysis_outputs,
     analysis_runs,
     enabled_analyses,
@@ -216,8 +217,9 @@ def base_model_args():
 # The paper's analyses (workflows/analyses.smk; hara.analysis.plan decides which runs and files exist): the extra
 # training runs by folder, their path patterns, what each analysis job reads, and every enabled analysis' JSON.
 ANALYSIS_RUNS = {run_dir(config, run): run for run in analysis_runs(config)}
-ANALYSIS_TRAIN = f"{RESULTS}/analysis/train/{{study}}/{{label}}/{CELL}"
-ANALYSIS_EVAL = f"{RESULTS}/analysis/eval/{{study}}/{{label}}/{CELL}"
+ANALYSIS_NAMES = analysis_names()  # the analysis registry, hara.analysis.registry
+ANALYSIS_TRAIN = f"{RESULTS}/{layout.ANALYSIS_TRAIN}"
+ANALYSIS_EVAL = f"{RESULTS}/{layout.ANALYSIS_EVAL}"
 ANALYSIS_INPUTS = {name: analysis_inputs(config, name) for name in ANALYSIS_NAMES}
 ANALYSIS_JSONS = [analysis_outputs(config, name)["json"] for name in enabled_analyses(config)]
 
@@ -229,8 +231,8 @@ def analysis_overrides(wildcards, output):
 
 
 def analysis_gpus(wildcards):
-    """Only the interpretability analysis runs a model (on a GPU where evaluation jobs get one)."""
-    return resource("evaluate", "gpu") if wildcards.analysis == "interpretability" else 0
+    """An analysis whose job runs a model (its declaration's gpu) gets an evaluation job's GPUs."""
+    return resource("evaluate", "gpu") if analysis_gpu(wildcards.analysis) else 0
 
 
 # Optuna sweeps (workflows/sweeps.smk, included only when the config lists study files).

@@ -1,5 +1,6 @@
 """What the paper states (docs/method.md, "The paper's numbers"): quoted only from its public abstract and summary.
-Every number here is the paper's; the report prints them next to ours, labelled as the paper's.
+Every number here is the paper's; the report prints them next to ours, labelled as the paper's. The claim each
+analysis section tests is part of its declaration (hara.analysis.registry).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["CLAIMS", "CLAIMS_PATH", "PAPER_EFFECTS", "PAPER_NUMBERS", "STRUCTURE_NOTE"]
+__all__ = ["CLAIMS_PATH", "PAPER_EFFECTS", "PAPER_NUMBERS", "STRUCTURE_NOTE"]
 
 #: The claims file: the paper's statements that the harness can measure, and how (hara.report.repro).
 CLAIMS_PATH = Path(__file__).resolve().parents[2] / "config" / "paper_claims.yaml"
@@ -23,33 +24,6 @@ PAPER_NUMBERS: dict[str, str] = {key: str(entry["paper"]) for key, entry in _CLA
 #: `hara plan` asks the grid to detect.
 PAPER_EFFECTS: dict[str, float] = {
     key: float(entry["effect"]) for key, entry in _CLAIMS_FILE.items() if entry.get("effect") is not None
-}
-
-#: The claim each analysis section tests (the paper's summary's wording).
-CLAIMS: dict[str, str] = {
-    "variants": (
-        "W (features only, α=0) and GW (structure only, α=1) are ablations of HarA; the paper reports "
-        "FGW's interpretability advantage over both (see the interpretability section) and no accuracy "
-        "numbers for them in the public summary."
-    ),
-    "exact": (
-        f"Anchor-guided linearization: {PAPER_NUMBERS['exact_seq']}; {PAPER_NUMBERS['exact_tok']}; "
-        f"{PAPER_NUMBERS['exact_accuracy']}."
-    ),
-    "group_size": (
-        "Interpretability improves monotonically with the number of sampled rollouts (no numbers in "
-        "the public summary); accuracy vs G is not reported there."
-    ),
-    "efficiency": (
-        f"Efficiency: {PAPER_NUMBERS['overhead']}, {PAPER_NUMBERS['speedup']}, "
-        f"{PAPER_NUMBERS['equal_time']}; faster convergence and higher final accuracy than GRPO."
-    ),
-    "interpretability": (
-        "MATH500 (stages labelled by an external LLM): barycenter supports map sparsely and "
-        "block-diagonally onto reasoning stages; FGW gives higher average likelihood scores than "
-        "W and GW, improving monotonically with the number of sampled rollouts (no numbers in the "
-        "public summary)."
-    ),
 }
 
 #: Ours, not the paper's: what the W / GW / FGW comparison depends on, said in the variants and interpretability

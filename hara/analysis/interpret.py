@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from hara.analysis.claims import CLAIMS, STRUCTURE_NOTE
+from hara.analysis.claims import STRUCTURE_NOTE
 from hara.analysis.labellers import Labeller, Labels, build_labeller
 from hara.analysis.mapping import mapping_scores
 from hara.analysis.output import PROBLEM_SCORES, AnalysisResult, fmt, pyplot, save_figure
@@ -33,6 +33,7 @@ from hara.analysis.plans import (
     variant_key,
     variant_label,
 )
+from hara.analysis.registry import get_analysis
 from hara.analysis.stages import STAGES
 from hara.ot.barycenter import BarycenterConfig
 from hara.ot.linearized import support_positions
@@ -213,7 +214,7 @@ def interpretability_study(config: Mapping, results: Path, out: Path) -> Analysi
     return AnalysisResult(
         "interpretability",
         "Interpretability: barycenter supports vs reasoning stages",
-        CLAIMS["interpretability"],
+        get_analysis("interpretability").claim,
         _finding(scored),
         header,
         rows,

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.analysis.claims import CLAIMS, STRUCTURE_NOTE
+from hara.analysis.claims import STRUCTURE_NOTE
 from hara.analysis.output import AnalysisResult, column, fmt, pyplot, save_figure
 from hara.analysis.plan import AnalysisRun, eval_dir, exact_counterpart, host_rlvr, run_dir, study_runs
+from hara.analysis.registry import get_analysis
 from hara.report.collect import Cell, Run, collect_runs, read_metrics, read_scores
 from hara.report.stats import cumulative_time, final_value, mean_se, series, smooth, window_of
 from hara.report.tables import efficiency_measures
@@ -124,7 +125,7 @@ def variants_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
     return AnalysisResult(
         "variants",
         "FGW variants: W, GW and FGW as training methods",
-        CLAIMS["variants"],
+        get_analysis("variants").claim,
         finding,
         header,
         rows,
@@ -196,7 +197,7 @@ def exact_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
     return AnalysisResult(
         "exact",
         "Exact FGW vs anchor-guided linearization",
-        CLAIMS["exact"],
+        get_analysis("exact").claim,
         "; ".join(findings) + ".",
         header,
         rows,
@@ -270,7 +271,7 @@ def group_size_study(config: Mapping, results: Path, out: Path) -> AnalysisResul
     return AnalysisResult(
         "group_size",
         "Rollout-count scaling: group size G",
-        CLAIMS["group_size"],
+        get_analysis("group_size").claim,
         finding,
         header,
         rows,
@@ -329,7 +330,7 @@ def efficiency_study(config: Mapping, results: Path, out: Path) -> AnalysisResul
     return AnalysisResult(
         "efficiency",
         "Efficiency from training curves (wall-clock time)",
-        CLAIMS["efficiency"],
+        get_analysis("efficiency").claim,
         finding,
         header,
         rows,

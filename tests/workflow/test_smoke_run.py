@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from hara.config import load_config
-from tests.workflow.conftest import SMOKE, job_counts, snakemake
+from tests.workflow.conftest import REPO, SMOKE, job_counts, snakemake
 from tests.workflow.test_dag import expected_counts
 
 pytestmark = pytest.mark.slow
@@ -236,3 +236,47 @@ def test_analyses_added_to_the_finished_smoke_dag_write_every_section_with_numbe
     ]
     assert all(row[5] != "n/a" for row in variants["rows"])
     assert "GW (α=1) sees only rollout lengths" in variants["note"] and "GW (α=1) sees only" in interp["note"]
+
+
+def install_analysis_plugin(root: Path) -> Path:
+    """tests/analysis_plugin.py as an installed package declares it: a .dist-info with a hara.analyses entry point."""
+    info = root / "toy_analysis-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-analysis\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[hara.analyses]\ntoy = tests.analysis_plugin:SPEC\n", encoding="utf-8")
+    return root
+
+
+def test_a_plugin_analysis_declared_in_one_module_gets_its_jobs_its_command_and_its_report_section(smoke_run, tmp_path):
+    """Declared in one place (tests/analysis_plugin.py), no other file edited: the DAG builds its training runs and its
+    analysis job, which runs `hara analysis toy_count`, and the report shows its section."""
+    workdir = tmp_path / "with_toy"
+    shutil.copytree(smoke_run[0], workdir, symlinks=True)
+    env = {"PYTHONPATH": f"{install_analysis_plugin(tmp_path / 'site')}:{REPO}"}
+    only_toy = {
+        "enabled": True,
+        "variants": [],
+        "exact_methods": [],
+        "group_sizes": [],
+        "interpretability": {"enabled": False},
+    }
+    for name, knobs in (("with_run", {"steps": 1}), ("toy", {})):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"analyses": {**only_toy, "plugins": {"toy_count": knobs}}}), encoding="utf-8")
+    dry = snakemake(workdir, "-n", "--configfile", str(SMOKE), str(tmp_path / "with_run.yaml"), env=env)
+    assert job_counts(dry.stdout + dry.stderr) == {
+        "analysis_train": 1,
+        "analysis_evaluate": 1,
+        "analysis": 2,
+        "report": 1,
+        "all": 1,
+    }
+    proc = snakemake(workdir, "--configfile", str(SMOKE), str(tmp_path / "toy.yaml"), env=env)
+    assert job_counts(proc.stdout + proc.stderr) == {"analysis": 2, "report": 1, "all": 1}  # toy_count, efficiency
+    results = workdir / load_config(SMOKE)["results_dir"]
+    assert (workdir / "logs" / "analysis" / "toy_count.log").read_text().strip().endswith("toy_count.json")
+    result = json.loads((results / "analysis" / "toy_count" / "toy_count.json").read_text(encoding="utf-8"))
+    assert result["rows"] == [["none", "0", "5"], ["hara_tok", "0", "5"]]
+    page = (results / "report" / "index.html").read_text(encoding="utf-8")
+    markdown = (results / "report" / "report.md").read_text(encoding="utf-8")
+    assert 'id="analysis-toy_count"' in page and "## Toy: benchmarks scored per run" in markdown

@@ -1,0 +1,62 @@
+"""The analysis registry (hara/analysis/registry.py): every registered analysis, built in or installed, keeps the
+contract the workflow, `hara analysis` and the report rely on."""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import EntryPoint
+
+import pytest
+
+from hara.analysis import registry
+from hara.analysis.plan import analysis_inputs, analysis_names, enabled_analyses, study_runs
+from hara.config import load_config
+from tests.workflow.conftest import REPO
+
+DEFAULT, ANALYSES = REPO / "config" / "default.yaml", REPO / "config" / "analyses.yaml"
+LABEL = re.compile(r"[A-Za-z0-9_.]+")  # workflows/analyses.smk's label wildcard
+
+
+@pytest.fixture
+def toy_installed(monkeypatch):
+    """The registry as it is when a package declares ``toy = tests.analysis_plugin:SPEC`` in hara.analyses."""
+    point = EntryPoint(name="toy", value="tests.analysis_plugin:SPEC", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [point] if group == point.group else [])
+    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+
+def contract(name: str, config: dict) -> None:
+    spec = registry.get_analysis(name)
+    assert spec.name == name and LABEL.fullmatch(name), name
+    assert callable(spec.load_run()), name
+    assert name in enabled_analyses(config), name
+    for run in study_runs(config, name):
+        assert run.study == name and LABEL.fullmatch(run.label), (name, run)
+    assert all(isinstance(path, str) and path for path in analysis_inputs(config, name)), name
+
+
+def test_every_registered_analysis_keeps_the_contract(toy_installed):
+    config = load_config(DEFAULT, ["analyses.enabled=true", "analyses.plugins.toy_count={steps: 2}"])
+    assert analysis_names() == ["variants", "exact", "group_size", "efficiency", "interpretability", "toy_count"]
+    for name in analysis_names():
+        contract(name, config)
+    assert [r.label for r in study_runs(config, "toy_count")] == ["steps2"]
+
+
+def test_a_plugin_analysis_is_off_until_its_knobs_are_given(toy_installed):
+    config = load_config(DEFAULT, ["analyses.enabled=true"])
+    assert "toy_count" in analysis_names() and "toy_count" not in enabled_analyses(config)
+
+
+def test_a_plugin_cannot_replace_a_built_in_analysis():
+    with pytest.raises(ValueError, match="'efficiency' is already registered"):
+        registry.register_analysis(registry.AnalysisSpec("efficiency", "tests.analysis_plugin:toy_count"))
+
+
+def test_a_bad_entry_point_is_refused_with_its_name(monkeypatch):
+    point = EntryPoint(name="broken", value="tests.method_plugin:NOT_A_SPEC", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [point])
+    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
+    with pytest.raises(TypeError, match="entry point 'broken'"):
+        registry.analyses()
