@@ -232,6 +232,16 @@ def check_methods(config: Mapping) -> str | None:
     return None
 
 
+def check_presets(config: Mapping) -> str | None:
+    """Every trained preset must be in the preset registry (hara/rlvr/presets.py)."""
+    from hara.rlvr.presets import PRESETS
+
+    for index, name in enumerate(config["grid"]["rlvr"]):
+        if name not in PRESETS:
+            return f"grid.rlvr[{index}]: unknown preset {name!r} (valid: {', '.join(PRESETS)})"
+    return None
+
+
 def check_local_folders(config: Mapping) -> str | None:
     """Folders of fetched hub data must exist before anything reads them."""
     if config["data"]["source"] == "hub" and not Path(config["data"]["local_dir"]).is_dir():
@@ -253,6 +263,7 @@ def check_vllm_mode(config: Mapping) -> str | None:
 SEMANTIC_CHECKS: list[Callable[[Mapping], str | None]] = [
     check_model_sizes,
     check_methods,
+    check_presets,
     check_benchmarks,
     check_local_folders,
     check_vllm_mode,

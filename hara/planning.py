@@ -33,6 +33,7 @@ from hara.data.embedded import VALIDATION
 from hara.evaluation.settings import benchmark_settings
 from hara.layout import candidate_steps, method_seeds
 from hara.methods import methods
+from hara.rlvr.presets import config_preset
 
 __all__ = [
     "PAPER_ARCHITECTURES",
@@ -301,7 +302,7 @@ def setup_of(config: Mapping, size: str, rlvr: str, method: str) -> Setup:
         vllm_sleep=t["vllm"]["enable_sleep_mode"],
         vllm_tp=t["vllm"]["tensor_parallel_size"],
         vllm_max_len=t["vllm"]["max_model_len"],
-        reference_model=config["rlvr"][rlvr].get("beta", 0.0) > 0,
+        reference_model=config_preset(config, rlvr).beta > 0,
         old_logps_pass=old_logps,
         # under vLLM the capture rides on TRL's old log-prob pass when it runs (hara.models.capture.PassRecorder)
         capture_forward=bool(needs) and (config["hara"]["capture"] == "forward" or (use_vllm and not old_logps)),

@@ -34,6 +34,7 @@ from hara.report.stats import (
     step_reaching,
     value_at_time,
 )
+from hara.rlvr.presets import PRESETS
 
 __all__ = ["TABLES", "Table", "build_tables"]
 
@@ -194,7 +195,7 @@ def rlvr_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
             ),
         ]
         for size in config["models"]["sizes"]
-        for rlvr in ("grpo", "dr_grpo", "dapo")
+        for rlvr in PRESETS
     ]
     return Table(
         "rlvr",

@@ -36,7 +36,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PRESETS", "RLVRPreset", "get_preset", "grpo_config_kwargs", "overlong_penalty", "soft_overlong_reward"]
+__all__ = [
+    "PRESETS",
+    "RLVRPreset",
+    "config_preset",
+    "get_preset",
+    "grpo_config_kwargs",
+    "overlong_penalty",
+    "soft_overlong_reward",
+]
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,12 @@ def get_preset(name: str, overrides: Mapping[str, Any] | None = None) -> RLVRPre
     if unknown:
         raise ValueError(f"unknown rlvr.{name} key(s) {sorted(unknown)}; known: {sorted(known)}")
     return dataclasses.replace(PRESETS[name], **dict(overrides or {}))
+
+
+def config_preset(config: Mapping, name: str) -> RLVRPreset:
+    """The preset ``name`` with the config's ``rlvr.<name>`` factors (a preset without a schema section: as
+    registered)."""
+    return get_preset(name, config["rlvr"].get(name))
 
 
 def grpo_config_kwargs(preset: RLVRPreset) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from hara.layout import base_model_dir, candidate_steps
 from hara.methods import methods
 from hara.rlvr.presets import (
     RLVRPreset,
-    get_preset,
+    config_preset,
     grpo_config_kwargs,
     soft_overlong_reward,
 )
@@ -295,7 +295,7 @@ def build_trainer(
     from hara.vllm_cpu import colocated_generation
 
     HaraGRPOTrainer = trainer_class(use_vllm=config["training"]["use_vllm"])
-    preset = get_preset(rlvr, config["rlvr"][rlvr])
+    preset = config_preset(config, rlvr)
     funcs = list(reward_funcs or [accuracy_reward])
     if preset.overlong_shaping:
         funcs.append(soft_overlong_reward(config["training"]["max_completion_length"], preset.overlong_cache))
@@ -433,7 +433,7 @@ def train(
         if is_main_process():
             prune_finished_checkpoints(out / "checkpoints", config["training"]["finished_checkpoints"])
         return {"status": "already finished", "final": str(out / "final")}
-    preset = get_preset(rlvr, config["rlvr"][rlvr])
+    preset = config_preset(config, rlvr)
     method_params(config, method)  # unknown method: fail before any work
     base = Path(base_model) if base_model else base_model_dir(config["results_dir"], size)
     set_threads(config["threads"])

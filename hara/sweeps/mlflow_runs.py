@@ -9,10 +9,12 @@ metric), the state and, for a failed trial, the reason.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hara.rlvr.presets import config_preset
 from hara.tracking import MlflowRun, metric_name, open_run, start_run
 
 __all__ = ["TrialRunCallback", "child_run", "parent_run", "run_params"]
@@ -79,7 +81,7 @@ def run_params(spec, config: Mapping) -> dict:
 
     params = {f"hara.{k}": v for k, v in method_params(config, spec.fields["method"]).items()}
     params.update({f"training.{k}": v for k, v in config["training"].items()})
-    params.update({f"rlvr.{k}": v for k, v in config["rlvr"][spec.fields["rlvr"]].items()})
+    params.update({f"rlvr.{k}": v for k, v in dataclasses.asdict(config_preset(config, spec.fields["rlvr"])).items()})
     return params
 
 

@@ -412,11 +412,15 @@ def distributions(spec: StudySpec) -> dict:
 
 
 def check_method(fields: Mapping) -> str | None:
-    """The swept method must be in the method registry (hara/methods.py: built-ins and installed plug-ins)."""
+    """The swept method must be in the method registry (hara/methods.py: built-ins and installed plug-ins), its preset
+    in the preset registry (hara/rlvr/presets.py)."""
     from hara.methods import methods
+    from hara.rlvr.presets import PRESETS
 
     if fields["method"] not in methods():
         return f"method: unknown method {fields['method']!r} (valid: {', '.join(methods())})"
+    if fields["rlvr"] not in PRESETS:
+        return f"rlvr: unknown preset {fields['rlvr']!r} (valid: {', '.join(PRESETS)})"
     return None
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hara.config import load_schema, validate_config
+from hara.config import ConfigError, load_config, load_schema, validate_config
 from hara.rlvr.presets import (
     PRESETS,
+    config_preset,
     get_preset,
     grpo_config_kwargs,
     overlong_penalty,
@@ -21,6 +22,7 @@ from hara.rlvr.trainer import CONTEXT_NEEDS
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
 
 REPO = Path(__file__).resolve().parents[2]
+SMOKE = REPO / "config" / "smoke.yaml"
 
 
 def test_presets_carry_the_published_factors():
@@ -185,3 +187,26 @@ def test_every_preset_refers_to_the_one_preset_block_and_states_its_own_defaults
     }
     with pytest.raises(KeyError, match="y"):  # a default for a key the block does not have
         inline_refs({"$ref": "#/$defs/b", "default": {"y": 2}}, block)
+
+
+def test_a_preset_added_in_one_place_is_validated_reported_and_swept(monkeypatch, tmp_path):
+    """Registered in PRESETS alone (no schema, report or sweep file edited): the config accepts it, the
+    report's preset table has its row, sweep validation accepts it; an unregistered name is refused by both."""
+    from hara.report.tables import rlvr_table
+    from hara.sweeps.study import load_study
+
+    monkeypatch.setitem(PRESETS, "toy_po", dataclasses.replace(PRESETS["grpo"], epsilon_high=0.3))
+    config = load_config(SMOKE, ["grid.rlvr=[grpo, toy_po]"])
+    assert config_preset(config, "toy_po") == PRESETS["toy_po"]  # what `hara train --rlvr toy_po` trains with
+    assert [row[1] for row in rlvr_table(config, {}).rows] == ["grpo", "dr_grpo", "dapo", "toy_po"]
+    study = tmp_path / "study.yaml"
+    text = (
+        (REPO / "sweeps" / "alpha.yaml").read_text().replace("base_config: ../config/", f"base_config: {REPO}/config/")
+    )
+    study.write_text(text.replace("rlvr: grpo", "rlvr: toy_po"))
+    assert load_study(study).fields["rlvr"] == "toy_po"
+    study.write_text(text.replace("rlvr: grpo", "rlvr: ppo"))
+    with pytest.raises(ConfigError, match="rlvr: unknown preset 'ppo'"):
+        load_study(study)
+    with pytest.raises(ConfigError, match=r"grid.rlvr\[1\]: unknown preset 'ppo'"):
+        load_config(SMOKE, ["grid.rlvr=[grpo, ppo]"])
