@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hara.config import ConfigError, load_config
-from hara.errors import UserError
+from hara.errors import HaraError, UserError
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,7 @@ def register_command(
 
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exceptions that describe bad input rather than a bug in hara."""
-    from hara.data.io import DataError
-    from hara.report.compare import ComparisonError
-    from hara.tracking import TrackingError
-
-    return (ConfigError, UserError, DataError, FileNotFoundError, TrackingError, ComparisonError)
+    return (HaraError, FileNotFoundError)
 
 
 def no_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,11 +19,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from hara.errors import ConfigError
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
-
-
-class ConfigError(ValueError):
-    """A config problem, already formatted as one line that names the file and the key path."""
 
 
 class ConfigLoader(yaml.SafeLoader):
@@ -168,17 +166,10 @@ def validate_against_schema(config: Mapping, schema: Mapping, source: str) -> No
         raise ConfigError(f"{source}: {describe_schema_error(errors[0])}")
 
 
-def valid_model_sizes(config: Mapping) -> list[str]:
-    """Size names of the config's model family (the tiny registry, or the keys of models.hub_ids)."""
-    if config["models"]["family"] == "tiny":
-        from hara.models.tiny import TINY_SIZES
-
-        return list(TINY_SIZES)
-    return list(config["models"]["hub_ids"])
-
-
 def check_model_sizes(config: Mapping) -> str | None:
     """Every size must exist in the registry of its model family."""
+    from hara.models.base import valid_model_sizes
+
     valid = valid_model_sizes(config)
     for index, size in enumerate(config["models"]["sizes"]):
         if size not in valid:
@@ -214,12 +205,12 @@ def check_methods(config: Mapping) -> str | None:
     """Every grid method must be in the method registry (built-ins and installed plug-ins, hara/methods.py), its
     needs supplied by the data source (the step oracle: synthetic only), and every method given extra seeds must be
     one of them."""
-    from hara.methods import NEED_SOURCES, methods
+    from hara.methods import NEED_SOURCES, methods, unknown_method
 
     known, source = methods(), config["data"]["source"]
     for index, name in enumerate(config["grid"]["methods"]):
         if name not in known:
-            return f"grid.methods[{index}]: unknown method {name!r} (valid: {', '.join(known)})"
+            return f"grid.methods[{index}]: {unknown_method(name)}"
         for need in sorted(known[name].needs & set(NEED_SOURCES)):
             if source not in NEED_SOURCES[need]:
                 return (
@@ -343,10 +334,3 @@ def load_config(path: str | os.PathLike, overrides: Iterable[str] = (), skip_che
     """Read, override, default-fill and validate one config file; the result is the resolved config."""
     raw = apply_overrides(read_yaml(path), overrides)
     return validate_config(raw, source=str(path), skip_checks=skip_checks)
-
-
-def dump_config(config: Mapping, path: str | os.PathLike) -> None:
-    """Write a resolved config as YAML (key order kept, so diffs between runs are readable)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        yaml.safe_dump(dict(config), handle, sort_keys=False)

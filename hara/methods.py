@@ -28,11 +28,10 @@ __all__ = [
     "NEEDS",
     "NEED_SOURCES",
     "MethodSpec",
-    "credit_baselines",
     "get_method",
-    "hara_methods",
     "methods",
     "register_method",
+    "unknown_method",
 ]
 
 ENTRY_POINT_GROUP = "hara.methods"
@@ -127,13 +126,10 @@ def get_method(name: str) -> MethodSpec:
     """The spec of ``name``; a KeyError listing the valid names otherwise."""
     known = methods()
     if name not in known:
-        raise KeyError(f"unknown method {name!r} (valid: {', '.join(known)})")
+        raise KeyError(unknown_method(name))
     return known[name]
 
 
-def hara_methods() -> list[str]:
-    return [name for name, spec in methods().items() if spec.kind == "hara"]
-
-
-def credit_baselines() -> list[str]:
-    return [name for name, spec in methods().items() if spec.kind == "baseline"]
+def unknown_method(name: str) -> str:
+    """The one message for a name the registry lacks (the config, `hara train`, study files and the trainer)."""
+    return f"unknown method {name!r} (valid: {', '.join(methods())})"

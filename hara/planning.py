@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hara.data.catalog import get_benchmark
 from hara.data.embedded import VALIDATION
 from hara.evaluation.settings import benchmark_settings
 from hara.layout import candidate_steps, method_seeds
@@ -57,8 +58,6 @@ FOLD_TEMPORARIES_BACKWARD, FOLD_TEMPORARIES_FORWARD = 7, 4
 # Live (rows, chunk, V) tensors of one entropy chunk (hara.models.capture.chunked_token_entropies), in fp32 units:
 # the LM head's output in the compute dtype, its fp32 copy, softmax, softmax * logits (logsumexp's temporary).
 ENTROPY_LIVE_FP32_TENSORS = 3.5
-# Problems per hub benchmark (hara/data/hub.py); the embedded mini benchmarks have data.benchmark_size each.
-HUB_BENCHMARK_PROBLEMS = {"math500": 500, "aime24": 30, "amc23": 40, "minerva": 272, "olympiadbench": 674}
 # Which methods read hidden states / entropies, and whose novelty code converts the captured rows to fp32
 # (hara.novelty._work_rows: one fp32 copy of every reweighted row of the process's generation batch, before any
 # projection): the method registry's declarations (hara/methods.py, torch-free).
@@ -184,7 +183,7 @@ def architecture_of(config: Mapping, size: str) -> Architecture:
             return architecture_from_hf_config(json.loads(candidate.read_text(encoding="utf-8")))
     if hub_id in PAPER_ARCHITECTURES:
         return PAPER_ARCHITECTURES[hub_id]
-    from hara.config import ConfigError
+    from hara.errors import ConfigError
 
     raise ConfigError(
         f"models.hub_ids.{size}: no config.json for {hub_id!r} in {models['local_dir']}/{size} or the "
@@ -274,7 +273,7 @@ def setup_of(config: Mapping, size: str, rlvr: str, method: str) -> Setup:
     accum = t["grad_accum_steps"]
     micro = rollouts // (accum * world)
     if micro < 1 or rollouts % (accum * world):
-        from hara.config import ConfigError
+        from hara.errors import ConfigError
 
         raise ConfigError(
             f"training.grad_accum_steps: {accum} micro-batches x {world} processes do not split the "
@@ -570,9 +569,9 @@ def generated_tokens(s: Setup) -> int:
 def evaluation_tokens(config: Mapping) -> int:
     """Upper bound of one evaluation on the config's benchmarks: problems x n x max_new_tokens, each benchmark with
     its own sampling settings. All problems: ``evaluation.limit`` caps only quick accuracy checks."""
-    total, size = 0, config["data"]["benchmark_size"]
+    total = 0
     for bench in config["data"]["benchmarks"]:
-        settings, problems = benchmark_settings(config, bench), HUB_BENCHMARK_PROBLEMS.get(bench, size)
+        settings, problems = benchmark_settings(config, bench), get_benchmark(bench).size(config)
         total += problems * settings.n * settings.max_new_tokens
     return total
 

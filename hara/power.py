@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hara.report.paired import t_quantile
+from hara.results.paired import t_quantile
 
 __all__ = [
     "ALPHA",
@@ -141,7 +141,7 @@ def estimate_components(pairs: Sequence[tuple], default: Components) -> Componen
     non-sampling per-problem variance counts as persistent (conservative: more seeds do not shrink it)."""
     import numpy as np
 
-    from hara.report.paired import paired_matrix
+    from hara.results.paired import paired_matrix
 
     found: dict[str, list[float]] = {"seed": [], "problem": [], "interaction": [], "success": []}
     for a, b, k in pairs:

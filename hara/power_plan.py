@@ -26,13 +26,13 @@ AVERAGE = "average"
 def design_of(config: Mapping, methods: list[str]) -> Design:
     """The grid's design for comparisons among ``methods``: the seeds they all have, each benchmark's problems
     (a hub benchmark's own count, else data.benchmark_size) and samples per problem (its evaluation n)."""
+    from hara.data.catalog import get_benchmark
     from hara.evaluation.settings import benchmark_settings
     from hara.layout import method_seeds
-    from hara.planning import HUB_BENCHMARK_PROBLEMS
 
     benchmarks = config["data"]["benchmarks"]
     seeds = min(len(method_seeds(config, m)) for m in methods) if methods else len(config["grid"]["seeds"])
-    problems = {b: HUB_BENCHMARK_PROBLEMS.get(b, config["data"]["benchmark_size"]) for b in benchmarks}
+    problems = {b: get_benchmark(b).size(config) for b in benchmarks}
     return Design(seeds, problems, {b: benchmark_settings(config, b).n for b in benchmarks})
 
 
@@ -61,8 +61,8 @@ def claim_families(config: Mapping) -> list[dict]:
 
 def _pairs_from_results(config: Mapping, results: str | Path) -> list[tuple]:
     """(A per-seed outcomes, B per-seed outcomes, samples per problem) of every report comparison and benchmark."""
-    from hara.report.collect import collect_runs, seed_runs
     from hara.report.compare import compared_pairs
+    from hara.results.collect import collect_runs, seed_runs
 
     runs, pairs = collect_runs(config, results), []
     for size in config["models"]["sizes"]:

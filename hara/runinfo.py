@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from hara.config import dump_config
+import yaml
 
 TRACKED_PACKAGES = (
     "hara",
@@ -110,3 +110,10 @@ def write_run_info(out_dir: str | os.PathLike, config: Mapping, extra: Mapping |
     }
     (out_dir / "run_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return info
+
+
+def dump_config(config: Mapping, path: str | os.PathLike) -> None:
+    """Write a resolved config as YAML (key order kept, so diffs between runs are readable)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(dict(config), handle, sort_keys=False)

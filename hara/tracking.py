@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hara.errors import TrackingError
+
 __all__ = [
     "EXPERIMENT_KIND",
     "PASSWORD_FILE_ENV",
@@ -85,10 +87,6 @@ def metric_name(name: str) -> str:
 def run_name(size: str, rlvr: str, method: str, seed: int) -> str:
     """The run name, built from the same fields as the run's folder (results/train/<size>/<rlvr>/<method>/seed<k>)."""
     return f"{size}-{rlvr}-{method}-seed{seed}"
-
-
-class TrackingError(ValueError):
-    """A tracking store that cannot be used as configured, in one line naming the key and the fix."""
 
 
 def resolve_uri(uri: str) -> str:

@@ -84,8 +84,8 @@ def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_insta
     validation, its knobs, its metric namespace, a sweep study over it and the report's rows and comparisons.
     Trained by `hara train`: test_an_installed_plugin_package_trains_with_hara_train_and_its_contract_violation_is_caught."""
     from hara.layout import grid_cells
-    from hara.report.collect import Run
     from hara.report.tables import main_table
+    from hara.results.collect import Run
     from hara.rlvr.train import method_params, rename_metrics
     from hara.sweeps.study import load_study
 

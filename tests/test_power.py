@@ -12,7 +12,7 @@ import pytest
 
 from hara.cli import main
 from hara.power import Components, Design, estimate_components, mde, seeds_needed
-from hara.report.paired import BETTER, Bootstrap, bootstrap_difference
+from hara.results.paired import BETTER, Bootstrap, bootstrap_difference
 from tests.workflow.conftest import REPO
 
 COMPONENTS = Components(seed_sd=0.02, problem_sd=0.08, seed_problem_sd=0.1, success_variance=0.2, source="test")
@@ -29,7 +29,7 @@ def simulated(rng: np.random.Generator, c: Components, design: Design, effect: f
 
 @pytest.mark.parametrize("seeds, seed_sd", [(1, 0.0), (3, 0.02), (5, 0.04)])
 def test_a_true_difference_equal_to_the_planned_mde_is_detected_about_80_percent_of_the_time(seeds, seed_sd):
-    """The plan's MDE against the report's own interval (hara.report.paired.bootstrap_difference) on simulated
+    """The plan's MDE against the report's own interval (hara.results.paired.bootstrap_difference) on simulated
     crossed data: detected in 70-90% of 300 replications. (One seed: no seed effect in the data, since a one-seed
     interval cannot see it.)"""
     components = Components(seed_sd, 0.08, 0.1, 0.2, "test")

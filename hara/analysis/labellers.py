@@ -161,7 +161,7 @@ class LLMLabeller:
     """The ``llm`` labeller (module docstring); the model is loaded when :meth:`label` runs, once per call."""
 
     def __init__(self, cfg: Mapping, seed: int) -> None:
-        from hara.config import ConfigError
+        from hara.errors import ConfigError
 
         key = "analyses.interpretability"
         self.folder = Path(cfg["llm_model"])

@@ -14,13 +14,19 @@ from hara.analysis.claims import STRUCTURE_NOTE
 from hara.analysis.output import AnalysisResult, column, fmt, pyplot, save_figure
 from hara.analysis.plan import AnalysisRun, eval_dir, exact_counterpart, host_rlvr, run_dir, study_runs
 from hara.analysis.registry import get_analysis
-from hara.report.collect import Cell, Run, collect_runs, read_metrics, read_scores
-from hara.report.stats import cumulative_time, final_value, mean_se, series, smooth, window_of
-from hara.report.tables import efficiency_measures
+from hara.results.collect import Cell, Run, collect_runs, read_metrics, read_scores
+from hara.results.stats import (
+    ACCURACY,
+    cumulative_time,
+    efficiency_measures,
+    final_value,
+    mean_se,
+    series,
+    smooth,
+    window_of,
+)
 
-__all__ = ["STUDIES", "efficiency_study", "exact_study", "group_size_study", "run_measures", "variants_study"]
-
-ACCURACY = "train/accuracy"
+__all__ = ["efficiency_study", "exact_study", "group_size_study", "run_measures", "variants_study"]
 
 
 def _mean_of(metrics: list[dict], key: str) -> float | None:
@@ -78,6 +84,15 @@ def _bars(title: str, labels: list[str], series_: dict[str, list[float | None]],
     return save_figure(fig, path)
 
 
+#: The header of :func:`_seed_cells`.
+SEED_HEADER = ["seeds", "pass@1 (%)", "± se", "final train acc. (%)", "s / step"]
+
+
+def _seed_cells(runs: list[AnalysisRun], mean: dict, se: dict) -> list[str]:
+    """The cells every per-run-group table shares: seeds, pass@1 and its se, final training accuracy, s / step."""
+    return [str(len(runs)), _pct(mean["pass1"]), _pct(se["pass1"]), _pct(mean["final_acc"]), fmt(mean["step_s"])]
+
+
 def variants_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
     """W / GW / FGW trained as HarA variants: accuracy and cost per variant."""
     rows = []
@@ -86,30 +101,8 @@ def variants_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
         overrides = dict(runs[0].overrides)
         alpha = overrides.get("hara.hara.alpha", config["hara"]["hara"]["alpha"])
         structure = overrides.get("hara.hara.structure", config["hara"]["hara"]["structure"])
-        rows.append(
-            [
-                label,
-                structure,
-                f"{float(alpha):g}",
-                method,
-                str(len(runs)),
-                _pct(mean["pass1"]),
-                _pct(se["pass1"]),
-                _pct(mean["final_acc"]),
-                fmt(mean["step_s"]),
-            ]
-        )
-    header = [
-        "variant",
-        "structure",
-        "alpha",
-        "method",
-        "seeds",
-        "pass@1 (%)",
-        "± se",
-        "final train acc. (%)",
-        "s / step",
-    ]
+        rows.append([label, structure, f"{float(alpha):g}", method, *_seed_cells(runs, mean, se)])
+    header = ["variant", "structure", "alpha", "method", *SEED_HEADER]
     figure = _bars(
         "FGW variants (benchmark average pass@1)",
         [r[0] for r in rows],
@@ -228,28 +221,8 @@ def group_size_study(config: Mapping, results: Path, out: Path) -> AnalysisResul
     for (label, method), runs in _grouped(config, "group_size").items():
         mean, se = _seed_mean(config, runs)
         g = int(label.removeprefix("G"))
-        rows.append(
-            [
-                str(g),
-                method,
-                str(len(runs)),
-                _pct(mean["pass1"]),
-                _pct(se["pass1"]),
-                _pct(mean["final_acc"]),
-                fmt(mean["step_s"]),
-                score.get(g, "n/a"),
-            ]
-        )
-    header = [
-        "G",
-        "method",
-        "seeds",
-        "pass@1 (%)",
-        "± se",
-        "final train acc. (%)",
-        "s / step",
-        "FGW likelihood score - chance at G rollouts",
-    ]
+        rows.append([str(g), method, *_seed_cells(runs, mean, se), score.get(g, "n/a")])
+    header = ["G", "method", *SEED_HEADER, "FGW likelihood score - chance at G rollouts"]
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4))
     for method in config["analyses"]["group_size_methods"]:
@@ -359,12 +332,3 @@ def _efficiency_figure(config: Mapping, runs: Mapping[Cell, Run], path: Path) ->
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return save_figure(fig, path)
-
-
-#: Training-run analyses by name, all (config, results folder, output folder) -> AnalysisResult.
-STUDIES = {
-    "variants": variants_study,
-    "exact": exact_study,
-    "group_size": group_size_study,
-    "efficiency": efficiency_study,
-}

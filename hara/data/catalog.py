@@ -15,9 +15,10 @@ Another package (or a test) adds one with :func:`register_benchmark`; it is then
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hara.data import hub
+import hara.data.hub as hub  # noqa: PLR0402 - `from hara.data import hub` would import the package from inside it
 from hara.data.embedded import BENCHMARKS as MINI_BENCHMARKS
 from hara.data.hub import HubSchema, answer_list, solution_list
 
@@ -37,12 +38,21 @@ SOURCES = {"embedded": ("synthetic", "champ"), "hub": ("hub",)}
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One benchmark: its short name, its source and, for the hub, its dataset id and schema."""
+    """One benchmark: its short name, its source and, for the hub, its dataset id, schema and size."""
 
     name: str
     source: str  # a key of SOURCES
     hub_id: str | None = None
     schema: HubSchema | None = None
+    problems: int | None = None  # problems of a hub benchmark (hara plan); embedded ones have data.benchmark_size
+
+    def size(self, config: Mapping) -> int:
+        """How many problems an evaluation of this benchmark scores under ``config`` (the planner's count)."""
+        if self.source == "embedded":
+            return config["data"]["benchmark_size"]
+        if self.problems is None:
+            raise ValueError(f"benchmark {self.name!r}: its number of problems is not declared (Benchmark.problems)")
+        return self.problems
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -91,18 +101,27 @@ _MATH_COLUMNS = dict(
 )
 # Schemas: see hara.data.hub's docstring for where each was looked up.
 for _benchmark in (
-    Benchmark("math500", "hub", "HuggingFaceH4/MATH-500", HubSchema("benchmark", "test", **_MATH_COLUMNS)),
+    Benchmark("math500", "hub", "HuggingFaceH4/MATH-500", HubSchema("benchmark", "test", **_MATH_COLUMNS), 500),
     Benchmark(
         "aime24",
         "hub",
         "HuggingFaceH4/aime_2024",
         HubSchema("benchmark", "train", problem="problem", answer="answer", solution="solution", id="id"),
+        30,
     ),
     Benchmark(
-        "amc23", "hub", "math-ai/amc23", HubSchema("benchmark", "test", problem="question", answer="answer", id="id")
+        "amc23",
+        "hub",
+        "math-ai/amc23",
+        HubSchema("benchmark", "test", problem="question", answer="answer", id="id"),
+        40,
     ),
     Benchmark(
-        "minerva", "hub", "math-ai/minervamath", HubSchema("benchmark", "test", problem="question", answer="answer")
+        "minerva",
+        "hub",
+        "math-ai/minervamath",
+        HubSchema("benchmark", "test", problem="question", answer="answer"),
+        272,
     ),
     Benchmark(
         "olympiadbench",
@@ -120,6 +139,7 @@ for _benchmark in (
             clean_answer=answer_list,
             clean_solution=solution_list,
         ),
+        674,
     ),
 ):
     register_benchmark(_benchmark)

@@ -12,17 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hara.errors import DataError, UnknownNameError
+
 __all__ = ["DataError", "UnknownNameError", "dumps_record", "lookup", "read_jsonl", "write_jsonl"]
 
 T = TypeVar("T")
-
-
-class DataError(ValueError):
-    """Bad data on disk; the message names the file (and line or column) at fault."""
-
-
-class UnknownNameError(ValueError):
-    """A dataset, benchmark or skill name that is not registered; the message lists the valid names."""
 
 
 def lookup(registry: Mapping[str, T], name: str, kind: str) -> T:

@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.config import ConfigError, valid_model_sizes
+from hara.errors import ConfigError
 from hara.runinfo import write_run_info
 
 WARMUP_KEYS = (
@@ -29,6 +29,15 @@ WARMUP_KEYS = (
 #: The files `from_pretrained` reads (config, safetensors weights, tokenizer), not the duplicate PyTorch .bin weights
 #: some hub repositories also hold.
 SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken"]
+
+
+def valid_model_sizes(config: Mapping) -> list[str]:
+    """Size names of the config's model family (the tiny registry, or the keys of models.hub_ids)."""
+    if config["models"]["family"] == "tiny":
+        from hara.models.tiny import TINY_SIZES  # torch and transformers: only for the tiny family
+
+        return list(TINY_SIZES)
+    return list(config["models"]["hub_ids"])
 
 
 def download_snapshot(hub_id: str, out_dir: str | Path, **hub_options) -> Path:

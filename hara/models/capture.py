@@ -63,17 +63,9 @@ def capture_context(
     if not needs:
         return None, None
     step = chunk or prompt_ids.shape[0]
+    batch = (prompt_ids, prompt_mask, completion_ids, completion_mask)
     parts = [
-        _capture_rows(
-            model,
-            prompt_ids[i : i + step],
-            prompt_mask[i : i + step],
-            completion_ids[i : i + step],
-            completion_mask[i : i + step],
-            layer,
-            needs,
-            entropy_chunk,
-        )
+        _capture_rows(model, tuple(t[i : i + step] for t in batch), layer, needs, entropy_chunk)
         for i in range(0, prompt_ids.shape[0], step)
     ]
     hidden, entropies = zip(*parts)
@@ -95,17 +87,11 @@ def chunked_token_entropies(final_hidden: Tensor, lm_head: torch.nn.Module, chun
 
 
 def _capture_rows(
-    model: torch.nn.Module,
-    prompt_ids: Tensor,
-    prompt_mask: Tensor,
-    completion_ids: Tensor,
-    completion_mask: Tensor,
-    layer: int | str,
-    needs: frozenset[str],
-    entropy_chunk: int,
+    model: torch.nn.Module, rows: tuple[Tensor, ...], layer: int | str, needs: frozenset[str], entropy_chunk: int
 ) -> tuple[Tensor | None, Tensor | None]:
-    """:func:`capture_context` for one chunk of rows: a :class:`PassRecorder` on our own forward, in which the model
-    computes the logits of one position only."""
+    """:func:`capture_context` for one chunk of rows (prompt ids, prompt mask, completion ids, completion mask): a
+    :class:`PassRecorder` on our own forward, in which the model computes the logits of one position only."""
+    prompt_ids, prompt_mask, completion_ids, completion_mask = rows
     with PassRecorder(model, layer, needs, completion_ids.shape[1], entropy_chunk) as recorder, torch.no_grad():
         model(
             input_ids=torch.cat([prompt_ids, completion_ids], 1),

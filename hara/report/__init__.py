@@ -12,12 +12,12 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.report.collect import Cell, Run, collect_runs, read_base_scores
 from hara.report.compare import grid_comparisons
 from hara.report.figures import write_figures
 from hara.report.render import render_html, render_markdown
 from hara.report.sections import collect_sections
 from hara.report.tables import build_tables
+from hara.results.collect import Cell, Run, collect_runs, read_base_scores
 
 __all__ = ["build_report", "log_report"]
 
@@ -78,7 +78,7 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     (out_dir / "comparisons.json").write_text(
         json.dumps(comparisons(config, runs), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    from hara.sweeps.report_section import sweep_studies, sweeps_markdown  # "" when results/sweeps/ has no study
+    from hara.report.sweeps_section import sweep_studies, sweeps_markdown  # "" when results/sweeps/ has no study
 
     (out_dir / "report.md").write_text(
         render_markdown(title, summary, tables, figures, out_dir, sections) + sweeps_markdown(results, out_dir),

@@ -20,9 +20,9 @@ from pathlib import Path
 import yaml
 
 from hara.layout import eval_dir, grid_cells, run_dir
-from hara.report.collect import Cell, Run, read_run
 from hara.report.compare import compare_cells, flatten
-from hara.report.stats import NA, step_costs
+from hara.results.collect import Cell, Run, read_run
+from hara.results.stats import NA, step_costs
 
 __all__ = ["BOOKKEEPING", "TrainedRun", "ablation_table", "factor_differences", "run_factors"]
 

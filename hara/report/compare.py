@@ -1,4 +1,4 @@
-"""Which two evaluations may be compared, and their paired difference (:mod:`hara.report.paired`).
+"""Which two evaluations may be compared, and their paired difference (:mod:`hara.results.paired`).
 
 Every ``hara evaluate`` records per benchmark an evaluation fingerprint (``eval_fingerprint`` in scores.json; see
 :func:`hara.evaluation.runner.evaluation_fingerprint`): what must be equal for two pass@1 values to measure the
@@ -11,7 +11,7 @@ table marks the comparison with :data:`MISMATCH_MARK`.
 The grid's comparisons (:func:`grid_comparisons`: every method against the baseline, hara_tok against hara_seq, in
 every (size, rlvr)) are families by what they compare against: all differences against ``none`` (per benchmark and
 on the average, every size and preset) are one family, corrected together (simultaneous max-T intervals,
-:func:`hara.report.paired.correct_family`); the tables, comparisons.json and the MLflow runs read the same corrected
+:func:`hara.results.paired.correct_family`); the tables, comparisons.json and the MLflow runs read the same corrected
 verdicts and minimum detectable effects.
 """
 
@@ -21,8 +21,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hara.report.collect import Cell, Run, seed_runs
-from hara.report.paired import Bootstrap, Corrected, Difference, bootstrap_difference, correct_family, paired_matrix
+from hara.errors import ComparisonError
+from hara.results.collect import Cell, Run, seed_runs
+from hara.results.paired import Bootstrap, Corrected, Difference, bootstrap_difference, correct_family, paired_matrix
 
 __all__ = [
     "CORRECTED_MARK",
@@ -51,10 +52,6 @@ CORRECTED_MARK = "°"
 LOW_POWER_MARK = "‡"
 #: The method every other is compared with (the report's tables, figures and MLflow summaries).
 BASELINE = "none"
-
-
-class ComparisonError(ValueError):
-    """Two evaluations that the report was asked to compare are not comparable (one line, for the CLI)."""
 
 
 def flatten(tree: Mapping, prefix: str = "") -> dict[str, object]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.report.collect import Cell, Run
-from hara.report.stats import series, smooth, window_of
 from hara.report.tables import BASELINE, host_rlvr
+from hara.results.collect import Cell, Run
+from hara.results.stats import series, smooth, window_of
 
 __all__ = ["PANELS", "dynamics_figure", "write_figures"]
 

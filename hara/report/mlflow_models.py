@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.report.collect import Run
+from hara.results.collect import Run
 
 __all__ = ["data_inputs", "log_candidate_models", "model_name"]
 

@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from hara.layout import run_dir
-from hara.report.collect import Cell, Run
 from hara.report.tables import BASELINE
+from hara.results.collect import Cell, Run
 
 __all__ = [
     "AVERAGE",

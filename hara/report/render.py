@@ -93,5 +93,5 @@ def render_html(
     studies: Sequence[tuple] = (),
 ) -> str:
     """The self-contained page: tables, training dynamics, the analyses (config `analyses`) and the sweeps
-    (``studies``: (folder, summary, best line, effect table) of each, hara.sweeps.report_section)."""
+    (``studies``: (folder, summary, best line, effect table) of each, hara.report.sweeps_section)."""
     return str(page_macros().page(title, summary, STYLE, tables, figures, sections, studies))

@@ -1,7 +1,7 @@
 """`hara repro-check`: each of the paper's claims (config/paper_claims.yaml) checked against the results present.
 
 A claim names a measure of :data:`MEASURES`; each measure reads the runs, computes our numbers with intervals
-(hara.report.paired: paired bootstrap over seeds and problems, crossed, for accuracy; t-intervals over seeds for
+(hara.results.paired: paired bootstrap over seeds and problems, crossed, for accuracy; t-intervals over seeds for
 quantities measured once per seed; a block bootstrap over steps for one run's per-step cost) and returns a status:
 ``reproduced`` (the intervals support the claim), ``within noise`` (they cannot tell), ``contradicted`` (they exclude
 it), or ``not measured`` (the results lack what the measure needs, or too few seeds for an interval). A claim tested
@@ -23,10 +23,10 @@ from pathlib import Path
 import yaml
 
 from hara.analysis.claims import CLAIMS_PATH
-from hara.config import ConfigError
-from hara.report.collect import Cell, Run, collect_runs, read_run
+from hara.errors import ConfigError
 from hara.report.compare import Comparison, compare_cells
-from hara.report.paired import (
+from hara.results.collect import Cell, Run, collect_runs, read_run
+from hara.results.paired import (
     BETTER,
     WITHIN_NOISE,
     WORSE,
@@ -36,7 +36,7 @@ from hara.report.paired import (
     correct_family,
     t_interval,
 )
-from hara.report.stats import step_costs
+from hara.results.stats import step_costs
 
 __all__ = ["MEASURES", "Claim", "Outcome", "check_claims", "claims_table", "format_checks", "load_claims"]
 
@@ -219,7 +219,7 @@ def _bounded(intervals: list[Interval], bound: float) -> str:
 def cost_ratio(pairs: list[tuple[list[float], list[float]]], evidence: Evidence) -> Interval:
     """mean(A's costs) / mean(B's) from (A, B) per-step series paired by seed: with ``min_seeds`` pairs or more a
     t-interval over the seeds' log ratios (its value the geometric mean ratio): runs are the independent units;
-    with fewer, a block bootstrap over the pooled steps (hara.report.paired.block_bootstrap_ratio)."""
+    with fewer, a block bootstrap over the pooled steps (hara.results.paired.block_bootstrap_ratio)."""
     if len(pairs) >= evidence.min_seeds:
         logs = [math.log(statistics.fmean(a) / statistics.fmean(b)) for a, b in pairs]
         found = t_interval(logs, evidence.bootstrap.confidence)
@@ -380,8 +380,8 @@ def _problem_scores(evidence: Evidence) -> list[dict] | None:
 
 
 def _problem_difference(a: Mapping[str, float], b: Mapping[str, float], evidence: Evidence):
-    """A - B over the problems both were scored on, paired bootstrap over problems (hara.report.paired)."""
-    from hara.report.paired import bootstrap_difference, paired_matrix
+    """A - B over the problems both were scored on, paired bootstrap over problems (hara.results.paired)."""
+    from hara.results.paired import bootstrap_difference, paired_matrix
 
     shared = sorted(set(a) & set(b))
     return bootstrap_difference(

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.layout import method_seeds
-from hara.report.collect import Cell, Run, seed_runs
 from hara.report.compare import (
     BASELINE,
     CORRECTED_MARK,
@@ -23,16 +22,16 @@ from hara.report.compare import (
     grid_comparisons,
     is_control,
 )
-from hara.report.paired import Bootstrap, bootstrap_difference, correct_family, paired_matrix
-from hara.report.stats import (
+from hara.results.collect import Cell, Run, seed_runs
+from hara.results.paired import Bootstrap, bootstrap_difference, correct_family, paired_matrix
+from hara.results.stats import (
+    ACCURACY,
     NA,
     Estimate,
     cumulative_time,
+    efficiency_measures,
     final_value,
     mean_se,
-    step_costs,
-    step_reaching,
-    value_at_time,
 )
 from hara.rlvr.presets import PRESETS
 
@@ -40,7 +39,6 @@ __all__ = ["TABLES", "Table", "build_tables"]
 
 BASE_ROW = "base (no RL)"
 BaseScores = Mapping[str, Mapping[str, float]]  # pass@1 per benchmark of each size's Base model (read_base_scores)
-ACCURACY = "train/accuracy"
 
 
 @dataclass(frozen=True)
@@ -280,33 +278,6 @@ def control_finding(config: Mapping, found: GridComparisons, controls: list[str]
         f"(gains {min(gains):+.1f} to {max(gains):+.1f} points): the grid can see a credit-assignment effect of "
         f"that size, and a method 'within noise' there has no effect as large as its own MDE."
     )
-
-
-def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | None]:
-    """Per-step time, its overhead vs the baseline, steps / seconds to the baseline's final training accuracy,
-    and training accuracy at the baseline's total wall time (None where the logs do not give it)."""
-    step_times = [row["time/step_s"] for row in run.metrics if "time/step_s" in row]
-    base_times = [row["time/step_s"] for row in baseline.metrics if "time/step_s" in row] if baseline else []
-    step_s = sum(step_times) / len(step_times) if step_times else None
-    base_s = sum(base_times) / len(base_times) if base_times else None
-    target = final_value(baseline.metrics, ACCURACY) if baseline else None
-    reached = step_reaching(run.metrics, ACCURACY, target) if target is not None else None
-    cpu_s, base_cpu_s = _mean_cpu_s(run.metrics), _mean_cpu_s(baseline.metrics) if baseline else None
-    return {
-        "cpu_s": cpu_s,
-        "cpu_overhead": (cpu_s / base_cpu_s - 1.0) if cpu_s is not None and base_cpu_s else None,
-        "step_s": step_s,
-        "overhead": (step_s / base_s - 1.0) if step_s is not None and base_s else None,
-        "steps_to_target": float(reached[0]) if reached else None,
-        "seconds_to_target": reached[1] if reached else None,
-        "acc_at_budget": value_at_time(run.metrics, ACCURACY, sum(base_times)) if base_times else None,
-    }
-
-
-def _mean_cpu_s(metrics: list[dict]) -> float | None:
-    """Mean per-step process CPU time, when every step logged it (runs trained before it was logged: None)."""
-    costs, kind = step_costs(metrics)
-    return sum(costs) / len(costs) if costs and kind == "CPU time" else None
 
 
 EFFICIENCY_COLUMNS: list[tuple[str, str, Callable[[Estimate, int], str]]] = [

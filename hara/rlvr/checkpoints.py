@@ -27,7 +27,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from hara.config import ConfigError
+from hara.errors import ConfigError
 from hara.hashing import file_sha256, file_xxh3
 from hara.layout import CANDIDATE
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.config import ConfigError
+from hara.errors import ConfigError
 
 __all__ = ["pass_rates", "read_prompts", "select_prompts"]
 

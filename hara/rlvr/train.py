@@ -27,9 +27,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from hara.config import ConfigError
+from hara.errors import ConfigError
 from hara.layout import base_model_dir, candidate_steps
-from hara.methods import methods
+from hara.methods import methods, unknown_method
 from hara.rlvr.presets import (
     RLVRPreset,
     config_preset,
@@ -83,7 +83,7 @@ def method_params(config: Mapping, method: str) -> dict[str, Any]:
     """The knobs of ``method`` from the config's ``hara`` section (flat dict for hara.weighting)."""
     known = methods()
     if method not in known:
-        raise ConfigError(f"--method: unknown method {method!r} (valid: {', '.join(sorted(known))})")
+        raise ConfigError(f"--method: {unknown_method(method)}")
     spec = known[method]
     if spec.weighting is not None:  # a plug-in: its knobs are hara.plugins.<name>
         return dict(config["hara"]["plugins"].get(method, {}))

@@ -42,7 +42,7 @@ from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
 from hara.groups import group_max, group_min, prompt_index
-from hara.methods import methods
+from hara.methods import methods, unknown_method
 from hara.models.capture import ENTROPY_CHUNK, FINAL_NORM, GenerationRecorder, PassRecorder, capture_context
 from hara.rlvr.phases import StepPhases, StepPhasesCallback, probe_for
 from hara.weighting import WeightingContext, apply_weighting, get_weighting
@@ -118,7 +118,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         **kwargs: Any,
     ) -> None:
         if method not in methods():
-            raise ValueError(f"unknown method {method!r}; known: {', '.join(sorted(methods()))}")
+            raise ValueError(unknown_method(method))
         get_weighting(method)  # a registered method without a transform fails here, not at the first step
         if capture not in ("generation", "forward"):
             raise ValueError(f"capture must be 'generation' or 'forward', not {capture!r}")

@@ -6,6 +6,6 @@
 Modules: :mod:`~hara.sweeps.study` (study files, validation, sampler/pruner registries), :mod:`~hara.sweeps.worker`
 (claiming, stale-trial recovery, the worker loop), :mod:`~hara.sweeps.objective` (validation split, segmented
 training, metrics), :mod:`~hara.sweeps.mlflow_runs` (parent and child runs), :mod:`~hara.sweeps.summary`
-(figures, best params), :mod:`~hara.sweeps.report_section` (the main report's "Sweeps" section),
+(figures, best params), :mod:`~hara.report.sweeps_section` (the main report's "Sweeps" section),
 :mod:`~hara.sweeps.workflow` (targets of workflows/sweeps.smk).
 """

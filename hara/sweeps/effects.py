@@ -3,8 +3,8 @@
 Every value and the reference are trained on the same seeds and scored on the same validation problems with the
 same sampling seeds (common random numbers), so value v's effect is the mean over seeds s and problems i of
 ``objective[v, s, i] - objective[reference, s, i]``: its interval is the report's crossed bootstrap over seeds and
-problems (:func:`hara.report.paired.bootstrap_difference`), corrected over the study's listed values with the
-simultaneous max-T intervals of :func:`hara.report.paired.correct_family`, and stated with its minimum detectable
+problems (:func:`hara.results.paired.bootstrap_difference`), corrected over the study's listed values with the
+simultaneous max-T intervals of :func:`hara.results.paired.correct_family`, and stated with its minimum detectable
 effect (80% power at the corrected level). A listed value equal to the reference is the reference's own runs: its
 differences are all 0, and so are its effect and both ends of its interval. An objective without per-problem
 outcomes (train/reward) pairs seeds only. Pure functions of the trials (the figure: hara.sweeps.summary).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hara.report.paired import (
+from hara.results.paired import (
     WITHIN_NOISE,
     Bootstrap,
     Corrected,

@@ -414,11 +414,11 @@ def distributions(spec: StudySpec) -> dict:
 def check_method(fields: Mapping) -> str | None:
     """The swept method must be in the method registry (hara/methods.py: built-ins and installed plug-ins), its preset
     in the preset registry (hara/rlvr/presets.py)."""
-    from hara.methods import methods
+    from hara.methods import methods, unknown_method
     from hara.rlvr.presets import PRESETS
 
     if fields["method"] not in methods():
-        return f"method: unknown method {fields['method']!r} (valid: {', '.join(methods())})"
+        return f"method: {unknown_method(fields['method'])}"
     if fields["rlvr"] not in PRESETS:
         return f"rlvr: unknown preset {fields['rlvr']!r} (valid: {', '.join(PRESETS)})"
     return None
@@ -451,7 +451,7 @@ def load_study(path: str | Path, base_config: str | Path | None = None, override
         config = spec.base_config
     except ConfigError as error:
         raise ConfigError(f"{path}: overrides: {error}") from None
-    from hara.config import valid_model_sizes
+    from hara.models.base import valid_model_sizes
 
     if fields["size"] not in valid_model_sizes(config):
         raise ConfigError(

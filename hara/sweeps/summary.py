@@ -297,7 +297,7 @@ def plot_effects(result, metric: str, path: Path) -> Path:
 
 def sensitivity_summary(spec, study, trials) -> dict:
     """Each value's corrected effect against the reference, the figure and the conclusion line."""
-    from hara.report.paired import Bootstrap
+    from hara.results.paired import Bootstrap
     from hara.sweeps.effects import point_label, sensitivity
 
     result = sensitivity(spec, trials, Bootstrap.from_config(spec.base_config))

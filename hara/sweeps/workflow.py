@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from hara.config import ConfigError
+from hara.errors import ConfigError
 from hara.hashing import file_sha256
 
 __all__ = ["SweepPlan", "resolve_study_file", "sweep_plans"]

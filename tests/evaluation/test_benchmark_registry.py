@@ -17,8 +17,8 @@ from hara.data.hub import HubSchema
 from hara.evaluation.fetch import fetch_plan
 from hara.evaluation.runner import evaluate_checkpoint
 from hara.layout import grid_cells
-from hara.report.collect import Run
 from hara.report.tables import main_table
+from hara.results.collect import Run
 
 #: The toy benchmark: its own column names (q, a, uid) and split, as a hub dataset would have them.
 TOY = Benchmark("toy_arith", "hub", "toy-org/arith", HubSchema("benchmark", "test", problem="q", answer="a", id="uid"))
@@ -77,3 +77,14 @@ def test_unknown_and_misdeclared_benchmarks_are_refused(toy_registered, tmp_path
         register_benchmark(TOY)
     with pytest.raises(ValueError, match="needs a hub_id and a benchmark schema"):
         Benchmark("toy_train", "hub", "toy-org/train", HubSchema("train", "train", problem="q", answer="a"))
+
+
+def test_the_planner_reads_each_benchmarks_size_from_its_declaration():
+    """hara plan counted a hub benchmark's problems from a table of its own, which gave a benchmark missing there
+    data.benchmark_size without a word; now the declaration holds the size and a missing one is an error."""
+    config = {"data": {"benchmark_size": 8}}
+    hub_sizes = {"math500": 500, "aime24": 30, "amc23": 40, "minerva": 272, "olympiadbench": 674}
+    assert {name: get_benchmark(name).size(config) for name in hub_sizes} == hub_sizes
+    assert get_benchmark("mini_math500").size(config) == 8
+    with pytest.raises(ValueError, match="'toy_arith': its number of problems is not declared"):
+        TOY.size(config)

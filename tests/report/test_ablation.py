@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 import json
 
-from hara.config import dump_config, load_config
+from hara.config import load_config
 from hara.report import build_report
 from hara.report.ablation import ablation_table, factor_differences, run_factors
+from hara.runinfo import dump_config
 from tests.workflow.conftest import REPO
 
 

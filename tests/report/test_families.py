@@ -1,5 +1,5 @@
 """The claims check under the null and with a planted effect: a family of comparisons read with multiplicity
-control (hara.report.paired.correct_family through hara.report.repro.check_claims), and the minimum detectable
+control (hara.results.paired.correct_family through hara.report.repro.check_claims), and the minimum detectable
 effect it reports is the one it detects with 80% power. Seeded simulations, seconds."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from hara.config import load_config
-from hara.report.collect import Cell, Run
-from hara.report.paired import Bootstrap, bootstrap_difference, correct_family
 from hara.report.repro import REPRODUCED, check_claims, load_claims
+from hara.results.collect import Cell, Run
+from hara.results.paired import Bootstrap, bootstrap_difference, correct_family
 from tests.workflow.conftest import REPO
 
 SIZES, PRESETS = ["tiny-s", "tiny-m", "tiny-l"], ["grpo", "dr_grpo", "dapo"]

@@ -12,7 +12,6 @@ from mlflow.tracking import MlflowClient
 
 from hara.config import load_config
 from hara.report import comparisons
-from hara.report.collect import Cell, Run
 from hara.report.mlflow_runs import (
     AVERAGE,
     NOTE_HEADER,
@@ -21,6 +20,7 @@ from hara.report.mlflow_runs import (
     log_run_summaries,
     saved_views,
 )
+from hara.results.collect import Cell, Run
 from hara.tracking import run_name, start_run
 from tests.workflow.conftest import REPO
 

@@ -8,9 +8,10 @@ from scipy import stats
 
 from hara.config import load_config
 from hara.layout import grid_cells
-from hara.report.collect import Cell, Run
 from hara.report.compare import MISMATCH_MARK, ComparisonError, compare_cells
-from hara.report.paired import (
+from hara.report.tables import main_table
+from hara.results.collect import Cell, Run
+from hara.results.paired import (
     BETTER,
     WITHIN_NOISE,
     WORSE,
@@ -21,7 +22,6 @@ from hara.report.paired import (
     paired_matrix,
     t_interval,
 )
-from hara.report.tables import main_table
 from tests.workflow.conftest import REPO
 
 SETTINGS = Bootstrap(resamples=2000, seed=7, confidence=0.95)
@@ -52,7 +52,7 @@ def test_one_seed_interval_is_scipys_paired_percentile_bootstrap():
 
 
 def test_several_seeds_resample_seeds_and_problems_crossed_as_documented():
-    """The draw protocol of hara.report.paired recomputed with plain loops: per replicate one seed draw and, per
+    """The draw protocol of hara.results.paired recomputed with plain loops: per replicate one seed draw and, per
     benchmark, one problem draw that every drawn seed uses; the seed part rescaled by sqrt(S / (S - 1)); the interval
     mean -+ t_df * se with the Satterthwaite df."""
     rng = np.random.default_rng(1)

@@ -9,9 +9,9 @@ import pytest
 
 from hara.config import load_config
 from hara.report import build_report
-from hara.report.collect import Cell, Run
-from hara.report.stats import mean_se, step_reaching, value_at_time
 from hara.report.tables import efficiency_measures, main_table, seq_tok_table
+from hara.results.collect import Cell, Run
+from hara.results.stats import mean_se, step_reaching, value_at_time
 from tests.workflow.conftest import REPO
 
 

@@ -8,7 +8,6 @@ import pytest
 
 from hara.cli import main
 from hara.config import ConfigError, load_config
-from hara.report.collect import Cell, Run
 from hara.report.repro import (
     CONTRADICTED,
     NOISE,
@@ -17,6 +16,7 @@ from hara.report.repro import (
     check_claims,
     load_claims,
 )
+from hara.results.collect import Cell, Run
 from tests.workflow.conftest import REPO
 
 FINGERPRINT = {"benchmark_sha256": "ab", "n": 1}

@@ -3,7 +3,7 @@ two listed values against the reference, 3 shared seeds, 200 validation problems
 structure of ../shared/statistics.md (a run's luck per (value, seed), a persistent value x problem effect). With no
 effect anywhere, the conclusion names a value in at most 8% of studies (nominal 5%, family-wise; measured 0.5%); an
 effect equal to the MDE the study reports is detected in 66.5% of them, not the nominal 80%: with 3 seeds the crossed
-interval (hara.report.paired) is conservative, so the stated MDE is optimistic by that much (measured 65-68% for a
+interval (hara.results.paired) is conservative, so the stated MDE is optimistic by that much (measured 65-68% for a
 run luck of 0.5-3 points)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import KNOB, REFERENCE, write_sensitivity_study
 
-from hara.report.paired import Bootstrap
+from hara.results.paired import Bootstrap
 from hara.sweeps.effects import sensitivity
 from hara.sweeps.study import load_study
 
@@ -79,7 +79,7 @@ def test_no_effect_is_rarely_reported_and_an_effect_at_the_mde_is_usually_found(
 
 def test_a_per_seed_objective_with_no_effect_is_rarely_reported(tmp_path):
     """train/reward (one value per run, the smoke studies' objective): the seeds are the only units. Measured 7.0%
-    (nominal 5%); before the corrected interval was held to at least the raw one (hara.report.paired.correct_family),
+    (nominal 5%); before the corrected interval was held to at least the raw one (hara.results.paired.correct_family),
     the max-T critical value from three seeds' handful of replicates named a value in 9.0% of such studies."""
     spec = load_study(write_sensitivity_study(tmp_path, values=(0.1, 0.5), repeats=3))
     named = 0

@@ -26,7 +26,7 @@ from conftest import (
     write_study,
 )
 
-from hara.sweeps.report_section import sweeps_html, sweeps_markdown
+from hara.report.sweeps_section import sweeps_html, sweeps_markdown
 
 ALPHA = "hara.hara.alpha"
 LOW = 0.1  # the other value of the sensitivity studies (near greedy: more completions run to the cap)

@@ -13,7 +13,7 @@ import yaml
 from conftest import load_trials, mlflow_runs, run_sweep, write_study
 
 from hara.cli import main
-from hara.sweeps.report_section import sweeps_html, sweeps_markdown
+from hara.report.sweeps_section import sweeps_html, sweeps_markdown
 from hara.sweeps.study import load_study
 from hara.sweeps.worker import open_study, run_worker
 

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hara.results.collect import Run
 
 __all__ = [
+    "ACCURACY",
+    "efficiency_measures",
     "Estimate",
     "cumulative_time",
     "final_value",
@@ -126,3 +132,34 @@ def value_at_time(metrics: Sequence[dict], key: str, budget_s: float) -> float |
     smoothed = smooth(values, window_of(len(values)))
     inside = [v for v, t in zip(smoothed, times) if t <= budget_s + 1e-9]
     return inside[-1] if inside else None
+
+
+#: The training-accuracy metric of metrics.jsonl (the curves' measure).
+ACCURACY = "train/accuracy"
+
+
+def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | None]:
+    """Per-step time, its overhead vs the baseline, steps / seconds to the baseline's final training accuracy,
+    and training accuracy at the baseline's total wall time (None where the logs do not give it)."""
+    step_times = [row["time/step_s"] for row in run.metrics if "time/step_s" in row]
+    base_times = [row["time/step_s"] for row in baseline.metrics if "time/step_s" in row] if baseline else []
+    step_s = sum(step_times) / len(step_times) if step_times else None
+    base_s = sum(base_times) / len(base_times) if base_times else None
+    target = final_value(baseline.metrics, ACCURACY) if baseline else None
+    reached = step_reaching(run.metrics, ACCURACY, target) if target is not None else None
+    cpu_s, base_cpu_s = _mean_cpu_s(run.metrics), _mean_cpu_s(baseline.metrics) if baseline else None
+    return {
+        "cpu_s": cpu_s,
+        "cpu_overhead": (cpu_s / base_cpu_s - 1.0) if cpu_s is not None and base_cpu_s else None,
+        "step_s": step_s,
+        "overhead": (step_s / base_s - 1.0) if step_s is not None and base_s else None,
+        "steps_to_target": float(reached[0]) if reached else None,
+        "seconds_to_target": reached[1] if reached else None,
+        "acc_at_budget": value_at_time(run.metrics, ACCURACY, sum(base_times)) if base_times else None,
+    }
+
+
+def _mean_cpu_s(metrics: list[dict]) -> float | None:
+    """Mean per-step process CPU time, when every step logged it (runs trained before it was logged: None)."""
+    costs, kind = step_costs(metrics)
+    return sum(costs) / len(costs) if costs and kind == "CPU time" else None
