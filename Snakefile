@@ -58,10 +58,10 @@ include: "workflows/report.smk"
 
 
 rule all:
-    default_target: True
     input:
         final_targets(),
         SWEEP_TARGETS,
+    default_target: True
 
 
 onsuccess:

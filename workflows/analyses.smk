@@ -53,16 +53,16 @@ rule analysis:
         json=f"{RESULTS}/analysis/{{analysis}}/{{analysis}}.json",
     log:
         f"{LOGS}/analysis/{{analysis}}.log",
-    conda:
-        "../environment.yml"
-    threads: THREADS
-    resources:
-        **job_resources("evaluate", gpu=analysis_gpus),
     params:
         config=CONFIG_FILE,
         results=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output.json))),
         out=lambda wildcards, output: os.path.dirname(output.json),
         settings=settings_digest("analyses", "hara"),
+    threads: THREADS
+    resources:
+        **job_resources("evaluate", gpu=analysis_gpus),
+    conda:
+        "../environment.yml"
     shell:
         "hara analysis {wildcards.analysis:q} --config {params.config:q} --results {params.results:q}"
         " --out {params.out:q} > {log:q} 2>&1"

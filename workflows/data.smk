@@ -9,16 +9,16 @@ rule fetch_data:
         manifest=f"{HUB_DATA}/fetch_manifest.json",
     log:
         f"{LOGS}/fetch_data/fetch_data.log",
+    params:
+        config=CONFIG_FILE,
+        out=lambda wildcards, output: os.path.dirname(output.manifest),
     localrule: True
-    conda:
-        "../environment.yml"
     threads: 1
     resources:
         mem_mb=8000,
         runtime=120,
-    params:
-        config=CONFIG_FILE,
-        out=lambda wildcards, output: os.path.dirname(output.manifest),
+    conda:
+        "../environment.yml"
     shell:
         "hara fetch-data --config {params.config:q} --out {params.out:q} > {log:q} 2>&1"
 
@@ -33,15 +33,15 @@ rule prepare_data:
         validation=[f"{RESULTS}/data/validation.jsonl"] if SELECTION else [],
     log:
         f"{LOGS}/prepare_data/data.log",
-    conda:
-        "../environment.yml"
-    threads: 1
-    resources:
-        **job_resources("prepare_data"),
     params:
         config=CONFIG_FILE,
         out=lambda wildcards, output: os.path.dirname(output.manifest),
         settings=settings_digest("seed", "data"),
         held_out=HELD_OUT,
+    threads: 1
+    resources:
+        **job_resources("prepare_data"),
+    conda:
+        "../environment.yml"
     shell:
         "hara data --config {params.config:q} --out {params.out:q} > {log:q} 2>&1"

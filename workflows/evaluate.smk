@@ -18,17 +18,17 @@ rule evaluate:
         scores=f"{EVAL_DIR}/scores.json",
     log:
         f"{LOGS}/evaluate/{CELL}.log",
-    conda:
-        "../environment.yml"
-    threads: THREADS
-    resources:
-        **gpu_job_resources("evaluate", evaluate_gpus),
     params:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         benchmarks=benchmark_args(),
         selection=selection_args,
         settings=settings_digest("selection", "evaluation", "prompt"),
+    threads: THREADS
+    resources:
+        **gpu_job_resources("evaluate", evaluate_gpus),
+    conda:
+        "../environment.yml"
     shell:
         "hara evaluate --config {params.config:q} --checkpoint {input.final:q} {params.benchmarks}"
         " --data {params.data:q} --out {output.scores:q}{params.selection} > {log:q} 2>&1"

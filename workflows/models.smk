@@ -9,15 +9,15 @@ rule download_model:
         snapshot=directory(f"{MODEL_SNAPSHOTS}/{{size}}"),
     log:
         f"{LOGS}/download_model/{{size}}.log",
+    params:
+        hub_id=lambda wildcards: HUB_IDS[wildcards.size],
     localrule: True
-    conda:
-        "../environment.yml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=120,
-    params:
-        hub_id=lambda wildcards: HUB_IDS[wildcards.size],
+    conda:
+        "../environment.yml"
     script:
         "scripts/download_model.py"
 
@@ -31,16 +31,16 @@ rule base_model:
         model=directory(f"{RESULTS}/base_model/{{size}}"),
     log:
         f"{LOGS}/base_model/{{size}}.log",
-    conda:
-        "../environment.yml"
-    threads: BASE_MODEL_THREADS
-    resources:
-        **job_resources("base_model"),
     params:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         settings=settings_digest("seed", "models", "warmup", "prompt"),
         accuracy=base_model_args(),
+    threads: BASE_MODEL_THREADS
+    resources:
+        **job_resources("base_model"),
+    conda:
+        "../environment.yml"
     shell:
         "hara base-model --config {params.config:q} --size {wildcards.size:q} --data {params.data:q}"
         " --out {output.model:q} {params.accuracy} > {log:q} 2>&1"

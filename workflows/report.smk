@@ -14,14 +14,14 @@ rule report:
         markdown=f"{REPORT_DIR}/report.md",
     log:
         f"{LOGS}/report/report.log",
-    conda:
-        "../environment.yml"
-    threads: 1
-    resources:
-        **job_resources("report"),
     params:
         config=CONFIG_FILE,
         results=lambda wildcards, output: os.path.dirname(os.path.dirname(output.html)),
         out=lambda wildcards, output: os.path.dirname(output.html),
+    threads: 1
+    resources:
+        **job_resources("report"),
+    conda:
+        "../environment.yml"
     shell:
         "hara report --config {params.config:q} --results {params.results:q} --out {params.out:q} > {log:q} 2>&1"

@@ -18,15 +18,15 @@ rule sweep_worker:
         done=f"{SWEEP_DIR}/jobs/worker{{worker}}.json",
     log:
         f"{LOGS}/sweep_worker/{{sweep}}/worker{{worker}}.log",
-    conda:
-        "../environment.yml"
-    threads: THREADS
-    resources:
-        **sweep_worker_resources(),
     params:
         config=CONFIG_FILE,
         study=lambda wildcards: SWEEPS[wildcards.sweep].file,
         settings=lambda wildcards: SWEEPS[wildcards.sweep].digest,
+    threads: THREADS
+    resources:
+        **sweep_worker_resources(),
+    conda:
+        "../environment.yml"
     shell:
         "hara sweep run --study {params.study:q} --config {params.config:q} --workers 1"
         " --base-model {input.base_model:q} --out {output.done:q} > {log:q} 2>&1"
@@ -44,13 +44,13 @@ rule sweep_summary:
         history=f"{SWEEP_DIR}/history.png",
     log:
         f"{LOGS}/sweep_summary/{{sweep}}.log",
-    conda:
-        "../environment.yml"
-    threads: 1
-    resources:
-        **job_resources("report"),
     params:
         config=CONFIG_FILE,
         study=lambda wildcards: SWEEPS[wildcards.sweep].file,
+    threads: 1
+    resources:
+        **job_resources("report"),
+    conda:
+        "../environment.yml"
     shell:
         "hara sweep report --study {params.study:q} --config {params.config:q} > {log:q} 2>&1"

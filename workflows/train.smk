@@ -8,14 +8,14 @@ rule tracking_store:
         store=f"{RESULTS}/mlflow_store.json",
     log:
         f"{LOGS}/tracking_store/tracking_store.log",
-    conda:
-        "../environment.yml"
+    params:
+        uri=TRACKING_URI,
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    params:
-        uri=TRACKING_URI,
+    conda:
+        "../environment.yml"
     script:
         "scripts/tracking_store.py"
 
@@ -29,15 +29,15 @@ rule select_prompts:
         prompts=directory(PROMPTS_DIR),
     log:
         f"{LOGS}/select_prompts/{{size}}.log",
-    conda:
-        "../environment.yml"
-    threads: THREADS
-    resources:
-        **job_resources("evaluate"),
     params:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         settings=settings_digest("training", "prompt"),
+    threads: THREADS
+    resources:
+        **job_resources("evaluate"),
+    conda:
+        "../environment.yml"
     shell:
         "hara select-prompts --config {params.config:q} --model {input.base_model:q} --data {params.data:q}"
         " --out {output.prompts:q} > {log:q} 2>&1"
@@ -53,11 +53,6 @@ rule train:
         final=directory(f"{RUN_DIR}/final"),
     log:
         f"{LOGS}/train/{CELL}.log",
-    conda:
-        "../environment.yml"
-    threads: THREADS
-    resources:
-        **gpu_job_resources("train", train_gpus),
     params:
         config=CONFIG_FILE,
         data=lambda wildcards, input: os.path.dirname(input.manifest),
@@ -66,6 +61,11 @@ rule train:
         prompts=lambda wildcards, input: f"--prompts {shlex.quote(input.prompts)}" if SELECT_PROMPTS else "",
         processes=train_processes,
         overrides="",  # config changes of an analysis run (workflows/analyses.smk), as " --set KEY=VALUE ..."
+    threads: THREADS
+    resources:
+        **gpu_job_resources("train", train_gpus),
+    conda:
+        "../environment.yml"
     shell:
         "hara train --config {params.config:q}{params.overrides} --size {wildcards.size:q} --rlvr {wildcards.rlvr:q}"
         " --method {wildcards.method:q} --seed {wildcards.seed:q} --base-model {input.base_model:q}"
