@@ -8,7 +8,7 @@ same commands and files, at the paper's shapes but for a few steps:
 
 1. Assets, made on the machine, offline: a random-init Qwen3 of the scale's shapes with the real Qwen3 tokenizer,
    saved (bf16 at paper scale, as the hub's Base snapshots) in the Hugging Face cache layout, and the paper's six
-   datasets as fixtures in their own schemas (tests/workflow/rehearsal_assets.py, the rehearsal's own).
+   datasets as fixtures in their own schemas (tests/hub_assets.py, the rehearsal's own).
 2. config/paper.yaml with scale keys changed (sizes, steps, batch, lengths, one GPU) and two path keys the machine
    forces: `training.use_vllm: false` and `evaluation.backend: transformers` (no vLLM there); tracking into a local
    sqlite store; `plan.gpu_memory_gb` the device's and `plan.prompt_tokens` the fixtures' longest prompt.
@@ -48,7 +48,7 @@ import yaml
 
 from hara.planning import GB, PAPER_ARCHITECTURES, Architecture
 from hara.rlvr.phases import GIB, PHASES, memory_key, time_key
-from tests.workflow.conftest import merged
+from tests.helpers import merged
 
 METHODS = ("none", "hara_tok", "forking_tokens")  # the default, HarA's token level, an entropy baseline
 SIZE = "qwen3-1.7b"
@@ -100,7 +100,7 @@ SCALES = {
 def longest_prompt_tokens(template: str) -> int:
     """Tokens of the longest fixture problem in the paper's template (the plan's plan.prompt_tokens)."""
     from hara.models.tokenizer import build_tokenizer
-    from tests.workflow.rehearsal_assets import DATASETS
+    from tests.hub_assets import DATASETS
 
     tokenizer = build_tokenizer("qwen3")
     problems = [row.get("problem") or row.get("question") for *_, rows in DATASETS for row in rows]
@@ -302,7 +302,7 @@ def device_memory_gb(device: str) -> float:
 
 
 def check(args: argparse.Namespace, work: Path) -> dict:
-    from tests.workflow.rehearsal_assets import build_hub_cache
+    from tests.hub_assets import build_hub_cache
 
     s, cuda, timings = SCALES[args.scale], args.device == "cuda", {}
     start = time.perf_counter()

@@ -2,9 +2,11 @@
 
 import json
 import os
+import random
 import resource
 from pathlib import Path
 
+import numpy
 import pytest
 import torch
 
@@ -20,6 +22,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def seeded_global_generators():
+    """Every test starts from the same state of the global generators (torch, random, numpy), whatever ran before it
+    in its worker: a test that draws from them (torch.randn without a generator) gives the same numbers alone, in
+    the suite and under any split of the files over workers."""
+    torch.manual_seed(0)
+    random.seed(0)
+    numpy.random.seed(0)
 
 
 @pytest.fixture(autouse=True)

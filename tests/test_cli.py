@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from hara.cli import COMMANDS, main
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SMOKE = str(REPO / "config" / "smoke.yaml")
 
 

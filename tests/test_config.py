@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from hara.cli import main
 from hara.config import ConfigError, apply_overrides, fill_defaults, load_config, load_schema, validate_config
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SHIPPED = ["default.yaml", "smoke.yaml", "paper.yaml"]
 
 # (id, config as YAML text, text that must appear in the error: the key path)

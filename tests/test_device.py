@@ -5,15 +5,14 @@ without vllm is an error for training.use_vllm, not a switch to transformers' ge
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
 
 from hara.cli import COMMANDS, main
 from hara.errors import UserError
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SMOKE = str(REPO / "config" / "smoke.yaml")
 TRAIN = ["train", "--config", SMOKE, "--size", "tiny-s", "--rlvr", "grpo", "--method", "none", "--seed", "0"]
 

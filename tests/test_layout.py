@@ -10,8 +10,7 @@ from hara.config import ConfigError, read_yaml, validate_config
 from hara.layout import Cell, base_eval_dir, base_model_dir, eval_dir, grid_cells, method_seeds, run_dir
 from hara.planning import plan_grid
 from hara.report.tables import main_table
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO
 
 
 def default_with(overlay: dict) -> dict:

@@ -14,7 +14,7 @@ import hara.methods as registry
 from hara.config import ConfigError, load_config, validate_config
 from hara.methods import MethodSpec, get_method, methods
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
-from tests.evaluation.eval_helpers import REPO, SMOKE
+from tests.helpers import REPO, SMOKE
 
 PLUGIN = MethodSpec(
     "flip_late",

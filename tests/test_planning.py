@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -31,9 +30,8 @@ from hara.planning import (
     setup_of,
     training_host_bytes,
 )
-from tests.workflow.conftest import merged, read
+from tests.helpers import REPO, merged, read
 
-REPO = Path(__file__).resolve().parents[1]
 PAPER, REHEARSAL, DEFAULT = (REPO / "config" / f"{name}.yaml" for name in ("paper", "rehearsal", "default"))
 NO_FOLDERS = ("check_local_folders",)  # the paper's data folders exist on the cluster only
 

@@ -13,7 +13,7 @@ import pytest
 from hara.cli import main
 from hara.power import Components, Design, estimate_components, mde, seeds_needed
 from hara.results.paired import BETTER, Bootstrap, bootstrap_difference
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 COMPONENTS = Components(seed_sd=0.02, problem_sd=0.08, seed_problem_sd=0.1, success_variance=0.2, source="test")
 

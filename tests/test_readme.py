@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO
 
 
 def layout_block() -> dict[str, str]:

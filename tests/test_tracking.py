@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -12,8 +11,7 @@ from mlflow.tracking import MlflowClient
 from hara.cli import main
 from hara.evaluation.tracking import DIGEST_CHARS, log_scores
 from hara.tracking import EXPERIMENT_KIND, RUN_FILE, metric_name, open_run, run_name, start_run, ui_path
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
 
 
 def test_metric_names_are_valid_for_mlflow():

@@ -9,7 +9,8 @@ import yaml
 
 from hara.analysis.plan import analysis_runs, enabled_analyses
 from hara.config import load_config
-from tests.workflow.conftest import REPO, job_counts, snakemake
+from tests.helpers import REPO
+from tests.workflow.conftest import job_counts, snakemake
 
 SMOKE, DEFAULT, ANALYSES = (REPO / "config" / name for name in ("smoke.yaml", "default.yaml", "analyses.yaml"))
 

@@ -14,7 +14,7 @@ from hara.analysis.plan import (
     study_runs,
 )
 from hara.config import load_config
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 
 @pytest.fixture

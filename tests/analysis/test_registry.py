@@ -11,7 +11,7 @@ import pytest
 from hara.analysis import registry
 from hara.analysis.plan import analysis_inputs, analysis_names, enabled_analyses, study_runs
 from hara.config import load_config
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 DEFAULT, ANALYSES = REPO / "config" / "default.yaml", REPO / "config" / "analyses.yaml"
 LABEL = re.compile(r"[A-Za-z0-9_.]+")  # workflows/analyses.smk's label wildcard

@@ -5,14 +5,13 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from tests.benchmarks.scripts import load_benchmark
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"
 
 #: The toy run as on a bare GPU machine: POT, numpy and scipy blocked, so only torch and the repository's maths.

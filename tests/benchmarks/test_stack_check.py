@@ -5,13 +5,12 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.benchmarks.scripts import load_benchmark
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "stack_check.py"
 
 

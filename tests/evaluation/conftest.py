@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from eval_helpers import make_tiny_checkpoint
+
+from tests.evaluation.eval_helpers import make_tiny_checkpoint
 
 
 @pytest.fixture

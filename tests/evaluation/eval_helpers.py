@@ -13,9 +13,7 @@ import pyarrow.parquet as pq
 
 from hara.config import load_config, validate_config
 from hara.data.catalog import HUB_BENCHMARKS
-
-REPO = Path(__file__).resolve().parents[2]
-SMOKE = REPO / "config" / "smoke.yaml"
+from tests.helpers import SMOKE
 
 # Per hub benchmark: rows in the dataset's own columns and value types, each with the answer a correct model would
 # write in its box (written by hand here, not derived by hara.data.hub: the oracle must not share the mapping code).

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from eval_helpers import StandInEngine, hub_config
 
 from hara.config import ConfigError, validate_config
 from hara.data import catalog, hub
@@ -19,6 +18,7 @@ from hara.evaluation.runner import evaluate_checkpoint
 from hara.layout import grid_cells
 from hara.report.tables import main_table
 from hara.results.collect import Run
+from tests.evaluation.eval_helpers import StandInEngine, hub_config
 
 #: The toy benchmark: its own column names (q, a, uid) and split, as a hub dataset would have them.
 TOY = Benchmark("toy_arith", "hub", "toy-org/arith", HubSchema("benchmark", "test", problem="q", answer="a", id="uid"))

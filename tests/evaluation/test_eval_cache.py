@@ -6,12 +6,11 @@ import shutil
 import socket
 import sys
 
-from eval_helpers import smoke_config
-
 from hara.evaluation.models import TransformersEngine, checkpoint_fingerprint
 from hara.evaluation.runner import evaluate_checkpoint
 from hara.evaluation.settings import benchmark_settings
 from hara.evaluation.tasks import benchmark_records, build_task
+from tests.evaluation.eval_helpers import smoke_config
 
 NAME = "mini_math500"
 

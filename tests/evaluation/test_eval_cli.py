@@ -6,13 +6,13 @@ import json
 import sys
 
 import pytest
-from eval_helpers import StandInEngine, smoke_config
 
 from hara.cli import main
 from hara.data.format import format_prompt
 from hara.data.pipeline import build_config_datasets
 from hara.evaluation import models
 from hara.reward import math_reward
+from tests.evaluation.eval_helpers import StandInEngine, smoke_config
 
 SMOKE = "config/smoke.yaml"
 MINI = ["mini_math500", "mini_amc23"]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from eval_helpers import StandInEngine, smoke_config
 
 from hara.data.format import format_prompt
 from hara.data.pipeline import build_config_datasets
 from hara.evaluation.runner import evaluate_checkpoint
+from tests.evaluation.eval_helpers import StandInEngine, smoke_config
 
 BENCHMARKS = ["mini_math500", "mini_aime24"]
 TEMPLATE = "Problem: {problem}\nReason step by step, and put your final answer within \\boxed{}.\nSolution:"

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import datasets
 import pytest
-from eval_helpers import HUB_ROWS, smoke_config
 
 from hara.cli import main
 from hara.data.catalog import HUB_BENCHMARKS
 from hara.data.hub import load_local_dataset
 from hara.data.pipeline import hub_folder
 from hara.evaluation.fetch import fetch_datasets, fetch_plan
+from tests.evaluation.eval_helpers import HUB_ROWS, smoke_config
 
 TRAIN_ROWS = [{"problem": "What is $1+1$?", "answer": "2"}, {"problem": "What is $2+2$?", "answer": "4"}]
 

@@ -8,13 +8,13 @@ from the data stage (hara.data.pipeline), so a task that loaded, mapped or promp
 from __future__ import annotations
 
 import pytest
-from eval_helpers import HUB_ROWS, WRONG, StandInEngine, hub_config, smoke_config, write_hub_fixtures
 
 from hara.data.catalog import HUB_BENCHMARKS
 from hara.data.embedded import BENCHMARKS as MINI
 from hara.data.format import format_prompt
 from hara.data.pipeline import build_config_datasets
 from hara.evaluation.runner import evaluate_checkpoint
+from tests.evaluation.eval_helpers import HUB_ROWS, WRONG, StandInEngine, hub_config, smoke_config, write_hub_fixtures
 
 N = 3
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from eval_helpers import REPO, smoke_config
 
 from hara.config import ConfigError, validate_config
 from hara.evaluation.settings import benchmark_settings
+from tests.evaluation.eval_helpers import smoke_config
+from tests.helpers import REPO
 
 
 def test_defaults_apply_where_a_benchmark_has_no_override():

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from eval_helpers import StandInEngine, smoke_config
 
 from hara.cli import main
 from hara.data.format import format_prompt
 from hara.data.pipeline import build_config_datasets
 from hara.evaluation import models
 from hara.evaluation.tracking import find_run_file, log_scores, mlflow_key
+from tests.evaluation.eval_helpers import StandInEngine, smoke_config
 
 
 def make_run(tmp_path) -> dict:

@@ -20,7 +20,8 @@ import math
 
 import pytest
 import torch
-from eval_helpers import smoke_config
+
+from tests.evaluation.eval_helpers import smoke_config
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,
@@ -48,7 +49,7 @@ def eval_config(tmp_path, temperature: float, n: int, max_new_tokens: int, seed:
 
 @pytest.fixture(scope="module")
 def rehearsal_checkpoint(tmp_path_factory):
-    from tests.workflow.rehearsal_assets import tiny_qwen3
+    from tests.hub_assets import tiny_qwen3
 
     model, tokenizer = tiny_qwen3(seed=0)
     folder = tmp_path_factory.mktemp("rehearsal")

@@ -1,5 +1,4 @@
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -7,8 +6,8 @@ import torch
 from hara.data.synthetic import generate_problems
 from hara.models.tokenizer import build_tokenizer
 from hara.models.warmup import WARMUP_DEFAULTS, cosine_schedule, direct_answer_mask, encode_records, warmup_base_model
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FAST = dict(
     batch_size=8,
     lr=3e-3,

@@ -23,9 +23,9 @@ from hara.cli import main
 from hara.config import fill_defaults, key_path, load_schema, read_yaml
 from hara.data.io import DataError
 from hara.data.pipeline import REQUIRED_KEYS, read_config_datasets, write_config_datasets
-from tests.workflow.conftest import BIN, REPO, snakemake
+from tests.helpers import REPO, SMOKE
+from tests.workflow.conftest import BIN, snakemake
 
-SMOKE = REPO / "config" / "smoke.yaml"
 SCHEMA = load_schema()
 # derandomize: the same examples in every CI run (explicit seed); no database files in the checkout
 PROPERTY = settings(

@@ -14,9 +14,8 @@ from safetensors.torch import load_file
 
 from hara.cli import main
 from hara.rlvr.checkpoints import MANIFEST, CheckpointWarning, checkpoint_problem, write_manifest
+from tests.helpers import REPO, SMOKE
 
-REPO = Path(__file__).resolve().parents[2]
-SMOKE = REPO / "config" / "smoke.yaml"
 pytestmark = pytest.mark.slow
 
 

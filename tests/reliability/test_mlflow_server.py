@@ -24,10 +24,10 @@ from hara.config import load_config
 from hara.evaluation.tracking import DIGEST_CHARS
 from hara.report.mlflow_runs import AVERAGE, VIEW_BY_METHOD, VIEW_PER_RUN
 from hara.tracking import EXPERIMENT_KIND, ui_path
+from tests.helpers import REPO, SMOKE
 from tests.reliability.servers import CHROMIUM, chromium, compared_metrics, mlflow_server, visible_text
-from tests.workflow.conftest import BIN, REPO, SNAKEFILE, job_counts, snakemake
+from tests.workflow.conftest import BIN, SNAKEFILE, job_counts, snakemake
 
-SMOKE = REPO / "config" / "smoke.yaml"
 SCREENSHOT = REPO / "results" / "ui" / "mlflow_compare.png"
 RUNS_SCREENSHOT = REPO / "results" / "ui" / "mlflow_runs_by_method.png"
 CHARTS_SCREENSHOT = REPO / "results" / "ui" / "mlflow_chart_view.png"

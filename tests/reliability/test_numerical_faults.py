@@ -17,9 +17,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import hara.rlvr.trainer as trainer_module
 from hara.config import load_config
 from hara.rlvr.train import MetricsCallback, build_trainer
+from tests.helpers import SMOKE
 
-REPO = Path(__file__).resolve().parents[2]
-SMOKE = REPO / "config" / "smoke.yaml"
 GROUP = 4  # config/smoke.yaml's training.group_size
 PROMPTS = 3
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import REPO
 from tests.reliability.servers import run_together
-from tests.workflow.conftest import REPO
 
 WORKERS, TRIALS, STEPS = 8, 5, 4
 pytestmark = pytest.mark.slow

@@ -24,6 +24,7 @@ import pytest
 
 from hara.tracking import TrackingError, absolute_uri, resolve_uri
 from hara.tracking_server import SHUTDOWN_GRACE_SECONDS
+from tests.helpers import SMOKE
 from tests.reliability.servers import (
     BIN,
     PASSWORD,
@@ -36,8 +37,6 @@ from tests.reliability.servers import (
     tracking_server,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-SMOKE = REPO / "config" / "smoke.yaml"
 SEARCH = "/api/2.0/mlflow/experiments/search?max_results=1"
 
 

@@ -9,7 +9,7 @@ from hara.config import load_config
 from hara.report import build_report
 from hara.report.ablation import ablation_table, factor_differences, run_factors
 from hara.runinfo import dump_config
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 
 def write_cell(results, config, method, solved, lr=None, step_cpu_s=1.0):

@@ -10,7 +10,7 @@ from hara.analysis.plan import eval_dir, run_dir, study_runs
 from hara.analysis.run import run_analysis
 from hara.config import load_config
 from hara.report import build_report
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 
 def write_run(root, folder, accuracies, step_s, hara_s=None, score=None, benchmarks=()):

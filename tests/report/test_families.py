@@ -14,7 +14,7 @@ from hara.config import load_config
 from hara.report.repro import REPRODUCED, check_claims, load_claims
 from hara.results.collect import Cell, Run
 from hara.results.paired import Bootstrap, bootstrap_difference, correct_family
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 SIZES, PRESETS = ["tiny-s", "tiny-m", "tiny-l"], ["grpo", "dr_grpo", "dapo"]
 CREDIT = ["forking_tokens", "gtpo", "grpo_s", "position"]

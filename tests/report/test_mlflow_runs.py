@@ -22,7 +22,7 @@ from hara.report.mlflow_runs import (
 )
 from hara.results.collect import Cell, Run
 from hara.tracking import run_name, start_run
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 NOTE = "mlflow.note.content"
 

@@ -22,7 +22,7 @@ from hara.results.paired import (
     paired_matrix,
     t_interval,
 )
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 SETTINGS = Bootstrap(resamples=2000, seed=7, confidence=0.95)
 

@@ -12,7 +12,7 @@ from hara.report import build_report
 from hara.report.tables import efficiency_measures, main_table, seq_tok_table
 from hara.results.collect import Cell, Run
 from hara.results.stats import mean_se, step_reaching, value_at_time
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 
 def metrics(accuracies, step_s):

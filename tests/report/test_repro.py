@@ -17,7 +17,7 @@ from hara.report.repro import (
     load_claims,
 )
 from hara.results.collect import Cell, Run
-from tests.workflow.conftest import REPO
+from tests.helpers import REPO
 
 FINGERPRINT = {"benchmark_sha256": "ab", "n": 1}
 

@@ -17,10 +17,9 @@ import torch
 from safetensors.torch import load_file
 
 from hara.rlvr.launch import LAUNCHED, launch_command
+from tests.helpers import REPO, SMOKE
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("multiprocess_train.py")
-SMOKE = REPO / "config" / "smoke.yaml"
 
 
 def command(base: Path, out: Path, tmp: Path) -> list[str]:

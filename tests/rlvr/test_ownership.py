@@ -16,8 +16,8 @@ import pytest
 from hara.cli import main
 from hara.errors import UserError
 from hara.rlvr.ownership import OWNER_FILE, claimed
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 TRAIN = [
     "train",
     "--config",

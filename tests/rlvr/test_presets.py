@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,9 +19,7 @@ from hara.rlvr.presets import (
 from hara.rlvr.train import METHOD_SECTIONS, method_params, rename_metrics
 from hara.rlvr.trainer import CONTEXT_NEEDS
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
-
-REPO = Path(__file__).resolve().parents[2]
-SMOKE = REPO / "config" / "smoke.yaml"
+from tests.helpers import REPO, SMOKE
 
 
 def test_presets_carry_the_published_factors():

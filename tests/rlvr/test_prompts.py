@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
 from hara.config import ConfigError, load_config
 from hara.rlvr import prompts
 from hara.rlvr.train import train_dataset
+from tests.helpers import SMOKE
 
-SMOKE = Path(__file__).resolve().parents[2] / "config" / "smoke.yaml"
 RECORDS = [{"problem": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(40)]
 
 

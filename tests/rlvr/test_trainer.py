@@ -27,9 +27,8 @@ from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import build_trainer
 from hara.rlvr.trainer import equal_reward_groups, group_ids_of
 from hara.weighting import available_weightings
+from tests.helpers import REPO, SMOKE
 
-REPO = Path(__file__).resolve().parents[2]
-SMOKE = REPO / "config" / "smoke.yaml"
 HARA_METHODS = [m for m in available_weightings() if m.startswith("hara_")]
 
 

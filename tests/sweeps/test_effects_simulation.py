@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import KNOB, REFERENCE, write_sensitivity_study
 
 from hara.results.paired import Bootstrap
 from hara.sweeps.effects import sensitivity
 from hara.sweeps.study import load_study
+from tests.sweeps.conftest import KNOB, REFERENCE, write_sensitivity_study
 
 PROBLEMS, SAMPLES, STUDIES = 200, 4, 200
 RUN_SD, PROBLEM_SD = 0.015, 0.05

@@ -11,10 +11,10 @@ import math
 import numpy as np
 import optuna
 import pytest
-from conftest import write_study
 
 from hara.sweeps.design import REEVALUATION, choose, next_claim, reevaluation_candidates, role_of
 from hara.sweeps.study import distributions, load_study, make_sampler
+from tests.sweeps.conftest import write_study
 
 STUDIES = 200
 NOISE_SD = 1.0  # per (point, seed): larger than the whole range of the true objective (0.49)

@@ -14,7 +14,9 @@ from collections import Counter
 
 import pytest
 import yaml
-from conftest import (
+
+from hara.report.sweeps_section import sweeps_html, sweeps_markdown
+from tests.sweeps.conftest import (
     KNOB,
     REFERENCE,
     load_trials,
@@ -25,8 +27,6 @@ from conftest import (
     write_sensitivity_study,
     write_study,
 )
-
-from hara.report.sweeps_section import sweeps_html, sweeps_markdown
 
 ALPHA = "hara.hara.alpha"
 LOW = 0.1  # the other value of the sensitivity studies (near greedy: more completions run to the cap)

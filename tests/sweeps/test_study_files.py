@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import KNOB, REFERENCE, REPO, write_sensitivity_study, write_study
 
 from hara.cli import main
 from hara.config import ConfigError
 from hara.sweeps.study import load_study
+from tests.helpers import REPO
+from tests.sweeps.conftest import KNOB, REFERENCE, write_sensitivity_study, write_study
 
 STUDIES = sorted(p for p in (REPO / "sweeps").glob("*.yaml") if p.name != "schema.yaml")
 

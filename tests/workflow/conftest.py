@@ -3,7 +3,6 @@ store land there, never in the checkout)."""
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import shutil
@@ -13,11 +12,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO, SMOKE
+
 SNAKEFILE = REPO / "Snakefile"
-SMOKE = REPO / "config" / "smoke.yaml"
 BIN = Path(sys.executable).parent
 CLUSTER_SCRIPT = REPO / "scripts" / "slurm" / "local_cluster.sh"
 # The binaries the test Slurm cluster needs, by the Debian package that ships them.
@@ -108,15 +106,3 @@ def slurm_cluster():
     finally:
         subprocess.run([str(CLUSTER_SCRIPT), "stop", str(state_dir)], capture_output=True, timeout=60, check=False)
         shutil.rmtree(state_dir, ignore_errors=True)
-
-
-def merged(base: dict, overlay: dict) -> dict:
-    """Snakemake's merge of two --configfile files: mappings merged key by key, anything else replaced."""
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def read(path: Path) -> dict:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -13,7 +13,8 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from tests.workflow.conftest import BIN, REPO
+from tests.helpers import REPO
+from tests.workflow.conftest import BIN
 
 PROFILE = REPO / "profiles" / "slurm"
 RETRY_SNAKEFILE = REPO / "tests" / "workflow" / "slurm_retry" / "Snakefile"

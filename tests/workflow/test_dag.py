@@ -11,7 +11,8 @@ from hara.config import load_config, validate_config
 from hara.methods import methods
 from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import METHOD_SECTIONS
-from tests.workflow.conftest import REPO, job_counts, merged, read, snakemake
+from tests.helpers import REPO, merged, read
+from tests.workflow.conftest import job_counts, snakemake
 
 PAPER = REPO / "config" / "paper.yaml"
 

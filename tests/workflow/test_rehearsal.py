@@ -2,7 +2,7 @@
 DAG on the CPU (download_model -> fetch_data -> prepare_data -> base_model -> evaluate_base -> train (grpo, dr_grpo,
 dapo x none, hara_tok) -> evaluate (with checkpoint selection) -> report), with a tiny Qwen3 carrying the real Qwen3
 tokenizer and the paper's datasets in their own schemas, both read through the real huggingface_hub / datasets calls
-from a local cache in the hub's layouts (tests/workflow/rehearsal_assets.py), offline. It runs locally and, for the
+from a local cache in the hub's layouts (tests/hub_assets.py), offline. It runs locally and, for the
 one cell it preempts on the way (PREEMPTED), through the local Slurm cluster with a GPU GRES (train and evaluation
 jobs are scheduled with a GPU and run on the CPU inside it); both give the same scores, completions, checkpoint hashes
 and selected checkpoints. Both log through an authenticated MLflow server (the paper's
@@ -28,18 +28,16 @@ import pytest
 import yaml
 
 from hara.config import validate_config
+from tests.helpers import REPO, merged, read
+from tests.hub_assets import DATASETS, REHEARSAL_MODEL, build_hub_cache
 from tests.reliability.servers import PASSWORD, tls_client_env, tracking_server
 from tests.workflow.conftest import (
     BIN,
     CLUSTER_SCRIPT,
-    REPO,
     SNAKEFILE,
     job_counts,
-    merged,
     missing_slurm_requirement,
-    read,
 )
-from tests.workflow.rehearsal_assets import DATASETS, REHEARSAL_MODEL, build_hub_cache
 from tests.workflow.slurm import (
     LOCAL_CLUSTER_ARGS,
     PROFILE,

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from hara.config import load_config
-from tests.workflow.conftest import REPO, SMOKE, job_counts, snakemake
+from tests.helpers import REPO, SMOKE
+from tests.workflow.conftest import job_counts, snakemake
 from tests.workflow.test_dag import expected_counts
 
 pytestmark = pytest.mark.slow

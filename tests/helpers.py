@@ -1,0 +1,27 @@
+"""What many test modules share: the repository's paths, its configs and Snakemake's merge of config files (the hub
+fixtures live beside it in tests/hub_assets.py)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "config"
+SMOKE = CONFIGS / "smoke.yaml"
+DEFAULT = CONFIGS / "default.yaml"
+
+
+def merged(base: dict, overlay: dict) -> dict:
+    """Snakemake's merge of two --configfile files: mappings merged key by key, anything else replaced."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def read(path: Path) -> dict:
+    """A YAML file's content."""
+    return yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -1,0 +1,37 @@
+"""The test suite's own rules: every folder a package (one module name per helper: eval_helpers was imported under
+two), the repository's paths from one helpers module, the global generators seeded before every test."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy
+import torch
+
+from tests.helpers import REPO
+
+TESTS = REPO / "tests"
+SCRIPTS = {"planning_peak.py", "multiprocess_train.py", "helpers.py"}  # run as scripts or the helpers themselves
+
+
+def test_every_test_folder_is_a_package():
+    folders = {p.parent for p in TESTS.rglob("*.py") if "__pycache__" not in p.parts}
+    assert sorted(str(f.relative_to(REPO)) for f in folders if not (f / "__init__.py").is_file()) == []
+
+
+def test_no_test_module_defines_the_repository_path_itself():
+    own = [
+        p.name
+        for p in TESTS.rglob("*.py")
+        if p.name not in SCRIPTS and re.search(r"^REPO = ", p.read_text(), re.MULTILINE)
+    ]
+    assert own == []
+
+
+def test_the_generators_were_reset_before_this_test():
+    torch_draw, python_draw, numpy_draw = torch.rand(3), random.random(), numpy.random.rand()
+    torch.manual_seed(0), random.seed(0), numpy.random.seed(0)
+    assert (
+        torch.equal(torch_draw, torch.rand(3)) and python_draw == random.random() and numpy_draw == numpy.random.rand()
+    )
