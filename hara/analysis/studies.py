@@ -14,9 +14,9 @@ from hara.analysis.claims import STRUCTURE_NOTE
 from hara.analysis.output import AnalysisResult, column, fmt, pyplot, save_figure
 from hara.analysis.plan import AnalysisRun, eval_dir, exact_counterpart, host_rlvr, run_dir, study_runs
 from hara.analysis.registry import get_analysis
+from hara.metric_keys import ACCURACY, HARA_S, STEP_S
 from hara.results.collect import Cell, Run, collect_runs, read_metrics, read_scores
 from hara.results.stats import (
-    ACCURACY,
     cumulative_time,
     efficiency_measures,
     final_value,
@@ -41,8 +41,8 @@ def run_measures(config: Mapping, run: AnalysisRun) -> dict[str, float | None]:
     benchmarks = config["data"]["benchmarks"]
     average = (sum(scores[b] for b in benchmarks) / len(benchmarks)) if all(b in scores for b in benchmarks) else None
     return {
-        "step_s": _mean_of(metrics, "time/step_s"),
-        "hara_s": _mean_of(metrics, "time/hara_s"),
+        "step_s": _mean_of(metrics, STEP_S),
+        "hara_s": _mean_of(metrics, HARA_S),
         "final_acc": final_value(metrics, ACCURACY),
         "steps": float(len(metrics)) if metrics else None,
         "pass1": average,

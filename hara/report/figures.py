@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from hara.metric_keys import ACCURACY, ENTROPY, RESPONSE_LENGTH
 from hara.report.tables import BASELINE, host_rlvr
 from hara.results.collect import Cell, Run
 from hara.results.stats import series, smooth, window_of
@@ -13,9 +14,9 @@ __all__ = ["PANELS", "dynamics_figure", "write_figures"]
 
 #: (metric key, axis label) of each panel.
 PANELS = [
-    ("train/accuracy", "training accuracy"),
-    ("train/entropy", "token entropy"),
-    ("train/response_length", "response length (tokens)"),
+    (ACCURACY, "training accuracy"),
+    (ENTROPY, "token entropy"),
+    (RESPONSE_LENGTH, "response length (tokens)"),
 ]
 
 

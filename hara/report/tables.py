@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.layout import method_seeds
+from hara.metric_keys import ACCURACY
 from hara.report.compare import (
     BASELINE,
     CORRECTED_MARK,
@@ -25,7 +26,6 @@ from hara.report.compare import (
 from hara.results.collect import Cell, Run, seed_runs
 from hara.results.paired import Bootstrap, bootstrap_difference, correct_family, paired_matrix
 from hara.results.stats import (
-    ACCURACY,
     NA,
     Estimate,
     cumulative_time,

@@ -6,11 +6,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from hara.metric_keys import ACCURACY, CPU_S, STEP_S
+
 if TYPE_CHECKING:
     from hara.results.collect import Run
 
 __all__ = [
-    "ACCURACY",
     "efficiency_measures",
     "Estimate",
     "cumulative_time",
@@ -89,12 +90,12 @@ def step_costs(metrics: Sequence[dict]) -> tuple[list[float], str]:
 
     CPU time does not grow when other jobs share the cores; wall time does, so wall costs of runs made side by side
     are not comparable (the report says which one it used)."""
-    if metrics and all("time/cpu_s" in row for row in metrics):
-        return [float(row["time/cpu_s"]) for row in metrics], "CPU time"
-    return [float(row["time/step_s"]) for row in metrics if "time/step_s" in row], "wall time"
+    if metrics and all(CPU_S in row for row in metrics):
+        return [float(row[CPU_S]) for row in metrics], "CPU time"
+    return [float(row[STEP_S]) for row in metrics if STEP_S in row], "wall time"
 
 
-def cumulative_time(metrics: Sequence[dict], key: str = "time/step_s") -> list[float] | None:
+def cumulative_time(metrics: Sequence[dict], key: str = STEP_S) -> list[float] | None:
     """Wall time in seconds at the end of each logged step (None when a step has no time)."""
     if not metrics or any(key not in row for row in metrics):
         return None
@@ -134,15 +135,11 @@ def value_at_time(metrics: Sequence[dict], key: str, budget_s: float) -> float |
     return inside[-1] if inside else None
 
 
-#: The training-accuracy metric of metrics.jsonl (the curves' measure).
-ACCURACY = "train/accuracy"
-
-
 def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | None]:
     """Per-step time, its overhead vs the baseline, steps / seconds to the baseline's final training accuracy,
     and training accuracy at the baseline's total wall time (None where the logs do not give it)."""
-    step_times = [row["time/step_s"] for row in run.metrics if "time/step_s" in row]
-    base_times = [row["time/step_s"] for row in baseline.metrics if "time/step_s" in row] if baseline else []
+    step_times = [row[STEP_S] for row in run.metrics if STEP_S in row]
+    base_times = [row[STEP_S] for row in baseline.metrics if STEP_S in row] if baseline else []
     step_s = sum(step_times) / len(step_times) if step_times else None
     base_s = sum(base_times) / len(base_times) if base_times else None
     target = final_value(baseline.metrics, ACCURACY) if baseline else None

@@ -30,6 +30,7 @@ from transformers import TrainerCallback
 from hara.errors import ConfigError
 from hara.layout import base_model_dir, candidate_steps
 from hara.methods import methods, unknown_method
+from hara.metric_keys import ACCURACY, CPU_S, ENTROPY, HARA_S, RESPONSE_LENGTH, REWARD, STEP_S
 from hara.rlvr.presets import (
     RLVRPreset,
     config_preset,
@@ -48,18 +49,18 @@ METRIC_KEYS: dict[str, str] = {
     "loss": "train/loss",
     "grad_norm": "train/grad_norm",
     "learning_rate": "train/lr",
-    "reward": "train/reward",
+    "reward": REWARD,
     "reward_std": "train/reward_std",
-    "rewards/accuracy_reward/mean": "train/accuracy",
+    "rewards/accuracy_reward/mean": ACCURACY,
     "rewards/soft_overlong/mean": "train/overlong_penalty",
     "frac_reward_zero_std": "train/frac_reward_zero_std",
-    "entropy": "train/entropy",
-    "completions/mean_length": "train/response_length",
+    "entropy": ENTROPY,
+    "completions/mean_length": RESPONSE_LENGTH,
     "completions/clipped_ratio": "train/truncated_fraction",
     "clip_ratio/region_mean": "train/clip_fraction",
     "kl": "train/kl",
-    "step_time": "time/step_s",
-    "hara/step_overhead_s": "time/hara_s",
+    "step_time": STEP_S,
+    "hara/step_overhead_s": HARA_S,
 }
 _OWN_NAMESPACES = ("train/", "time/", "memory/")
 
@@ -107,7 +108,7 @@ class MetricsCallback(TrainerCallback):
         if not state.is_world_process_zero or not logs or "loss" not in logs:
             return  # the end-of-training summary has no per-step loss
         now, metrics = time.process_time(), rename_metrics(logs)
-        metrics["time/cpu_s"], self.cpu_mark = now - self.cpu_mark, now
+        metrics[CPU_S], self.cpu_mark = now - self.cpu_mark, now
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"step": state.global_step, **metrics}, sort_keys=True) + "\n")
         if self.run is not None:

@@ -36,6 +36,7 @@ from transformers import TrainerCallback
 
 from hara.data.embedded import VALIDATION
 from hara.data.pipeline import validation_records
+from hara.metric_keys import REWARD
 
 __all__ = ["METRICS", "VALIDATION", "Measurement", "run_trial", "write_trial_prompts", "write_validation_split"]
 
@@ -133,9 +134,7 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> Meas
 def train_reward(config: Mapping, run_dir: Path, data_dir: Path) -> Measurement:
     """Mean train/reward over the steps trained so far (metrics.jsonl of the run)."""
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
-    rewards = [
-        line["train/reward"] for line in lines if "train/reward" in line and line["step"] <= config["training"]["steps"]
-    ]
+    rewards = [line[REWARD] for line in lines if REWARD in line and line["step"] <= config["training"]["steps"]]
     if not rewards:
         raise ValueError(f"{run_dir / 'metrics.jsonl'}: no train/reward logged")
     return Measurement(sum(rewards) / len(rewards))
@@ -144,7 +143,7 @@ def train_reward(config: Mapping, run_dir: Path, data_dir: Path) -> Measurement:
 #: objective.metric -> fn(trial config at the step, run folder, data folder) -> its measurement
 METRICS: dict[str, Callable[[Mapping, Path, Path], Measurement]] = {
     "validation/pass@1": validation_pass_at_1,
-    "train/reward": train_reward,
+    REWARD: train_reward,
 }
 #: metrics that read the policy from ``<run folder>/final`` (saved at each report step only for these)
 NEEDS_MODEL = {"validation/pass@1"}

@@ -28,6 +28,7 @@ from hara.config import (
     validate_against_schema,
     validate_config,
 )
+from hara.metric_keys import REWARD
 
 __all__ = [
     "OBJECTIVES",
@@ -97,7 +98,7 @@ OBJECTIVES = {
     "validation/pass@1": Objective(
         "pass@1 on the validation split held out of the training set, not a test benchmark", 100.0, "points", True
     ),
-    "train/reward": Objective("mean training reward, not a test benchmark", 1.0, "", False),
+    REWARD: Objective("mean training reward, not a test benchmark", 1.0, "", False),
 }
 
 
