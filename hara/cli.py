@@ -342,7 +342,7 @@ def run_report(args: argparse.Namespace, config: dict) -> int:
 
 
 def analysis_arguments(parser: argparse.ArgumentParser) -> None:
-    from hara.analysis.plan import analysis_names
+    from hara.analysis.workflow import analysis_names
 
     parser.add_argument("name", choices=analysis_names(), help="the analysis to run")
     parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")

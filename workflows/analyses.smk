@@ -2,7 +2,7 @@
 # config overrides (FGW variants, exact vs linearized, group size G), their evaluations, and one job per analysis
 # writing <results>/analysis/<name>/<name>.csv, <name>.json and figures, which the report renders as sections.
 # Which analyses exist is declared once, in hara.analysis.registry (built-ins and plug-ins); which runs and files
-# each needs is decided by hara.analysis.plan from those declarations, shared with `hara analysis` and the report.
+# each needs is decided by hara.analysis.workflow from those declarations, shared with `hara analysis` and the report.
 
 
 wildcard_constraints:

@@ -12,7 +12,7 @@ import shlex
 import yaml
 
 from hara import layout
-from hara.analysis.plan import (
+from hara.analysis.workflow import (
     analysis_gpu,
     analysis_inputs,
     analysis_methods,
@@ -214,7 +214,7 @@ def base_model_args():
     return "--skip-accuracy" if FAMILY == "hub" else ""
 
 
-# The paper's analyses (workflows/analyses.smk; hara.analysis.plan decides which runs and files exist): the extra
+# The paper's analyses (workflows/analyses.smk; hara.analysis.workflow decides which runs and files exist): the extra
 # training runs by folder, their path patterns, what each analysis job reads, and every enabled analysis' JSON.
 ANALYSIS_RUNS = {run_dir(config, run): run for run in analysis_runs(config)}
 ANALYSIS_NAMES = analysis_names()  # the analysis registry, hara.analysis.registry

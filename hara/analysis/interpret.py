@@ -1,7 +1,7 @@
 """The interpretability study: sampled rollouts of a trained checkpoint, their stages from the configured labeller
 (:mod:`hara.analysis.labellers`: the rule-based labeller of the synthetic solutions on the embedded default, a local
 LLM with a versioned prompt on the cluster, as in the paper), their hidden states (the trainer's capture, same
-layer), the plans of W / GW / FGW barycenters per problem (:mod:`hara.analysis.plans`) and the measures of
+layer), the plans of W / GW / FGW barycenters per problem (:mod:`hara.analysis.transport`) and the measures of
 :mod:`hara.analysis.mapping`, for every number of sampled rollouts in ``analyses.interpretability.rollouts``.
 
 The output names the labeller, the prompt version and sha256 and the share of segments the LLM labeller left to
@@ -24,8 +24,9 @@ from hara.analysis.claims import STRUCTURE_NOTE
 from hara.analysis.labellers import Labeller, Labels, build_labeller
 from hara.analysis.mapping import mapping_scores
 from hara.analysis.output import PROBLEM_SCORES, AnalysisResult, fmt, pyplot, save_figure
-from hara.analysis.plan import probe_checkpoint
-from hara.analysis.plans import (
+from hara.analysis.registry import get_analysis
+from hara.analysis.stages import STAGES
+from hara.analysis.transport import (
     STRUCTURE_LABELS,
     first_rollouts,
     problem_plans,
@@ -33,8 +34,7 @@ from hara.analysis.plans import (
     variant_key,
     variant_label,
 )
-from hara.analysis.registry import get_analysis
-from hara.analysis.stages import STAGES
+from hara.analysis.workflow import probe_checkpoint
 from hara.ot.barycenter import BarycenterConfig
 from hara.ot.linearized import support_positions
 

@@ -5,7 +5,7 @@ An :class:`AnalysisSpec` names the analysis, says when the config switches it on
 runs a model (a GPU on the cluster), the paper's claim its report section tests, and its function
 (``"module:function"``, imported only when the analysis runs). The workflow (rules ``analysis_train``,
 ``analysis_evaluate``, ``analysis``), `hara analysis`, the report's sections and the claims read it from here through
-:mod:`hara.analysis.plan`. Registry order is report order.
+:mod:`hara.analysis.workflow`. Registry order is report order.
 
 Analyses from outside the repository: a package declares an entry point in the ``hara.analyses`` group whose object is
 an :class:`AnalysisSpec` (or a list of them); its knobs live in the config's ``analyses.plugins.<name>`` mapping, and it

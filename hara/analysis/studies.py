@@ -1,7 +1,7 @@
 """The training-run analyses: FGW variants, exact vs linearized, rollout count G, efficiency from training curves.
 
 Each reads what `hara train` (metrics.jsonl) and `hara evaluate` (scores.json) wrote for its runs (paths from
-:mod:`hara.analysis.plan`), aggregates over seeds and writes an :class:`~hara.analysis.output.AnalysisResult`
+:mod:`hara.analysis.workflow`), aggregates over seeds and writes an :class:`~hara.analysis.output.AnalysisResult`
 with a figure. Numbers that the logs do not give read n/a.
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from hara.analysis.claims import STRUCTURE_NOTE
 from hara.analysis.output import AnalysisResult, column, fmt, pyplot, save_figure
-from hara.analysis.plan import AnalysisRun, eval_dir, exact_counterpart, host_rlvr, run_dir, study_runs
 from hara.analysis.registry import get_analysis
+from hara.analysis.workflow import AnalysisRun, eval_dir, exact_counterpart, host_rlvr, run_dir, study_runs
 from hara.metric_keys import ACCURACY, HARA_S, STEP_S
 from hara.results.collect import Cell, Run, collect_runs, read_metrics, read_scores
 from hara.results.stats import (

@@ -97,18 +97,18 @@ def grid_runs(config: Mapping, results: Path) -> list[TrainedRun]:
 
 def analysis_runs(config: Mapping, results: Path) -> list[TrainedRun]:
     """The analyses' extra training runs (not grid cells), at their folders below ``results``."""
-    from hara.analysis import plan
+    from hara.analysis import workflow
 
     moved = {**config, "results_dir": str(results)}
     return [
         TrainedRun(
             f"{run.study}/{run.label}/{run.cell}",
-            Path(plan.run_dir(moved, run)),
-            Path(plan.eval_dir(moved, run)),
+            Path(workflow.run_dir(moved, run)),
+            Path(workflow.eval_dir(moved, run)),
             (run.size, run.rlvr, run.method, run.seed),
         )
-        for run in plan.analysis_runs(config)
-        if not plan.is_grid_cell(config, run)
+        for run in workflow.analysis_runs(config)
+        if not workflow.is_grid_cell(config, run)
     ]
 
 

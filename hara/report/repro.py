@@ -305,7 +305,7 @@ def seed_curve_measure(evidence: Evidence, params: Mapping) -> Outcome:
 
 def _exact_runs(evidence: Evidence, method: str) -> dict[str, dict[int, Run]] | None:
     """The exact-vs-linearized analysis' runs of ``method``: {"exact" | "linearized": {seed: Run}}."""
-    from hara.analysis.plan import eval_dir, exact_counterpart, run_dir, study_runs
+    from hara.analysis.workflow import eval_dir, exact_counterpart, run_dir, study_runs
 
     analyses = evidence.config["analyses"]
     if not analyses["enabled"] or method not in analyses["exact_methods"]:
@@ -370,7 +370,7 @@ def _problem_scores(evidence: Evidence) -> list[dict] | None:
     import json
 
     from hara.analysis.output import PROBLEM_SCORES
-    from hara.analysis.plan import analysis_outputs, enabled_analyses
+    from hara.analysis.workflow import analysis_outputs, enabled_analyses
 
     if "interpretability" not in enabled_analyses(evidence.config):
         return None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hara.analysis.output import AnalysisResult, read_result
-from hara.analysis.plan import analysis_outputs, enabled_analyses
+from hara.analysis.workflow import analysis_outputs, enabled_analyses
 
 __all__ = ["Section", "collect_sections", "section_markdown"]
 

@@ -23,8 +23,10 @@ from hara.config import (
     ConfigError,
     apply_overrides,
     fill_defaults,
+    get_path,
     load_schema,
     read_yaml,
+    set_path,
     validate_against_schema,
     validate_config,
 )
@@ -175,25 +177,6 @@ class StudySpec:
         return sorted({step for step in self.fields["objective"]["report_steps"] if step < total} | {total})
 
 
-def set_path(config: dict, dotted: str, value: Any) -> None:
-    """Set ``a.b.c`` in a nested dict (sections created as needed), as `--set` does but without parsing YAML."""
-    node = config
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"{dotted}: {part} is not a section")
-        node = child
-    node[leaf] = copy.deepcopy(value)
-
-
-def get_path(config: Mapping, dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        node = node[part]
-    return node
-
-
 def distinct_points(points: Iterable[Mapping]) -> list[dict]:
     """Points in first-seen order without repeats (a listed value equal to the reference is the reference)."""
     seen: list[dict] = []
@@ -212,7 +195,7 @@ def trial_config(spec: StudySpec, params: Mapping[str, Any]) -> dict:
     """The resolved config of one trial: base config + the study's fixed overrides + the trial's parameters."""
     raw = copy.deepcopy(spec.base_raw)
     for dotted, value in {**spec.fields["overrides"], **params}.items():
-        set_path(raw, dotted, value)
+        set_path(raw, dotted, copy.deepcopy(value))  # as `--set` does, but without parsing YAML
     return validate_config(raw, source=spec.base_source, skip_checks=("check_local_folders",))
 
 

@@ -1,5 +1,5 @@
 """The analysis rules in the real workflow: a dry run of the embedded default with config/analyses.yaml (job counts
-from hara.analysis.plan). The smoke DAG with a small analyses override runs for real in tests/workflow/test_smoke_run.py
+from hara.analysis.workflow). The smoke DAG with a small analyses override runs for real in tests/workflow/test_smoke_run.py
 (on a copy of the finished smoke DAG: only the analysis jobs and the report run)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hara.analysis.plan import analysis_runs, enabled_analyses
+from hara.analysis.workflow import analysis_runs, enabled_analyses
 from hara.config import load_config
 from tests.helpers import REPO
 from tests.workflow.conftest import job_counts, snakemake

@@ -16,7 +16,7 @@ from hara.analysis.mapping import (
     stage_mass,
     staircase_mass,
 )
-from hara.analysis.plans import first_rollouts, problem_plans, variant_alphas
+from hara.analysis.transport import first_rollouts, problem_plans, variant_alphas
 from tests.analysis.planted import NUM_STAGES, planted_rollouts
 
 ALPHAS = variant_alphas(["w", "gw", "fgw"], 0.5)

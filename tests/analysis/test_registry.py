@@ -9,7 +9,7 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from hara.analysis import registry
-from hara.analysis.plan import analysis_inputs, analysis_names, enabled_analyses, study_runs
+from hara.analysis.workflow import analysis_inputs, analysis_names, enabled_analyses, study_runs
 from hara.config import load_config
 from tests.helpers import REPO
 

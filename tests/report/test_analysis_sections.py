@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hara.analysis.plan import eval_dir, run_dir, study_runs
 from hara.analysis.run import run_analysis
+from hara.analysis.workflow import eval_dir, run_dir, study_runs
 from hara.config import load_config
 from hara.report import build_report
 from tests.helpers import REPO

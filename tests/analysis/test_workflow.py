@@ -1,10 +1,10 @@
-"""Which runs the analyses add (hara/analysis/plan.py): overrides, reuse of grid cells, paths, switches."""
+"""Which runs the analyses add (hara/analysis/workflow.py): overrides, reuse of grid cells, paths, switches."""
 
 from __future__ import annotations
 
 import pytest
 
-from hara.analysis.plan import (
+from hara.analysis.workflow import (
     analysis_methods,
     analysis_runs,
     enabled_analyses,
@@ -99,7 +99,7 @@ def test_switches(config):
 
 
 def test_inputs_of_each_analysis(config):
-    from hara.analysis.plan import analysis_inputs
+    from hara.analysis.workflow import analysis_inputs
 
     assert analysis_inputs(config, "interpretability") == [
         "results/train/tiny-s/grpo/hara_tok/seed0/final",
