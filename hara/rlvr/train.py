@@ -37,6 +37,7 @@ from hara.rlvr.presets import (
     grpo_config_kwargs,
     soft_overlong_reward,
 )
+from hara.rlvr.seam import reseed_after_colocated_engine, reserve_master_port, stop_kwargs, trainer_class
 
 __all__ = ["METHOD_SECTIONS", "METRIC_KEYS", "build_trainer", "load_policy", "method_params", "rename_metrics", "train"]
 
@@ -157,19 +158,6 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def reserve_master_port() -> None:
-    """A ``MASTER_PORT`` of this process's own for TRL's colocated vLLM (its torch.distributed rendezvous) when no
-    launcher set one. TRL takes the first free port of a fixed list (29500, 23456, ...): training jobs that start
-    together on one node (the rehearsal's, or 1-GPU jobs packed on a cluster node) all pick the same one and all but
-    one fail with EADDRINUSE. A port the OS hands out is different for each."""
-    import socket
-
-    if os.environ.get("MASTER_PORT", "").strip().lower() in ("", "0", "auto"):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
-
-
 def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
     """GRPOConfig from the config's ``training`` section and the preset (CPU: no bf16, no checkpointing).
 
@@ -237,47 +225,6 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
     )
 
 
-def stop_kwargs(stop: list[str], vllm: bool) -> dict | None:
-    """The config's stop sequences in the words of the generation backend TRL calls (vLLM's SamplingParams or
-    transformers' GenerationConfig); None without stops, so TRL's defaults stay as they are."""
-    if not stop:
-        return None
-    return {"stop": list(stop)} if vllm else {"stop_strings": list(stop)}
-
-
-#: TRL's modules that import vLLM when they load, in dependency order.
-TRL_VLLM_MODULES = ("trl.generation.vllm_client", "trl.generation.vllm_generation", "trl.generation")
-
-
-def trainer_class(use_vllm: bool) -> type:
-    """:class:`~hara.rlvr.trainer.HaraGRPOTrainer`, imported so that a run without vLLM does not load vLLM.
-
-    TRL's trainer module imports vLLM whenever it is installed (trl.generation; about 12 s of imports per training
-    process on a CPU, torch._inductor included), also for runs that generate with transformers. While a run without
-    ``training.use_vllm`` loads TRL, TRL is told vLLM is unavailable; a later vLLM run in the same process reloads
-    TRL's generation modules with vLLM (reloading keeps the module objects, so classes already imported see it)."""
-    import importlib
-    import sys
-
-    import trl.import_utils as trl_imports
-
-    generation = sys.modules.get("trl.generation.vllm_generation")
-    if not use_vllm and generation is None:
-        available = trl_imports.is_vllm_available
-        trl_imports.is_vllm_available = lambda min_version=None: False
-        try:
-            from hara.rlvr.trainer import HaraGRPOTrainer
-        finally:
-            trl_imports.is_vllm_available = available
-        return HaraGRPOTrainer
-    if use_vllm and generation is not None and not hasattr(generation, "LLM") and trl_imports.is_vllm_available():
-        for name in TRL_VLLM_MODULES:  # loaded without vLLM by an earlier run of this process
-            importlib.reload(sys.modules[name])
-    from hara.rlvr.trainer import HaraGRPOTrainer
-
-    return HaraGRPOTrainer
-
-
 def build_trainer(
     config: Mapping,
     rlvr: str,
@@ -326,17 +273,6 @@ def build_trainer(
     if args.use_vllm and args.vllm_mode == "colocate":
         reseed_after_colocated_engine(trainer, seed)
     return trainer
-
-
-def reseed_after_colocated_engine(trainer: Any, seed: int) -> None:
-    """TRL starts the colocated vLLM engine with ``seed=process_index // tp``, and the in-process engine seeds the
-    global RNGs with it, which its sampler then draws from (requests carry no seed of their own): every training
-    seed would sample the same stream. The run's seed goes back in, offset per tensor-parallel group so that ranks
-    that generate different batches do not share a stream (rank 0 gets exactly ``seed``)."""
-    from transformers import set_seed
-
-    group = trainer.accelerator.process_index // trainer.args.vllm_tensor_parallel_size
-    set_seed(seed + 1_000_003 * group)
 
 
 def policy_dtype(config: Mapping) -> str:

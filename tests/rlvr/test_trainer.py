@@ -667,7 +667,7 @@ def test_a_run_without_vllm_does_not_load_it_and_a_later_vllm_run_in_the_process
     trainer_class keeps it out of runs that do not generate with it, and gives it back to a later run that does."""
     code = (
         "import sys\n"
-        "from hara.rlvr.train import trainer_class\n"
+        "from hara.rlvr.seam import trainer_class\n"
         "loaded = lambda: ('vllm' in sys.modules, hasattr(sys.modules['trl.generation.vllm_generation'], 'LLM'))\n"
         "trainer_class(use_vllm=False)\n"
         "print(*loaded())\n"
