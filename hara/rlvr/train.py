@@ -335,6 +335,51 @@ def _tracking(config: Mapping, size: str, rlvr: str, method: str, seed: int, out
     )
 
 
+@dataclasses.dataclass
+class TrainingSession:
+    """What every training process does, `hara train` and a sweep trial alike: its threads and seed, the record of
+    its run, the policy from the Base model, and the trainer over the training prompts."""
+
+    config: Mapping
+    rlvr: str
+    method: str
+    seed: int
+    out: Path
+    base_model: Path
+    data_dir: str | Path | None = None
+    prompts_dir: str | Path | None = None
+    policy: tuple[Any, Any] | None = None
+
+    def start(self, run_info: Mapping[str, Any] | None) -> Any:
+        """Threads, seed, run_info.json (with ``run_info`` as its extra fields; None: written elsewhere, as on the
+        ranks other than the main one), then the policy; returns its tokenizer."""
+        from hara.runinfo import seed_everything, set_threads, write_run_info
+
+        set_threads(self.config["threads"])
+        seed_everything(self.seed)
+        if run_info is not None:
+            write_run_info(self.out, self.config, extra=dict(run_info))
+        self.policy = load_policy_for_training(Path(self.base_model), self.config)
+        return self.policy[1]
+
+    def trainer(self, callbacks: list, reward_funcs: list | None = None) -> Any:
+        """The trainer of the started session (:func:`build_trainer`)."""
+        model, tokenizer = self.policy
+        dataset = train_dataset(self.config, self.data_dir, self.prompts_dir)
+        return build_trainer(
+            self.config,
+            self.rlvr,
+            self.method,
+            self.seed,
+            model,
+            tokenizer,
+            dataset,
+            self.out,
+            reward_funcs=reward_funcs,
+            callbacks=callbacks,
+        )
+
+
 def train(
     config: Mapping,
     size: str,
@@ -361,7 +406,6 @@ def train(
         refuse_changed_config,
         resume_point,
     )
-    from hara.runinfo import seed_everything, set_threads, write_run_info
 
     check_size(config, size)
     out = Path(out_dir)
@@ -373,29 +417,24 @@ def train(
     preset = config_preset(config, rlvr)
     method_params(config, method)  # unknown method: fail before any work
     base = Path(base_model) if base_model else base_model_dir(config["results_dir"], size)
-    set_threads(config["threads"])
-    seed_everything(seed)
-    model, tokenizer = load_policy_for_training(base, config)
     out.mkdir(parents=True, exist_ok=True)
     last = resume_point(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones; rank 0 reads
+    session = TrainingSession(config, rlvr, method, seed, out, base, data_dir, prompts_dir)
+    run_info = {
+        "stage": "train",
+        "size": size,
+        "rlvr": rlvr,
+        "method": method,
+        "train_seed": seed,
+        "base_model": str(base),
+        "resumed_from": last or "",
+        "preset": dataclasses.asdict(preset),
+        "processes": world_size(),
+    }
+    tokenizer = session.start(run_info if is_main_process() else None)
     run = None  # under `accelerate launch` only the main process writes files and talks to MLflow
     if is_main_process():
         truncate_metrics(out / "metrics.jsonl", int(last.rsplit("-", 1)[1]) if last else 0)
-        write_run_info(
-            out,
-            config,
-            extra={
-                "stage": "train",
-                "size": size,
-                "rlvr": rlvr,
-                "method": method,
-                "train_seed": seed,
-                "base_model": str(base),
-                "resumed_from": last or "",
-                "preset": dataclasses.asdict(preset),
-                "processes": world_size(),
-            },
-        )
         run, _ = _tracking(config, size, rlvr, method, seed, out, preset)
         run.save(out / "checkpoints")  # the evaluation stage looks next to a checkpoint folder and in its parent
     callbacks = [MetricsCallback(out / "metrics.jsonl", run), ManifestCallback()]
@@ -404,18 +443,7 @@ def train(
         callbacks.append(CandidateCallback(out / "candidates", steps))
         if is_main_process():
             link_candidates(out / "checkpoints", out / "candidates", steps)  # what a kill may have left out
-    trainer = build_trainer(
-        config,
-        rlvr,
-        method,
-        seed,
-        model,
-        tokenizer,
-        train_dataset(config, data_dir, prompts_dir),
-        out,
-        reward_funcs=reward_funcs,
-        callbacks=callbacks,
-    )
+    trainer = session.trainer(callbacks, reward_funcs)
     from hara.tracking import system_metrics
 
     try:

@@ -225,22 +225,14 @@ def train_seed(
     """Train one seed of the trial into ``run_dir`` (its training curves into ``run``, when given), measuring the
     objective (at every report step when ``on_value`` is given, else at the end only); returns the callback holding
     the measurement."""
-    from hara.rlvr.train import (
-        MetricsCallback,
-        build_trainer,
-        load_policy,
-        policy_dtype,
-        train_dataset,
-    )
-    from hara.runinfo import seed_everything, set_threads, write_run_info
+    from hara.rlvr.train import MetricsCallback, TrainingSession
 
     fields = spec.fields
-    set_threads(config["threads"])
-    seed_everything(seed)
-    write_run_info(
-        run_dir,
-        config,
-        extra={
+    session = TrainingSession(
+        config, fields["rlvr"], fields["method"], seed, run_dir, where.base_model, where.data_dir, where.prompts_dir
+    )
+    session.start(
+        {
             "stage": "sweep",
             "study": fields["name"],
             "trial": trial.number,
@@ -248,22 +240,11 @@ def train_seed(
             "seed": seed,
             "base_model": str(where.base_model),
             "prompts": str(where.prompts_dir or ""),
-        },
+        }
     )
-    model, tokenizer = load_policy(where.base_model, policy_dtype(config))
     metric = fields["objective"]["metric"]
     pruning = PruningCallback(trial, config, metric, spec.report_steps(config), run_dir, where.data_dir, on_value)
-    trainer = build_trainer(
-        config,
-        fields["rlvr"],
-        fields["method"],
-        seed,
-        model,
-        tokenizer,
-        train_dataset(config, where.data_dir, where.prompts_dir),
-        run_dir,
-        callbacks=[MetricsCallback(run_dir / "metrics.jsonl", run), pruning],
-    )
+    trainer = session.trainer([MetricsCallback(run_dir / "metrics.jsonl", run), pruning])
     trainer.train()
     return pruning
 
