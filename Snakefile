@@ -46,7 +46,7 @@ include: "workflows/data.smk"
 include: "workflows/models.smk"
 include: "workflows/train.smk"
 include: "workflows/evaluate.smk"
-include: "workflows/analyses.smk"  # before report.smk: the report reads every enabled analysis
+include: "workflows/analyses.smk"  # after train.smk and evaluate.smk: its rules reuse theirs (use rule ... with)
 
 
 if SWEEPS:  # the config lists study files

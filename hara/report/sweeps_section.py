@@ -1,7 +1,8 @@
 """The "Sweeps" section of the main report: every study under results/sweeps/ that `hara sweep report` summarised.
 
-hara.report calls :func:`sweeps_markdown` and :func:`sweeps_html`; both return "" when no sweep was run, so a report
-without sweeps is unchanged.
+hara.report calls :func:`sweep_studies` and :func:`sweeps_markdown` (the HTML page renders the studies with its own
+macros; :func:`sweeps_html` gives the same section alone); all return empty when no sweep was run, so a report without
+sweeps is unchanged.
 """
 
 from __future__ import annotations

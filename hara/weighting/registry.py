@@ -29,7 +29,7 @@ class WeightingContext:
     token_entropies (B, T): sampling-policy entropy per token at temperature 1 (forking_tokens, gtpo, grpo_s).
     error_starts (B,): completion token where each rollout's first wrong step starts, -1 where none was located
     (the synthetic world's step oracle, hara/data/steps.py; oracle_steps).
-    loss_type: the host loss, one of :data:`HOST_TOKEN_WEIGHTS` ("grpo", "dr_grpo", "dapo").
+    loss_type: the host loss, a key of :data:`hara.weighting.host.HOST_TOKEN_WEIGHTS` ("grpo", "dr_grpo", "dapo").
     params: the method's knobs (flat dict; see each method's parameter dataclass for names and defaults).
     """
 
@@ -87,7 +87,7 @@ def apply_weighting(
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Host-loss token weighting
+# Helpers of the transforms: their knobs from the flat params dict, their required context
 # ---------------------------------------------------------------------------------------------------------------
 
 
