@@ -68,7 +68,7 @@ test: setup lint
 lint: setup
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/ruff format --check --quiet .
-	$(VENV)/bin/snakefmt --check --quiet Snakefile workflows
+	$(VENV)/bin/snakefmt --check Snakefile workflows
 
 # The whole DAG (Snakefile): data -> base models -> training grid -> evaluation -> results/report/index.html.
 # The venv's bin/ goes first on PATH because the rules call the `hara` command.

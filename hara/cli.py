@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hara import layout
 from hara.config import ConfigError, load_config
 from hara.errors import HaraError, UserError
 
@@ -335,7 +336,8 @@ def run_report(args: argparse.Namespace, config: dict) -> int:
         config["report"]["allow_fingerprint_mismatch"] = True
     print(
         json.dumps(
-            build_report(config, results, args.out or Path(results) / "report", mlflow=not args.no_mlflow), indent=2
+            build_report(config, results, args.out or Path(results) / layout.REPORT, mlflow=not args.no_mlflow),
+            indent=2,
         )
     )
     return 0
@@ -361,7 +363,7 @@ def run_analysis_command(args: argparse.Namespace, config: dict) -> int:
     from hara.analysis.run import run_analysis
 
     results = Path(args.results or config["results_dir"])
-    print(run_analysis(args.name, config, results, args.out or results / "analysis" / args.name))
+    print(run_analysis(args.name, config, results, args.out or layout.analysis_dir(str(results), args.name)))
     return 0
 
 

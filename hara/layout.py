@@ -3,12 +3,15 @@
 The workflow (workflows/common.smk) formats the same patterns with Snakemake wildcards; the report, the analyses,
 the sweeps and ``hara train`` call the functions. Below ``results_dir``::
 
+    data/                                     the data stage: train.jsonl, benchmarks/<name>.jsonl, manifest.json
     base_model/<size>/                        the Base model of a size (hara base-model)
+    rl_prompts/<size>/                        the RL prompts of a size (hara select-prompts)
     train/<size>/<rlvr>/<method>/seed<k>/     one training run (a grid cell): metrics.jsonl, final/, candidates/step-<s>/
     eval/<size>/<rlvr>/<method>/seed<k>/      its evaluation: scores.json, selection.json, selected_scores.json
     eval/<size>/base/                         the Base model's evaluation (the report's "base" row)
     analysis/<name>/                          one analysis' <name>.csv, <name>.json and figures (hara analysis)
     analysis/train|eval/<study>/<label>/<cell>/  an analysis' extra training run and its evaluation
+    sweeps/<study>/                           one Optuna study: summary.json, its trials' runs (hara sweep)
     report/                                   index.html, report.md
 
 The grid is ``models.sizes x grid.rlvr x grid.methods x seeds``, where a method's seeds are ``grid.seeds`` plus its
@@ -24,11 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "ANALYSIS",
     "ANALYSIS_EVAL",
     "ANALYSIS_TRAIN",
     "BASE_EVAL",
+    "BASE_MODEL",
     "CANDIDATE",
     "CELL",
+    "DATA",
+    "MANIFEST",
+    "PROMPTS",
+    "REPORT",
+    "SWEEP",
+    "SWEEPS",
     "Cell",
     "analysis_dir",
     "analysis_eval_dir",
@@ -39,8 +50,11 @@ __all__ = [
     "candidate_steps",
     "eval_dir",
     "grid_cells",
+    "manifest_path",
     "method_seeds",
+    "prompts_dir",
     "run_dir",
+    "sweep_dir",
 ]
 
 #: A grid cell's folder below a stage folder; the MLflow run name (hara.tracking.run_name) has the same fields.
@@ -49,8 +63,17 @@ CELL = "{size}/{rlvr}/{method}/seed{seed}"
 BASE_EVAL = "{size}/base"
 #: A candidate checkpoint of checkpoint selection, below a run's candidates/ (the last candidate is final/).
 CANDIDATE = "step-{step}"
+#: The stage folders below results_dir that a Snakemake pattern or another stage names (a wildcard in braces).
+DATA = "data"
+MANIFEST = f"{DATA}/manifest.json"
+BASE_MODEL = "base_model/{size}"
+PROMPTS = "rl_prompts/{size}"
+SWEEPS = "sweeps"
+SWEEP = SWEEPS + "/{sweep}"
+REPORT = "report"
 #: An analysis' extra training run and its evaluation (a grid cell with overrides, hara.analysis.runs), below
 #: results_dir.
+ANALYSIS = "analysis/{name}"
 ANALYSIS_TRAIN = "analysis/train/{study}/{label}/" + CELL
 ANALYSIS_EVAL = "analysis/eval/{study}/{label}/" + CELL
 
@@ -103,7 +126,22 @@ def base_eval_dir(results: str | Path, size: str) -> Path:
 
 def base_model_dir(results: str | Path, size: str) -> Path:
     """The Base model of a size (the start of every training run of that size)."""
-    return Path(results) / "base_model" / size
+    return Path(results) / BASE_MODEL.format(size=size)
+
+
+def manifest_path(results: str) -> str:
+    """The data stage's manifest (a string, as the workflow's patterns give it)."""
+    return f"{results}/{MANIFEST}"
+
+
+def prompts_dir(results: str | Path, size: str) -> Path:
+    """The RL prompts of a size."""
+    return Path(results) / PROMPTS.format(size=size)
+
+
+def sweep_dir(results: str | Path, study: str) -> Path:
+    """One Optuna study's folder."""
+    return Path(results) / SWEEP.format(sweep=study)
 
 
 def candidate_steps(config: Mapping) -> list[int]:
@@ -123,7 +161,7 @@ def candidate_dir(run: str | Path, step: int) -> Path:
 
 def analysis_dir(results: str, name: str) -> str:
     """The output folder of analysis ``name`` (a string, as the workflow's patterns give it)."""
-    return f"{results}/analysis/{name}"
+    return f"{results}/{ANALYSIS.format(name=name)}"
 
 
 def _analysis_run(pattern: str, results: str, study: str, label: str, cell: Cell) -> str:

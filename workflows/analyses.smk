@@ -49,8 +49,8 @@ rule analysis:
     input:
         lambda wildcards: ANALYSIS_INPUTS[wildcards.analysis],
     output:
-        csv=f"{RESULTS}/analysis/{{analysis}}/{{analysis}}.csv",
-        json=f"{RESULTS}/analysis/{{analysis}}/{{analysis}}.json",
+        csv=f"{ANALYSIS_DIR}/{{analysis}}.csv",
+        json=f"{ANALYSIS_DIR}/{{analysis}}.json",
     log:
         f"{LOGS}/analysis/{{analysis}}.log",
     params:

@@ -51,8 +51,10 @@ CELL = layout.CELL
 RUN_DIR = f"{RESULTS}/train/{CELL}"
 EVAL_DIR = f"{RESULTS}/eval/{CELL}"
 BASE_EVAL_DIR = f"{RESULTS}/eval/{layout.BASE_EVAL}"
-REPORT_DIR = f"{RESULTS}/report"
-PROMPTS_DIR = f"{RESULTS}/rl_prompts/{{size}}"  # the RL prompts of a size, selected once (select_prompts)
+REPORT_DIR = f"{RESULTS}/{layout.REPORT}"
+PROMPTS_DIR = f"{RESULTS}/{layout.PROMPTS}"  # the RL prompts of a size, selected once (select_prompts)
+DATA_DIR = f"{RESULTS}/{layout.DATA}"
+BASE_MODEL_DIR = f"{RESULTS}/{layout.BASE_MODEL}"
 
 
 def alternatives(values):
@@ -218,6 +220,7 @@ def base_model_args():
 # training runs by folder, their path patterns, what each analysis job reads, and every enabled analysis' JSON.
 ANALYSIS_RUNS = {run_dir(config, run): run for run in analysis_runs(config)}
 ANALYSIS_NAMES = analysis_names()  # the analysis registry, hara.analysis.registry
+ANALYSIS_DIR = f"{RESULTS}/{layout.ANALYSIS.format(name='{analysis}')}"
 ANALYSIS_TRAIN = f"{RESULTS}/{layout.ANALYSIS_TRAIN}"
 ANALYSIS_EVAL = f"{RESULTS}/{layout.ANALYSIS_EVAL}"
 ANALYSIS_INPUTS = {name: analysis_inputs(config, name) for name in ANALYSIS_NAMES}
@@ -237,8 +240,8 @@ def analysis_gpus(wildcards):
 
 # Optuna sweeps (workflows/sweeps.smk, included only when the config lists study files).
 SWEEPS = sweep_plans(config["sweeps"], CONFIG_FILE, workflow.basedir) if config["sweeps"] else {}
-SWEEP_DIR = f"{RESULTS}/sweeps/{{sweep}}"
-SWEEP_TARGETS = [f"{RESULTS}/sweeps/{name}/summary.json" for name in SWEEPS]
+SWEEP_DIR = f"{RESULTS}/{layout.SWEEP}"
+SWEEP_TARGETS = [f"{SWEEP_DIR.format(sweep=name)}/summary.json" for name in SWEEPS]
 
 
 def sweep_worker_resources():

@@ -27,10 +27,10 @@ rule prepare_data:
     input:
         fetched=rules.fetch_data.output.manifest if FETCH_DATA else [],
     output:
-        manifest=f"{RESULTS}/data/manifest.json",
-        train=f"{RESULTS}/data/train.jsonl",
-        benchmarks=expand(f"{RESULTS}/data/benchmarks/{{benchmark}}.jsonl", benchmark=BENCHMARKS),
-        validation=[f"{RESULTS}/data/validation.jsonl"] if SELECTION else [],
+        manifest=f"{RESULTS}/{layout.MANIFEST}",
+        train=f"{DATA_DIR}/train.jsonl",
+        benchmarks=expand(f"{DATA_DIR}/benchmarks/{{benchmark}}.jsonl", benchmark=BENCHMARKS),
+        validation=[f"{DATA_DIR}/validation.jsonl"] if SELECTION else [],
     log:
         f"{LOGS}/prepare_data/data.log",
     params:

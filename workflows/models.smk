@@ -28,7 +28,7 @@ rule base_model:
         # the hub snapshot the base model is copied from; nothing for the tiny family, which builds its own
         snapshot=lambda wildcards: f"{MODEL_SNAPSHOTS}/{wildcards.size}" if FAMILY == "hub" else [],
     output:
-        model=directory(f"{RESULTS}/base_model/{{size}}"),
+        model=directory(BASE_MODEL_DIR),
     log:
         f"{LOGS}/base_model/{{size}}.log",
     params:

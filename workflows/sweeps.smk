@@ -13,7 +13,7 @@ wildcard_constraints:
 rule sweep_worker:
     input:
         store=rules.tracking_store.output.store,
-        base_model=lambda wildcards: f"{RESULTS}/base_model/{SWEEPS[wildcards.sweep].size}",
+        base_model=lambda wildcards: BASE_MODEL_DIR.format(size=SWEEPS[wildcards.sweep].size),
     output:
         done=f"{SWEEP_DIR}/jobs/worker{{worker}}.json",
     log:
@@ -35,7 +35,7 @@ rule sweep_worker:
 rule sweep_summary:
     input:
         workers=lambda wildcards: expand(
-            f"{RESULTS}/sweeps/{wildcards.sweep}/jobs/worker{{worker}}.json",
+            f"{SWEEP_DIR.format(sweep=wildcards.sweep)}/jobs/worker{{worker}}.json",
             worker=range(SWEEPS[wildcards.sweep].workers),
         ),
     output:

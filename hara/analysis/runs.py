@@ -134,7 +134,7 @@ def interpretability_inputs(config: Mapping) -> list[str]:
     """The probed checkpoint, the benchmark data and, with labeller llm, the labelling model (download_labeller's)."""
     labelling = config["analyses"]["interpretability"]
     model = [labelling["llm_model"]] if labelling["labeller"] == "llm" else []
-    return [probe_checkpoint(config), f"{config['results_dir']}/data/manifest.json", *model]
+    return [probe_checkpoint(config), layout.manifest_path(config["results_dir"]), *model]
 
 
 def grid_finals(config: Mapping) -> list[str]:

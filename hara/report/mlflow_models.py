@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from hara import layout
 from hara.results.collect import Run
 
 __all__ = ["data_inputs", "log_candidate_models", "model_name"]
@@ -47,14 +48,14 @@ def data_inputs(results: Path, size: str) -> list:
     from hara.hashing import file_sha256
 
     inputs = []
-    manifest_path = results / "data" / "manifest.json"  # the data stage's manifest (workflows/data.smk)
+    manifest_path = Path(layout.manifest_path(str(results)))  # the data stage's manifest (workflows/data.smk)
     if manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         for key, context in (("train", "training"), ("validation", "validation")):
             entry = manifest.get("files", {}).get(manifest.get(key) or "")
             if entry:
                 inputs.append(_dataset_input(key, entry["sha256"], entry.get("count"), context))
-    prompts = results / "rl_prompts" / size / "prompts.jsonl"  # the RL prompts of the size (workflows/models.smk)
+    prompts = layout.prompts_dir(results, size) / "prompts.jsonl"  # the RL prompts of the size (workflows/models.smk)
     if prompts.is_file():
         rows = sum(1 for line in prompts.read_text(encoding="utf-8").splitlines() if line.strip())
         inputs.append(_dataset_input(f"rl_prompts/{size}", file_sha256(prompts), rows, "training"))

@@ -12,6 +12,7 @@ from typing import Any
 
 import jinja2
 
+from hara.report.markdown import table_lines
 from hara.report.sections import Section, section_markdown
 from hara.report.tables import Table
 
@@ -44,10 +45,8 @@ def markdown_table(table: Table) -> str:
         "",
         table.note,
         "",
-        "| " + " | ".join(table.header) + " |",
-        "|" + "---|" * len(table.header),
+        *table_lines(table.header, table.rows),
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hara.analysis.output import AnalysisResult, read_result
 from hara.analysis.workflow import analysis_outputs, enabled_analyses
+from hara.report.markdown import table_lines
 
 __all__ = ["Section", "collect_sections", "section_markdown"]
 
@@ -42,14 +43,6 @@ def collect_sections(config: Mapping, results: str | Path, out_dir: Path) -> lis
     return sections
 
 
-def _table_md(result: AnalysisResult) -> list[str]:
-    return [
-        "| " + " | ".join(result.header) + " |",
-        "|" + "---|" * len(result.header),
-        *("| " + " | ".join(row) + " |" for row in result.rows),
-    ]
-
-
 def section_markdown(section: Section, out_dir: Path) -> str:
     if section.result is None:
         return f"## Analysis: {section.name}\n\nn/a (the analysis wrote no output)\n"
@@ -63,7 +56,7 @@ def section_markdown(section: Section, out_dir: Path) -> str:
         "",
         r.note,
         "",
-        *_table_md(r),
+        *table_lines(r.header, r.rows),
         "",
     ]
     parts += [f"![{r.name}]({p.relative_to(out_dir).as_posix()})\n" for p in section.figures]

@@ -11,12 +11,15 @@ import json
 import os
 from pathlib import Path
 
+from hara import layout
+from hara.report.markdown import table_lines
+
 __all__ = ["study_summaries", "sweep_studies", "sweeps_html", "sweeps_markdown"]
 
 
 def study_summaries(results_dir: str | Path) -> list[tuple[Path, dict]]:
     """(study folder, summary.json) of every summarised study, by name."""
-    root = Path(results_dir) / "sweeps"
+    root = Path(results_dir) / layout.SWEEPS
     return (
         [(path.parent, json.loads(path.read_text(encoding="utf-8"))) for path in sorted(root.glob("*/summary.json"))]
         if root.is_dir()
@@ -78,12 +81,7 @@ def sweeps_markdown(results_dir: str | Path, out_dir: str | Path) -> str:
         parts += [f"### {summary['study']}", "", best_line(summary), ""]
         rows = effect_rows(summary)
         if rows:
-            parts += [
-                "| " + " | ".join(EFFECT_HEADER) + " |",
-                "|" + " --- |" * len(EFFECT_HEADER),
-                *("| " + " | ".join(row) + " |" for row in rows),
-                "",
-            ]
+            parts += [*table_lines(EFFECT_HEADER, rows, rule=" --- |"), ""]
         for name in summary["figures"].values():
             parts += [f"![{summary['study']} {name}]({Path(os.path.relpath(folder / name, out_dir)).as_posix()})", ""]
     return "\n".join(parts)

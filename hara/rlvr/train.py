@@ -350,17 +350,21 @@ class TrainingSession:
     prompts_dir: str | Path | None = None
     policy: tuple[Any, Any] | None = None
 
-    def start(self, run_info: Mapping[str, Any] | None) -> Any:
-        """Threads, seed, run_info.json (with ``run_info`` as its extra fields; None: written elsewhere, as on the
-        ranks other than the main one), then the policy; returns its tokenizer."""
-        from hara.runinfo import seed_everything, set_threads, write_run_info
+    def start(self) -> Any:
+        """Threads, seed, then the policy (under `accelerate launch` this sets up the process group); returns its
+        tokenizer."""
+        from hara.runinfo import seed_everything, set_threads
 
         set_threads(self.config["threads"])
         seed_everything(self.seed)
-        if run_info is not None:
-            write_run_info(self.out, self.config, extra=dict(run_info))
         self.policy = load_policy_for_training(Path(self.base_model), self.config)
         return self.policy[1]
+
+    def record(self, run_info: Mapping[str, Any]) -> None:
+        """run_info.json in the run folder: versions, device, commit, the resolved config and ``run_info``."""
+        from hara.runinfo import write_run_info
+
+        write_run_info(self.out, self.config, extra=dict(run_info))
 
     def trainer(self, callbacks: list, reward_funcs: list | None = None) -> Any:
         """The trainer of the started session (:func:`build_trainer`)."""
@@ -417,24 +421,26 @@ def train(
     preset = config_preset(config, rlvr)
     method_params(config, method)  # unknown method: fail before any work
     base = Path(base_model) if base_model else base_model_dir(config["results_dir"], size)
+    session = TrainingSession(config, rlvr, method, seed, out, base, data_dir, prompts_dir)
+    tokenizer = session.start()
     out.mkdir(parents=True, exist_ok=True)
     last = resume_point(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones; rank 0 reads
-    session = TrainingSession(config, rlvr, method, seed, out, base, data_dir, prompts_dir)
-    run_info = {
-        "stage": "train",
-        "size": size,
-        "rlvr": rlvr,
-        "method": method,
-        "train_seed": seed,
-        "base_model": str(base),
-        "resumed_from": last or "",
-        "preset": dataclasses.asdict(preset),
-        "processes": world_size(),
-    }
-    tokenizer = session.start(run_info if is_main_process() else None)
     run = None  # under `accelerate launch` only the main process writes files and talks to MLflow
     if is_main_process():
         truncate_metrics(out / "metrics.jsonl", int(last.rsplit("-", 1)[1]) if last else 0)
+        session.record(
+            {
+                "stage": "train",
+                "size": size,
+                "rlvr": rlvr,
+                "method": method,
+                "train_seed": seed,
+                "base_model": str(base),
+                "resumed_from": last or "",
+                "preset": dataclasses.asdict(preset),
+                "processes": world_size(),
+            }
+        )
         run, _ = _tracking(config, size, rlvr, method, seed, out, preset)
         run.save(out / "checkpoints")  # the evaluation stage looks next to a checkpoint folder and in its parent
     callbacks = [MetricsCallback(out / "metrics.jsonl", run), ManifestCallback()]

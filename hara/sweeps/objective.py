@@ -231,7 +231,8 @@ def train_seed(
     session = TrainingSession(
         config, fields["rlvr"], fields["method"], seed, run_dir, where.base_model, where.data_dir, where.prompts_dir
     )
-    session.start(
+    session.start()
+    session.record(
         {
             "stage": "sweep",
             "study": fields["name"],

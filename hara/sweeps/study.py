@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from hara import layout
 from hara.config import (
     ConfigError,
     apply_overrides,
@@ -120,7 +121,7 @@ class StudySpec:
     @property
     def study_dir(self) -> Path:
         """results/sweeps/<name>/ under the base config's results_dir."""
-        return Path(self.base_config["results_dir"]) / "sweeps" / self.fields["name"]
+        return layout.sweep_dir(self.base_config["results_dir"], self.fields["name"])
 
     @property
     def kind(self) -> str:
