@@ -1,4 +1,4 @@
-"""Time and peak device memory of each phase of an RL step, the phases of ``hara plan`` (hara/planning.py
+"""Time and peak device memory of each phase of an RL step, the phases of ``hara plan`` (hara/planning/
 ``training_memory``): generation, scoring (rewards, TRL's no-grad log-prob pass, the method's capture and weighting),
 training (forward and backward of the step's micro-batches, gradient clipping) and optimizer (the AdamW step).
 
