@@ -34,6 +34,12 @@ def seeded_global_generators():
     numpy.random.seed(0)
 
 
+def _restore_environment(before: dict[str, str]) -> None:
+    for key in [k for k in os.environ if k not in before]:
+        del os.environ[key]
+    os.environ.update(before)
+
+
 @pytest.fixture(autouse=True)
 def environment_restored():
     """os.environ as it was before each test. An in-process vLLM engine (TRL's colocated one, hara.vllm_cpu) writes
@@ -42,9 +48,18 @@ def environment_restored():
     test's subprocesses (a `hara train` that sees RANK believes it was launched and joins a rendezvous)."""
     before = dict(os.environ)
     yield
-    for key in [k for k in os.environ if k not in before]:
-        del os.environ[key]
-    os.environ.update(before)
+    _restore_environment(before)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def module_environment_restored():
+    """os.environ as it was before each test module, for what a module-scoped fixture writes (the per-test fixture
+    above starts after it and keeps it): tests/rlvr/test_vllm_colocate.py's module trainer set MASTER_PORT, and the
+    rehearsal, run later in the same worker, gave it to every training job of both its DAGs, which then all bound
+    that one port (EADDRINUSE)."""
+    before = dict(os.environ)
+    yield
+    _restore_environment(before)
 
 
 @pytest.fixture(scope="session")

@@ -35,3 +35,39 @@ def test_the_generators_were_reset_before_this_test():
     assert (
         torch.equal(torch_draw, torch.rand(3)) and python_draw == random.random() and numpy_draw == numpy.random.rand()
     )
+
+
+LEAKY_MODULE = """
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def engine():
+    os.environ["HARA_TEST_LEAK"] = "44699"  # as TRL's colocated engine writes MASTER_PORT
+
+def test_uses_the_engine(engine):
+    assert os.environ["HARA_TEST_LEAK"] == "44699"
+"""
+
+
+def test_what_a_module_fixture_writes_into_the_environment_does_not_reach_later_modules(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n", encoding="utf-8")
+    (tmp_path / "test_a_leaky.py").write_text(LEAKY_MODULE, encoding="utf-8")
+    (tmp_path / "test_b_later.py").write_text(
+        "import os\n\ndef test_clean():\n    assert 'HARA_TEST_LEAK' not in os.environ\n", encoding="utf-8"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
