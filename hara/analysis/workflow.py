@@ -106,7 +106,10 @@ def analysis_methods(config: Mapping) -> list[str]:
 
 
 def analysis_inputs(config: Mapping, name: str) -> list[str]:
-    """The files analysis ``name`` reads: its runs' checkpoints and scores, then what its declaration adds."""
+    """The files analysis ``name`` reads: its runs' checkpoints and scores, then what its declaration adds ([] when
+    the config leaves it off, so a plug-in's input function never sees a config without its knobs)."""
+    if name not in enabled_analyses(config):
+        return []
     runs = [
         p
         for r in study_runs(config, name)

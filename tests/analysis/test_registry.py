@@ -60,3 +60,19 @@ def test_a_bad_entry_point_is_refused_with_its_name(monkeypatch):
     monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
     with pytest.raises(TypeError, match="entry point 'broken'"):
         registry.analyses()
+
+
+def test_an_analysis_that_is_off_reads_nothing_so_its_inputs_never_see_missing_knobs(monkeypatch):
+    """The workflow asks every registered analysis for its inputs when it builds the DAG; a plug-in that reads its
+    own knobs there failed (TypeError on None) whenever the config did not switch it on."""
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    spec = registry.AnalysisSpec(
+        "needs_knobs",
+        "tests.analysis_plugin:toy_count",
+        inputs=lambda c: registry.plugin_knobs(c, "needs_knobs")["files"],
+    )
+    registry.register_analysis(spec)
+    config = load_config(DEFAULT, ["analyses.enabled=true"])
+    assert analysis_inputs(config, "needs_knobs") == []
+    on = load_config(DEFAULT, ["analyses.enabled=true", "analyses.plugins.needs_knobs={files: [a.json]}"])
+    assert analysis_inputs(on, "needs_knobs") == ["a.json"]
