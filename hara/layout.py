@@ -31,15 +31,18 @@ __all__ = [
     "ANALYSIS_EVAL",
     "ANALYSIS_TRAIN",
     "BASE_EVAL",
+    "BASE_EVAL_DIR",
     "BASE_MODEL",
     "CANDIDATE",
     "CELL",
     "DATA",
+    "EVAL",
     "MANIFEST",
     "PROMPTS",
     "REPORT",
     "SWEEP",
     "SWEEPS",
+    "TRAIN",
     "Cell",
     "analysis_dir",
     "analysis_eval_dir",
@@ -64,6 +67,9 @@ BASE_EVAL = "{size}/base"
 #: A candidate checkpoint of checkpoint selection, below a run's candidates/ (the last candidate is final/).
 CANDIDATE = "step-{step}"
 #: The stage folders below results_dir that a Snakemake pattern or another stage names (a wildcard in braces).
+TRAIN = "train/" + CELL
+EVAL = "eval/" + CELL
+BASE_EVAL_DIR = "eval/" + BASE_EVAL
 DATA = "data"
 MANIFEST = f"{DATA}/manifest.json"
 BASE_MODEL = "base_model/{size}"
@@ -111,17 +117,17 @@ def grid_cells(config: Mapping) -> list[Cell]:
 
 def run_dir(results: str | Path, cell: Cell) -> Path:
     """A cell's training run folder."""
-    return Path(results) / "train" / cell.path()
+    return Path(results) / TRAIN.format(**dataclasses.asdict(cell))
 
 
 def eval_dir(results: str | Path, cell: Cell) -> Path:
     """A cell's evaluation folder."""
-    return Path(results) / "eval" / cell.path()
+    return Path(results) / EVAL.format(**dataclasses.asdict(cell))
 
 
 def base_eval_dir(results: str | Path, size: str) -> Path:
     """The Base model's evaluation folder of a size."""
-    return Path(results) / "eval" / BASE_EVAL.format(size=size)
+    return Path(results) / BASE_EVAL_DIR.format(size=size)
 
 
 def base_model_dir(results: str | Path, size: str) -> Path:

@@ -48,9 +48,9 @@ LABELLING = config["analyses"]["interpretability"]
 # The results layout (hara.layout) as wildcard patterns: one run folder per grid cell, the Base model's evaluation of
 # a size before RL (the report's "base" row).
 CELL = layout.CELL
-RUN_DIR = f"{RESULTS}/train/{CELL}"
-EVAL_DIR = f"{RESULTS}/eval/{CELL}"
-BASE_EVAL_DIR = f"{RESULTS}/eval/{layout.BASE_EVAL}"
+RUN_DIR = f"{RESULTS}/{layout.TRAIN}"
+EVAL_DIR = f"{RESULTS}/{layout.EVAL}"
+BASE_EVAL_DIR = f"{RESULTS}/{layout.BASE_EVAL_DIR}"
 REPORT_DIR = f"{RESULTS}/{layout.REPORT}"
 PROMPTS_DIR = f"{RESULTS}/{layout.PROMPTS}"  # the RL prompts of a size, selected once (select_prompts)
 DATA_DIR = f"{RESULTS}/{layout.DATA}"
