@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-from hara.plugins import declared, load_reference
+from hara.plugins import add_unique, declared, load_reference
 
 __all__ = [
     "CAPTURED",
@@ -99,10 +99,7 @@ _PLUGINS_LOADED = False
 
 def register_method(spec: MethodSpec) -> MethodSpec:
     """Add ``spec``; a different spec under a taken name raises (a plug-in cannot replace a built-in)."""
-    if spec.name in _REGISTRY and _REGISTRY[spec.name] != spec:
-        raise ValueError(f"method {spec.name!r} is already registered")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return add_unique(_REGISTRY, spec, "method")
 
 
 def _load_plugins() -> None:

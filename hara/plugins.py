@@ -9,7 +9,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
-__all__ = ["declared", "load_reference"]
+__all__ = ["add_unique", "declared", "load_reference"]
 
 
 def load_reference(reference: str | None, owner: str) -> Any:
@@ -32,3 +32,12 @@ def declared(group: str, kind: type, what: str, scan: Callable[..., Any] = entry
             raise TypeError(f"entry point {entry.name!r} ({entry.value}) of {group}: expected {what}")
         found.extend(items)
     return found
+
+
+def add_unique(registry: dict[str, Any], spec: Any, kind: str) -> Any:
+    """Put ``spec`` into ``registry`` under ``spec.name``; a different spec under a taken name raises (a plug-in
+    cannot replace a built-in), the same one again is a no-op."""
+    if spec.name in registry and registry[spec.name] != spec:
+        raise ValueError(f"{kind} {spec.name!r} is already registered")
+    registry[spec.name] = spec
+    return spec

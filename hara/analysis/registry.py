@@ -22,7 +22,7 @@ from typing import Any
 
 from hara.analysis import runs
 from hara.analysis.claims import PAPER_NUMBERS
-from hara.plugins import declared, load_reference
+from hara.plugins import add_unique, declared, load_reference
 
 __all__ = ["ENTRY_POINT_GROUP", "AnalysisSpec", "analyses", "get_analysis", "plugin_knobs", "register_analysis"]
 
@@ -114,10 +114,7 @@ _PLUGINS_LOADED = False
 
 def register_analysis(spec: AnalysisSpec) -> AnalysisSpec:
     """Add ``spec``; a different spec under a taken name raises (a plug-in cannot replace a built-in)."""
-    if spec.name in _REGISTRY and _REGISTRY[spec.name] != spec:
-        raise ValueError(f"analysis {spec.name!r} is already registered")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return add_unique(_REGISTRY, spec, "analysis")
 
 
 def analyses() -> dict[str, AnalysisSpec]:
