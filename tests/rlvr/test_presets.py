@@ -205,5 +205,5 @@ def test_a_preset_added_in_one_place_is_validated_reported_and_swept(monkeypatch
     study.write_text(text.replace("rlvr: grpo", "rlvr: ppo"))
     with pytest.raises(ConfigError, match="rlvr: unknown preset 'ppo'"):
         load_study(study)
-    with pytest.raises(ConfigError, match=r"grid.rlvr\[1\]: unknown preset 'ppo'"):
+    with pytest.raises(ConfigError, match=r"grid.rlvr\[1\]: 'ppo' is not one of \['grpo'"):
         load_config(SMOKE, ["grid.rlvr=[grpo, ppo]"])
