@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from hara.groups import group_all, group_max, prompt_index
-from hara.ot.barycenter import BarycenterConfig, BarycenterResult, linearized_barycenter
+from hara.ot.barycenter import BarycenterConfig, BarycenterResult, GroupedStates, linearized_barycenter
 from hara.ot.exact import exact_barycenter
 from hara.ot.linearized import centered_sqnorm
 
@@ -41,8 +41,7 @@ __all__ = [
     "whitening_stats",
 ]
 
-#: Barycenter solvers by name; both take (h (N,n,d), mask (N,n), group (N,), num_groups, BarycenterConfig,
-#: shift (G,d), scale (G,), h_sqnorm (N,n)) and return a BarycenterResult.
+#: Barycenter solvers by name; both take (GroupedStates, BarycenterConfig) and return a BarycenterResult.
 BACKENDS = {"linearized": linearized_barycenter, "exact": exact_barycenter}
 
 
@@ -274,7 +273,8 @@ def compute_novelty(
         info = {**_info(groups, None, ok, start), "hara/flat_groups": 0.0}
         return NoveltyResult(token, sequence, groups, ok, None, info)
     rows, group, shift, scale, h_sq = _prepare(hidden_states, mask, groups, params)
-    bary = BACKENDS[params.backend](rows.h, rows.mask, group, groups.num_groups, params.barycenter, shift, scale, h_sq)
+    states = GroupedStates(rows.h, rows.mask, group, groups.num_groups, shift, scale, h_sq)
+    bary = BACKENDS[params.backend](states, params.barycenter)
     nu, seq, finite = _novelty_from_plans(bary, rows.mask)
     ok = group_all(finite & rows.usable, group, groups.num_groups)
     flat = flat_groups(rows.h, rows.mask & rows.usable[:, None], group, groups.num_groups, params.flat_rtol)

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from hara.novelty import whitening_stats
-from hara.ot.barycenter import BarycenterConfig, linearized_barycenter
+from hara.ot.barycenter import BarycenterConfig, GroupedStates, linearized_barycenter
 from hara.ot.exact import FGW_VARIANTS, exact_barycenter
 
 __all__ = [
@@ -73,9 +73,8 @@ def problem_plans(
     mask = mask.bool()
     h = h.float().masked_fill(~mask[..., None], 0.0)
     mean, inv_rms, h_sq = whitening_stats(h, mask, index, groups, torch.ones(h.shape[0], dtype=torch.bool))
-    result = _BACKENDS[config.structure](
-        h, mask, index, groups, dataclasses.replace(config, alpha=alpha), mean, inv_rms, h_sq
-    )
+    states = GroupedStates(h, mask, index, groups, mean, inv_rms, h_sq)
+    result = _BACKENDS[config.structure](states, dataclasses.replace(config, alpha=alpha))
     return result.plan
 
 

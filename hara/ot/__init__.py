@@ -8,6 +8,7 @@ torch only: POT and numpy are imported when the exact reference runs (tests/ot/t
 from hara.ot.barycenter import (
     BarycenterConfig,
     BarycenterResult,
+    GroupedStates,
     barycentric_projection,
     init_support,
     linearized_barycenter,
@@ -31,6 +32,7 @@ from hara.ot.sinkhorn import (
     plan_from_potentials,
     sinkhorn_log,
     sinkhorn_scaling,
+    sinkhorn_solve,
 )
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "STRUCTURES",
     "BarycenterConfig",
     "BarycenterResult",
+    "GroupedStates",
     "SinkhornResult",
     "anchor_plan",
     "barycentric_projection",
@@ -57,6 +60,7 @@ __all__ = [
     "position_cost",
     "sinkhorn_log",
     "sinkhorn_scaling",
+    "sinkhorn_solve",
     "structure_matrix",
     "support_positions",
     "token_log_weights",

@@ -43,6 +43,7 @@ from hara.ot.sinkhorn import SOLVERS, SinkhornResult, flush_denormals
 __all__ = [
     "BarycenterConfig",
     "BarycenterResult",
+    "GroupedStates",
     "barycentric_projection",
     "init_support",
     "linearized_barycenter",
@@ -109,6 +110,24 @@ class BarycenterConfig:
         needs to reach a given marginal error grow as 1 / eps (at eps_rel 0.005 the 20-iteration cap left row
         errors of 0.26-0.39 and rank agreement with the converged novelty of 0.79)."""
         return math.ceil(iterations * max(1.0, BUDGET_EPS_REL / self.eps_rel))
+
+
+@dataclass(frozen=True)
+class GroupedStates:
+    """The hidden-state trajectories a barycenter loop averages, per group, and how each group is whitened.
+
+    h (N, n, d) fp32 or fp64 and finite everywhere (padding included: padding is multiplied by zero weights, never
+    selected, so it must not hold NaN/Inf), mask (N, n) bool, group (N,) long in [0, num_groups), shift (G, d) and
+    scale (G,) the whitening of each group (None: identity), sqnorm (N, n) = ||h - shift||^2 if already known.
+    """
+
+    h: Tensor
+    mask: Tensor
+    group: Tensor
+    num_groups: int
+    shift: Tensor | None = None
+    scale: Tensor | None = None
+    sqnorm: Tensor | None = None
 
 
 @dataclass
@@ -218,7 +237,7 @@ def _solve(
 
 @dataclass
 class _Problem:
-    """Everything about the rows that stays fixed during the loop (shapes in linearized_barycenter)."""
+    """Everything about the rows that stays fixed during the loop (shapes in GroupedStates)."""
 
     h: Tensor
     mask: Tensor
@@ -310,29 +329,16 @@ def _plan_info(final: SinkhornResult, stats: dict[str, float], has_tokens: Tenso
 
 
 @torch.no_grad()
-def linearized_barycenter(
-    h: Tensor,
-    mask: Tensor,
-    group: Tensor,
-    num_groups: int,
-    config: BarycenterConfig = BarycenterConfig(),
-    shift: Tensor | None = None,
-    scale: Tensor | None = None,
-    h_sqnorm: Tensor | None = None,
-) -> BarycenterResult:
-    """Linearized FGW barycenter loop (module docstring).
-
-    h (N, n, d) fp32 or fp64 and finite everywhere (padding included: padding is multiplied by zero weights, never
-    selected, so it must not hold NaN/Inf), mask (N, n) bool, group (N,) long in [0, num_groups), shift (G, d) and
-    scale (G,) the whitening of each group (None: identity), h_sqnorm (N, n) = ||h - shift||^2 if already known.
-    """
+def linearized_barycenter(states: GroupedStates, config: BarycenterConfig = BarycenterConfig()) -> BarycenterResult:
+    """Linearized FGW barycenter loop (module docstring) of each group of ``states``."""
     start, cfg, k = time.perf_counter(), config, config.barycenter_size
     if cfg.structure != "position":
         raise ValueError(
             f"structure {cfg.structure!r}: the anchor-guided linearization needs the 1-D positional "
             "structure; other structures are solved exactly (the exact backend, hara_exact_*)"
         )
-    mask, dev = mask.bool(), h.device
+    h, mask, group, shift, scale = states.h, states.mask.bool(), states.group, states.shift, states.scale
+    dev = h.device
     p, s = token_positions(mask), support_positions(k, device=dev)
     row_shift = None if shift is None else shift[group]
     row_scale = None if scale is None else scale[group]
@@ -340,18 +346,18 @@ def linearized_barycenter(
         h,
         mask,
         group,
-        num_groups,
+        states.num_groups,
         row_shift,
         row_scale,
         shift,
         scale,
-        centered_sqnorm(h, row_shift) if h_sqnorm is None else h_sqnorm,
+        centered_sqnorm(h, row_shift) if states.sqnorm is None else states.sqnorm,
         position_cost(p, s, cfg.alpha).to(h.dtype),
         token_log_weights(mask).to(h.dtype),
         torch.full((h.shape[0], k), -math.log(k), device=dev, dtype=h.dtype),
     )
     has_tokens = mask.any(-1)  # rows without tokens carry no plan
-    x = init_support(h, mask, p, group, num_groups, k, shift, scale)
+    x = init_support(h, mask, p, group, states.num_groups, k, shift, scale)
     with flush_denormals():
         x, warm, eps, stats = _support_loop(cfg, prob, x, has_tokens)
         x_rows = _leave_one_out_support(prob, *warm.projection) if cfg.leave_one_out else x[group]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from hara.ot.barycenter import BarycenterConfig, BarycenterResult, init_support
+from hara.ot.barycenter import BarycenterConfig, BarycenterResult, GroupedStates, init_support
 from hara.ot.diagnostics import order_reversing_mass
 from hara.ot.linearized import support_positions, token_log_weights, token_positions
 
@@ -137,24 +137,15 @@ def _group_barycenter(
 
 
 @torch.no_grad()
-def exact_barycenter(
-    h: Tensor,
-    mask: Tensor,
-    group: Tensor,
-    num_groups: int,
-    config: BarycenterConfig = BarycenterConfig(),
-    shift: Tensor | None = None,
-    scale: Tensor | None = None,
-    h_sqnorm: Tensor | None = None,
-) -> BarycenterResult:
+def exact_barycenter(states: GroupedStates, config: BarycenterConfig = BarycenterConfig()) -> BarycenterResult:
     """Exact counterpart of :func:`hara.ot.barycenter.linearized_barycenter` (same arguments and result type;
-    h_sqnorm is accepted for the common signature and not needed). Plans, costs and R(T) come back as fp32
-    tensors on h's device."""
+    ``states.sqnorm`` is not needed). Plans, costs and R(T) come back as fp32 tensors on h's device."""
     if config.leave_one_out:
         raise ValueError("leave_one_out is only implemented for the linearized barycenter")
     _pot()  # a clear error before any work when POT is missing
     start, cfg, k = time.perf_counter(), config, config.barycenter_size
-    mask = mask.bool()
+    h, group, num_groups, shift, scale = states.h, states.group, states.num_groups, states.shift, states.scale
+    mask = states.mask.bool()
     p, s = token_positions(mask), support_positions(k, device=h.device)
     x0 = init_support(h, mask, p, group, num_groups, k, shift, scale)
     s_np = s.double().cpu().numpy()

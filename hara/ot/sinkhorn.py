@@ -9,8 +9,9 @@ T[t, j] = exp((f_t + g_j - C[t, j]) / eps + log a_t + log b_j). Shapes, with ``.
 log_a (..., n), log_b (..., k), cost (..., n, k), eps broadcastable to (...). Padding rows carry log a_t = -inf
 (and any finite cost), so they receive no mass. Every batch element needs at least one valid row.
 
-``sinkhorn_log`` iterates the potentials in the log domain (robust, one log-sum-exp per half step).
-``sinkhorn_scaling`` absorbs the potentials into a kernel every ``absorb_every`` iterations and iterates plain
+``sinkhorn_solve`` solves them with one of two solvers (``SOLVERS``; ``sinkhorn_log`` and ``sinkhorn_scaling`` are it
+with the solver set). The log solver iterates the potentials in the log domain (robust, one log-sum-exp per half
+step). The scaling solver absorbs the potentials into a kernel every ``absorb_every`` iterations and iterates plain
 scalings in between (matrix-vector products only): the same fixed point, several times faster, because the exp is
 taken once per absorption instead of twice per iteration (docs/method.md, "Transport and convergence").
 Both check the marginal error only every ``check_every`` iterations (one host sync each) and accept warm-start
@@ -22,6 +23,7 @@ does not depend on which other problems share the batch. Both run with fp32 deno
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -36,6 +38,7 @@ __all__ = [
     "plan_from_potentials",
     "sinkhorn_log",
     "sinkhorn_scaling",
+    "sinkhorn_solve",
 ]
 
 # exp(-80) ~ 1.8e-35 is still a normal fp32 number: clamping exp arguments here keeps kernels out of the denormal
@@ -110,15 +113,35 @@ def _log_update_g(log_a: Tensor, cost: Tensor, eps: Tensor, f: Tensor) -> Tensor
     return -eps[..., None] * torch.logsumexp(log_a[..., :, None] + (f[..., :, None] - cost) / e, dim=-2)
 
 
-def _plan_and_error(
-    log_a: Tensor, log_b: Tensor, cost: Tensor, eps: Tensor, f: Tensor, g: Tensor
-) -> tuple[Tensor, Tensor]:
+@dataclass(frozen=True)
+class _Problem:
+    """One batch of transport problems (shapes in the module docstring), eps broadcast to the batch shape (...,)."""
+
+    log_a: Tensor
+    log_b: Tensor
+    cost: Tensor
+    eps: Tensor
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """When a solve stops: after ``max_iter`` iterations, or per element at a check (every ``check_every``
+    iterations) whose row-marginal L1 error is below ``tol``; ``absorb_every``: iterations between the scaling
+    solver's absorptions."""
+
+    max_iter: int
+    tol: float
+    check_every: int
+    absorb_every: int
+
+
+def _plan_and_error(p: _Problem, f: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
     """The plan (..., n, k) and its L1 row-marginal error sum_t |sum_j T[t, j] - a_t| (...,)."""
-    plan = plan_from_potentials(log_a, log_b, cost, eps, f, g)
-    return plan, (plan.sum(-1) - log_a.exp()).abs().sum(-1)
+    plan = plan_from_potentials(p.log_a, p.log_b, p.cost, p.eps, f, g)
+    return plan, (plan.sum(-1) - p.log_a.exp()).abs().sum(-1)
 
 
-def sinkhorn_log(
+def sinkhorn_solve(
     log_a: Tensor,
     log_b: Tensor,
     cost: Tensor,
@@ -130,24 +153,33 @@ def sinkhorn_log(
     check_every: int = 10,
     absorb_every: int = 10,
     active: Tensor | None = None,
+    *,
+    solver: str = "log",
 ) -> SinkhornResult:
-    """Log-domain Sinkhorn (module docstring). An element stops when its row-marginal L1 error < tol, checked
-    every ``check_every`` iterations; active (...,) bool: elements to iterate at all (None: every one; the others
-    keep their start potentials). ``absorb_every`` is accepted for a uniform solver signature and ignored."""
+    """Entropic OT of every batch element (module docstring) by ``solver`` (a name of :data:`SOLVERS`). f, g:
+    warm-start potentials (None: zero). An element stops when its row-marginal L1 error < tol, checked every
+    ``check_every`` iterations; ``absorb_every``: iterations between the scaling solver's absorptions (the log
+    solver ignores it). active (...,) bool: elements to iterate at all (None: every one; the others keep their
+    start potentials)."""
     with flush_denormals():
-        eps_t = _as_eps(eps, cost.shape[:-2], cost)
-        f, g = _init_potentials(f, g, cost)
-        live = _live(active, eps_t)
-        done = 0
-        while done < max_iter:
-            f = torch.where(live[..., None], _log_update_f(log_b, cost, eps_t, g), f)
-            g = torch.where(live[..., None], _log_update_g(log_a, cost, eps_t, f), g)
-            done += 1
-            if done % check_every == 0 and done < max_iter:  # one host sync per check
-                live = live & ~(_plan_and_error(log_a, log_b, cost, eps_t, f, g)[1] < tol)
-                if not bool(live.any()):
-                    break
-        plan, error = _plan_and_error(log_a, log_b, cost, eps_t, f, g)
+        problem = _Problem(log_a, log_b, cost, _as_eps(eps, cost.shape[:-2], cost))
+        stop = _Stop(max_iter, tol, check_every, absorb_every)
+        return _SOLVER_BODIES[solver](problem, f, g, _live(active, problem.eps), stop)
+
+
+def _solve_log(p: _Problem, f: Tensor | None, g: Tensor | None, live: Tensor, stop: _Stop) -> SinkhornResult:
+    """Log-domain iterations (module docstring)."""
+    f, g = _init_potentials(f, g, p.cost)
+    done = 0
+    while done < stop.max_iter:
+        f = torch.where(live[..., None], _log_update_f(p.log_b, p.cost, p.eps, g), f)
+        g = torch.where(live[..., None], _log_update_g(p.log_a, p.cost, p.eps, f), g)
+        done += 1
+        if done % stop.check_every == 0 and done < stop.max_iter:  # one host sync per check
+            live = live & ~(_plan_and_error(p, f, g)[1] < stop.tol)
+            if not bool(live.any()):
+                break
+    plan, error = _plan_and_error(p, f, g)
     return SinkhornResult(plan, f, g, done, error)
 
 
@@ -181,78 +213,49 @@ def _scaling_cycle(
     return u.reshape(*batch, n), v.reshape(*batch, k), error
 
 
-def sinkhorn_scaling(
-    log_a: Tensor,
-    log_b: Tensor,
-    cost: Tensor,
-    eps: Tensor | float,
-    f: Tensor | None = None,
-    g: Tensor | None = None,
-    max_iter: int = 1000,
-    tol: float = 1e-6,
-    check_every: int = 10,
-    absorb_every: int = 10,
-    active: Tensor | None = None,
-) -> SinkhornResult:
-    """Scaling-domain Sinkhorn with absorption (stabilized as in Schmitzer 2019).
+def _solve_scaling(p: _Problem, f: Tensor | None, g: Tensor | None, live: Tensor, stop: _Stop) -> SinkhornResult:
+    """Scaling-domain iterations with absorption (stabilized as in Schmitzer 2019).
 
     With absorbed potentials (f, g) the kernel is K~[t, j] = exp((f_t + g_j - C[t, j]) / eps) and the plan is
     T = diag(a u) K~ diag(b v). Every ``absorb_every`` iterations f += eps log u, g += eps log v and K~ is rebuilt,
     so u, v stay near 1 and fp32 never overflows. One log-domain iteration first makes every kernel row hold
-    mass (no all-zero row after underflow); a warm start skips it. If scalings still become non-finite, the call
-    falls back to ``sinkhorn_log`` from the same start (``fallback`` in the result says so). Stops per element on
-    row-marginal L1 error < tol, checked at the end of the first absorption cycle after every ``check_every``
-    iterations; ``active`` as in :func:`sinkhorn_log`, whose result it returns.
+    mass (no all-zero row after underflow); a warm start skips it. If scalings still become non-finite, the
+    log-domain solver runs from the same start and its result comes back (``fallback`` in it says so). The tol
+    check is at the end of the first absorption cycle after every ``check_every`` iterations.
     """
-    with flush_denormals():
-        eps_t = _as_eps(eps, cost.shape[:-2], cost)
-        warm = f is not None and g is not None
-        f0, g0 = _init_potentials(f, g, cost)
-        live = _live(active, eps_t)
-        f, g, done = f0, g0, 0
-        if not warm:  # cold start: one log-domain iteration so that no kernel row underflows entirely
-            f = torch.where(live[..., None], _log_update_f(log_b, cost, eps_t, g0), f0)
-            g = torch.where(live[..., None], _log_update_g(log_a, cost, eps_t, f), g0)
-            done = 1
-        f, g, done = _scaling_loop(
-            log_a, log_b, cost, eps_t, f, g, live, done, max_iter, tol, check_every, absorb_every
-        )
-        if not (torch.isfinite(f).all() and torch.isfinite(g).all()):
-            res = sinkhorn_log(log_a, log_b, cost, eps_t, f0, g0, max_iter, tol, check_every, active=active)
-            res.fallback = True
-            return res
-        plan, error = _plan_and_error(log_a, log_b, cost, eps_t, f, g)
+    warm = f is not None and g is not None
+    f0, g0 = _init_potentials(f, g, p.cost)
+    f, g, done = f0, g0, 0
+    if not warm:  # cold start: one log-domain iteration so that no kernel row underflows entirely
+        f = torch.where(live[..., None], _log_update_f(p.log_b, p.cost, p.eps, g0), f0)
+        g = torch.where(live[..., None], _log_update_g(p.log_a, p.cost, p.eps, f), g0)
+        done = 1
+    f, g, done = _scaling_loop(p, f, g, live, done, stop)
+    if not (torch.isfinite(f).all() and torch.isfinite(g).all()):
+        res = _solve_log(p, f0, g0, live, stop)
+        res.fallback = True
+        return res
+    plan, error = _plan_and_error(p, f, g)
     return SinkhornResult(plan, f, g, done, error)
 
 
 def _scaling_loop(
-    log_a: Tensor,
-    log_b: Tensor,
-    cost: Tensor,
-    eps: Tensor,
-    f: Tensor,
-    g: Tensor,
-    live: Tensor,
-    done: int,
-    max_iter: int,
-    tol: float,
-    check_every: int,
-    absorb_every: int,
+    p: _Problem, f: Tensor, g: Tensor, live: Tensor, done: int, stop: _Stop
 ) -> tuple[Tensor, Tensor, int]:
-    """The absorption cycles of :func:`sinkhorn_scaling` from potentials (f, g) after ``done`` iterations."""
-    a, b, e = log_a.exp(), log_b.exp(), eps[..., None]
-    period, next_check = max(1, min(absorb_every, check_every)), check_every
-    while done < max_iter:
-        iters = min(period, max_iter - done)
-        arg = (f[..., :, None] + g[..., None, :] - cost) / e[..., None]
+    """The absorption cycles of :func:`_solve_scaling` from potentials (f, g) after ``done`` iterations."""
+    a, b, e = p.log_a.exp(), p.log_b.exp(), p.eps[..., None]
+    period, next_check = max(1, min(stop.absorb_every, stop.check_every)), stop.check_every
+    while done < stop.max_iter:
+        iters = min(period, stop.max_iter - done)
+        arg = (f[..., :, None] + g[..., None, :] - p.cost) / e[..., None]
         kernel = torch.exp(arg.clamp_min(_MIN_EXP_ARG))
         u, v, error = _scaling_cycle(a, b, kernel, iters, want_error=done + iters >= next_check)
         f = torch.where(live[..., None], f + e * torch.log(u), f)
         g = torch.where(live[..., None], g + e * torch.log(v), g)
         done += iters
         if error is not None:  # one host sync per check
-            next_check += check_every
-            live = live & ~(error < tol)
+            next_check += stop.check_every
+            live = live & ~(error < stop.tol)
             if not bool(live.any()):
                 break
     return f, g, done
@@ -260,5 +263,11 @@ def _scaling_loop(
 
 SinkhornSolver = Callable[..., SinkhornResult]
 
-#: Solvers by name, all with the signature of :func:`sinkhorn_log`.
-SOLVERS: dict[str, SinkhornSolver] = {"log": sinkhorn_log, "scaling": sinkhorn_scaling}
+_SOLVER_BODIES = {"log": _solve_log, "scaling": _solve_scaling}
+
+#: Solvers by name: :func:`sinkhorn_solve` with its ``solver`` set, so all take the same arguments.
+SOLVERS: dict[str, SinkhornSolver] = {name: functools.partial(sinkhorn_solve, solver=name) for name in _SOLVER_BODIES}
+#: Log-domain Sinkhorn (robust, one log-sum-exp per half step).
+sinkhorn_log = SOLVERS["log"]
+#: Scaling-domain Sinkhorn with absorption (:func:`_solve_scaling`), falling back to the log domain on overflow.
+sinkhorn_scaling = SOLVERS["scaling"]

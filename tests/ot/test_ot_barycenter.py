@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from hara.ot.barycenter import BarycenterConfig, init_support, linearized_barycenter
+from hara.ot.barycenter import BarycenterConfig, GroupedStates, init_support, linearized_barycenter
 from hara.ot.linearized import token_positions
 
 # no early stop anywhere: results are then independent of which other groups share the batch
@@ -41,11 +41,11 @@ def test_init_support_copies_the_only_neighbour_at_the_ends():
 
 def test_batched_groups_equal_a_per_group_loop():
     h, mask, group = _rows(0, [14, 9, 12, 5, 7, 14, 3], [0, 0, 1, 1, 1, 2, 2])
-    batched = linearized_barycenter(h, mask, group, 3, EXACT_LOOP)
+    batched = linearized_barycenter(GroupedStates(h, mask, group, 3), EXACT_LOOP)
     for g in range(3):
         rows = group == g
         single = linearized_barycenter(
-            h[rows], mask[rows], torch.zeros(int(rows.sum()), dtype=torch.long), 1, EXACT_LOOP
+            GroupedStates(h[rows], mask[rows], torch.zeros(int(rows.sum()), dtype=torch.long), 1), EXACT_LOOP
         )
         torch.testing.assert_close(batched.support[g], single.support[0], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(batched.plan[rows], single.plan, atol=1e-6, rtol=1e-5)
@@ -54,9 +54,9 @@ def test_batched_groups_equal_a_per_group_loop():
 
 def test_padding_content_is_never_used():
     h, mask, group = _rows(1, [14, 6, 10, 8], [0, 0, 1, 1])
-    ref = linearized_barycenter(h, mask, group, 2)
+    ref = linearized_barycenter(GroupedStates(h, mask, group, 2))
     noisy = torch.where(mask[..., None], h, 1e4 * torch.randn_like(h))
-    out = linearized_barycenter(noisy, mask, group, 2)
+    out = linearized_barycenter(GroupedStates(noisy, mask, group, 2))
     torch.testing.assert_close(out.support, ref.support, atol=1e-4, rtol=1e-4)
     valid = mask[..., None].expand_as(out.plan)
     torch.testing.assert_close(out.plan[valid], ref.plan[valid], atol=1e-6, rtol=1e-4)
@@ -66,8 +66,8 @@ def test_padding_content_is_never_used():
 def test_rollout_order_does_not_matter():
     h, mask, group = _rows(2, [14, 6, 10, 8, 12], [0, 0, 0, 1, 1])
     perm = torch.tensor([4, 2, 0, 3, 1])
-    ref = linearized_barycenter(h, mask, group, 2, EXACT_LOOP)
-    out = linearized_barycenter(h[perm], mask[perm], group[perm], 2, EXACT_LOOP)
+    ref = linearized_barycenter(GroupedStates(h, mask, group, 2), EXACT_LOOP)
+    out = linearized_barycenter(GroupedStates(h[perm], mask[perm], group[perm], 2), EXACT_LOOP)
     torch.testing.assert_close(out.support, ref.support, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out.plan, ref.plan[perm], atol=1e-6, rtol=1e-5)
 
@@ -76,8 +76,8 @@ def test_shift_and_scale_equal_explicit_whitening():
     h, mask, group = _rows(3, [14, 11, 9, 13], [0, 0, 1, 1])
     shift, scale = torch.randn(2, 5) + 3.0, torch.tensor([0.7, 1.9])
     white = (h - shift[group][:, None]) * scale[group][:, None, None]
-    ref = linearized_barycenter(white, mask, group, 2, EXACT_LOOP)
-    out = linearized_barycenter(h, mask, group, 2, EXACT_LOOP, shift=shift, scale=scale)
+    ref = linearized_barycenter(GroupedStates(white, mask, group, 2), EXACT_LOOP)
+    out = linearized_barycenter(GroupedStates(h, mask, group, 2, shift=shift, scale=scale), EXACT_LOOP)
     torch.testing.assert_close(out.support, ref.support, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(out.cost, ref.cost, atol=1e-4, rtol=1e-4)
 
@@ -85,7 +85,7 @@ def test_shift_and_scale_equal_explicit_whitening():
 def test_marginals_info_and_the_projection_fixed_point():
     h, mask, group = _rows(4, [14, 12, 10], [0, 0, 0])
     cfg = dataclasses.replace(EXACT_LOOP, barycenter_iters=30, sinkhorn_max_iter=200, barycenter_tol=1e-7)
-    res = linearized_barycenter(h, mask, group, 1, cfg)
+    res = linearized_barycenter(GroupedStates(h, mask, group, 1), cfg)
     a = mask.float() / mask.sum(1, keepdim=True)
     assert res.info["sinkhorn_marginal_error"] == pytest.approx(
         float((res.plan.sum(-1) - a).abs().sum(-1).max()), abs=1e-6
@@ -107,8 +107,8 @@ def test_marginals_info_and_the_projection_fixed_point():
 def test_scaling_and_log_solvers_reach_the_same_result():
     h, mask, group = _rows(5, [14, 8, 11, 13], [0, 0, 1, 1])
     cfg = dataclasses.replace(EXACT_LOOP, sinkhorn_max_iter=300, sinkhorn_tol=1e-6, marginal_tol=1e-6)
-    log_res = linearized_barycenter(h, mask, group, 2, dataclasses.replace(cfg, solver="log"))
-    scal_res = linearized_barycenter(h, mask, group, 2, cfg)
+    log_res = linearized_barycenter(GroupedStates(h, mask, group, 2), dataclasses.replace(cfg, solver="log"))
+    scal_res = linearized_barycenter(GroupedStates(h, mask, group, 2), cfg)
     torch.testing.assert_close(scal_res.plan, log_res.plan, atol=1e-5, rtol=1e-3)
     torch.testing.assert_close(scal_res.support, log_res.support, atol=1e-4, rtol=1e-4)
 
@@ -116,16 +116,16 @@ def test_scaling_and_log_solvers_reach_the_same_result():
 def test_eps_is_relative_so_a_global_feature_scale_does_not_change_the_plans():
     h, mask, group = _rows(6, [14, 9, 12], [0, 0, 0])
     cfg = dataclasses.replace(EXACT_LOOP, alpha=0.0)
-    ref = linearized_barycenter(h, mask, group, 1, cfg)
-    out = linearized_barycenter(10.0 * h, mask, group, 1, cfg)
+    ref = linearized_barycenter(GroupedStates(h, mask, group, 1), cfg)
+    out = linearized_barycenter(GroupedStates(10.0 * h, mask, group, 1), cfg)
     torch.testing.assert_close(out.plan, ref.plan, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(out.eps, 100.0 * ref.eps, rtol=1e-4, atol=0)
 
 
 def test_leave_one_out_puts_every_rollout_farther_from_its_barycenter():
     h, mask, group = _rows(7, [14, 14, 13, 12, 14, 11], [0, 0, 0, 1, 1, 1])
-    plain = linearized_barycenter(h, mask, group, 2, EXACT_LOOP)
-    loo = linearized_barycenter(h, mask, group, 2, dataclasses.replace(EXACT_LOOP, leave_one_out=True))
+    plain = linearized_barycenter(GroupedStates(h, mask, group, 2), EXACT_LOOP)
+    loo = linearized_barycenter(GroupedStates(h, mask, group, 2), dataclasses.replace(EXACT_LOOP, leave_one_out=True))
     n_plain = (plain.plan * plain.cost).sum((1, 2))
     n_loo = (loo.plan * loo.cost).sum((1, 2))
     assert (n_loo > n_plain).all()
@@ -143,15 +143,15 @@ def test_invalid_config_is_rejected():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_cuda_matches_cpu():
     h, mask, group = _rows(8, [14, 9, 12, 5], [0, 0, 1, 1])
-    cpu = linearized_barycenter(h, mask, group, 2, EXACT_LOOP)
-    gpu = linearized_barycenter(h.cuda(), mask.cuda(), group.cuda(), 2, EXACT_LOOP)
+    cpu = linearized_barycenter(GroupedStates(h, mask, group, 2), EXACT_LOOP)
+    gpu = linearized_barycenter(GroupedStates(h.cuda(), mask.cuda(), group.cuda(), 2), EXACT_LOOP)
     np.testing.assert_allclose(gpu.plan.cpu().numpy(), cpu.plan.numpy(), atol=1e-5)
 
 
 def test_fp64_input_is_solved_in_fp64():
     h, mask, group = _rows(7, [14, 9, 12, 10], [0, 0, 1, 1])
-    ref = linearized_barycenter(h, mask, group, 2, EXACT_LOOP)
-    out = linearized_barycenter(h.double(), mask, group, 2, EXACT_LOOP)
+    ref = linearized_barycenter(GroupedStates(h, mask, group, 2), EXACT_LOOP)
+    out = linearized_barycenter(GroupedStates(h.double(), mask, group, 2), EXACT_LOOP)
     assert out.plan.dtype == out.support.dtype == torch.float64
     torch.testing.assert_close(out.plan.float(), ref.plan, atol=1e-5, rtol=1e-4)
 
@@ -173,7 +173,7 @@ def _planted(seed: int, n: int = 128, d: int = 32, rollouts: int = 6):
 def test_final_plans_converge_at_every_swept_epsilon(eps_rel):
     """The sweeps go down to eps_rel 0.005; there the fixed 20-iteration cap left row-marginal errors of ~0.3."""
     h, mask, group = _planted(0)
-    res = linearized_barycenter(h, mask, group, 1, BarycenterConfig(eps_rel=eps_rel))
+    res = linearized_barycenter(GroupedStates(h, mask, group, 1), BarycenterConfig(eps_rel=eps_rel))
     a = mask.float() / mask.sum(1, keepdim=True)
     error = float((res.plan.sum(-1) - a).abs().sum(-1).max())
     assert error < 1e-2 and res.info["sinkhorn_marginal_error"] == pytest.approx(error, abs=1e-6)
@@ -183,7 +183,7 @@ def test_final_plans_converge_at_every_swept_epsilon(eps_rel):
 def test_an_unconverged_plan_is_counted():
     h, mask, group = _planted(1)
     res = linearized_barycenter(
-        h, mask, group, 1, BarycenterConfig(eps_rel=0.005, final_max_iter=1, sinkhorn_max_iter=1)
+        GroupedStates(h, mask, group, 1), BarycenterConfig(eps_rel=0.005, final_max_iter=1, sinkhorn_max_iter=1)
     )
     errors = (res.plan.sum(-1) - mask.float() / mask.sum(1, keepdim=True)).abs().sum(-1)
     assert res.info["sinkhorn_unconverged"] == float((errors >= 5e-3).sum()) >= 1.0
@@ -200,7 +200,9 @@ def test_a_group_that_settled_does_not_wait_for_the_others():
     h, mask, group = _planted(2)
     hard = _planted(3)[0] * torch.linspace(0.2, 3.0, 128)[None, :, None]  # slower to settle
     cfg = BarycenterConfig(barycenter_iters=30, barycenter_tol=1e-3)
-    alone = linearized_barycenter(h, mask, group, 1, cfg)
-    both = linearized_barycenter(torch.cat([h, hard]), torch.cat([mask, mask]), torch.cat([group, group + 1]), 2, cfg)
+    alone = linearized_barycenter(GroupedStates(h, mask, group, 1), cfg)
+    both = linearized_barycenter(
+        GroupedStates(torch.cat([h, hard]), torch.cat([mask, mask]), torch.cat([group, group + 1]), 2), cfg
+    )
     torch.testing.assert_close(both.support[0], alone.support[0], atol=1e-6, rtol=0)
     torch.testing.assert_close(both.plan[:6], alone.plan, atol=1e-7, rtol=0)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from hara.ot.barycenter import BarycenterConfig, init_support, linearized_barycenter
+from hara.ot.barycenter import BarycenterConfig, GroupedStates, init_support, linearized_barycenter
 from hara.ot.exact import FGW_VARIANTS, exact_barycenter, exact_fgw, structure_matrix
 from hara.ot.linearized import token_positions
 
@@ -66,7 +66,7 @@ def _planted(seed: int, rollouts: int = 5, n: int = 10, d: int = 4):
 
 def test_exact_barycenter_support_is_pots_fgw_barycenter():
     h, mask, group = _planted(0)
-    res = exact_barycenter(h, mask, group, 1, CFG)
+    res = exact_barycenter(GroupedStates(h, mask, group, 1), CFG)
     p = token_positions(mask)
     x0 = init_support(h, mask, p, group, 1, 5)[0].double().numpy()
     s = np.linspace(0, 1, 5)
@@ -94,21 +94,21 @@ def test_exact_respects_masks_and_whitening_arguments():
     h, mask, group = _planted(1)
     mask[0, 7:] = False
     shift, scale = torch.randn(1, 4), torch.tensor([0.5])
-    res = exact_barycenter(h, mask, group, 1, CFG, shift=shift, scale=scale)
+    res = exact_barycenter(GroupedStates(h, mask, group, 1, shift=shift, scale=scale), CFG)
     assert torch.equal(res.plan[0, 7:], torch.zeros(3, 5))
     white = (h - shift[0]) * 0.5
-    ref = exact_barycenter(white, mask, group, 1, CFG)
+    ref = exact_barycenter(GroupedStates(white, mask, group, 1), CFG)
     torch.testing.assert_close(res.plan, ref.plan, atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="leave_one_out"):
-        exact_barycenter(h, mask, group, 1, BarycenterConfig(leave_one_out=True))
+        exact_barycenter(GroupedStates(h, mask, group, 1), BarycenterConfig(leave_one_out=True))
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_linearized_novelty_ranks_like_exact_fgw(seed):
     h, mask, group = _planted(seed, rollouts=6, n=16)
     cfg = BarycenterConfig(barycenter_size=5, exact_max_iter=10)
-    lin = linearized_barycenter(h, mask, group, 1, cfg)
-    exact = exact_barycenter(h, mask, group, 1, cfg)
+    lin = linearized_barycenter(GroupedStates(h, mask, group, 1), cfg)
+    exact = exact_barycenter(GroupedStates(h, mask, group, 1), cfg)
     n_lin = (lin.plan * lin.cost).sum((1, 2)).numpy()
     n_exact = (exact.plan * exact.cost).sum((1, 2)).numpy()
     assert spearmanr(n_lin, n_exact)[0] >= 0.8
@@ -144,7 +144,9 @@ def test_gw_sees_the_hidden_states_only_with_the_hidden_state_structure():
 def test_the_linearization_refuses_a_structure_it_cannot_linearize():
     h, mask = torch.randn(2, 6, 3), torch.ones(2, 6, dtype=torch.bool)
     with pytest.raises(ValueError, match="1-D positional structure"):
-        linearized_barycenter(h, mask, torch.zeros(2, dtype=torch.long), 1, BarycenterConfig(structure="hidden"))
+        linearized_barycenter(
+            GroupedStates(h, mask, torch.zeros(2, dtype=torch.long), 1), BarycenterConfig(structure="hidden")
+        )
     with pytest.raises(ValueError, match="structure must be"):
         BarycenterConfig(structure="graph")
 
