@@ -130,3 +130,17 @@ def test_gpu_resolves_needs_only_the_bare_venv(tmp_path):
     plan = make_dry_run("gpu-resolves", venv)
     assert f"-m venv {venv}" in plan and "--dry-run" in plan, plan
     assert "torch==" not in plan and "uv pip install" not in plan, plan
+
+
+def test_every_data_file_of_the_package_is_in_its_package_data():
+    """A file that hara reads from its own folder (a report template) reaches a non-editable install only through
+    pyproject's package-data; the editable install that the tests use would never miss it."""
+    globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["hara"]
+    package = REPO / "hara"
+    data = {
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*")
+        if path.is_file() and path.suffix not in (".py", ".pyc")
+    }
+    assert data, "no data file found: the walk is broken"
+    assert {name for name in data if not any(Path(name).match(glob) for glob in globs)} == set()

@@ -78,14 +78,14 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     (out_dir / "comparisons.json").write_text(
         json.dumps(comparisons(config, runs), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    from hara.report.sweeps_section import sweep_studies, sweeps_markdown  # "" when results/sweeps/ has no study
+    from hara.report.sweeps_section import sweep_studies  # none when results/sweeps/ has no study
 
+    studies = sweep_studies(results)
     (out_dir / "report.md").write_text(
-        render_markdown(title, summary, tables, figures, out_dir, sections) + sweeps_markdown(results, out_dir),
-        encoding="utf-8",
+        render_markdown(title, summary, tables, figures, out_dir, sections, studies), encoding="utf-8"
     )
     (out_dir / "index.html").write_text(
-        render_html(title, summary, tables, figures, sections, studies=sweep_studies(results)), encoding="utf-8"
+        render_html(title, summary, tables, figures, sections, studies), encoding="utf-8"
     )
     run_id = log_report(config, out_dir) if mlflow else None
     from hara.report.mlflow_runs import log_run_summaries  # each training run: scores, vs none, description

@@ -1,19 +1,19 @@
-"""Tables and figures -> report.md and a self-contained index.html (figures embedded as PNG data URIs), the page from
-the Jinja2 template hara/report/templates/report.html."""
+"""Tables and figures -> a self-contained index.html (figures embedded as PNG data URIs) and report.md, from the
+Jinja2 templates hara/report/templates/report.html and its Markdown twin report.md (the same macros)."""
 
 from __future__ import annotations
 
 import base64
 import functools
 import html
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from hara.report.markdown import table_lines
-from hara.report.sections import Section, section_markdown
+from hara.report.sections import Section
 from hara.report.tables import Table
 
 __all__ = ["page_macros", "render_html", "render_markdown"]
@@ -39,17 +39,6 @@ def verdict_class(cell: str) -> str:
     return f' class="{found}"' if found else ""
 
 
-def markdown_table(table: Table) -> str:
-    lines = [
-        f"## {table.title}",
-        "",
-        table.note,
-        "",
-        *table_lines(table.header, table.rows),
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def render_markdown(
     title: str,
     summary: str,
@@ -57,30 +46,37 @@ def render_markdown(
     figures: Mapping[str, Path | None],
     out_dir: Path,
     sections: Sequence[Section] = (),
+    studies: Sequence[tuple] = (),
 ) -> str:
-    parts = [f"# {title}", "", summary, ""] + [markdown_table(t) for t in tables] + ["## Training dynamics", ""]
-    for size, path in figures.items():
-        parts.append(f"![{size}]({path.relative_to(out_dir).as_posix()})" if path else f"{size}: n/a (no metrics)")
-        parts.append("")
-    parts += [section_markdown(section, out_dir) for section in sections]  # the analyses (config `analyses`)
-    return "\n".join(parts)
+    """report.md: the page of templates/report.md, the Markdown twin of the HTML page's macros (figures linked
+    relative to ``out_dir``)."""
+    return str(page_macros("report.md").page(title, summary, tables, figures, sections, studies, out_dir))
 
 
 def _png(path: Path) -> str:
     return base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
+def _relative(path: Path, out_dir: Path) -> str:
+    """A figure's link from the report folder."""
+    return Path(os.path.relpath(path, out_dir)).as_posix()
+
+
 @functools.cache
-def page_macros() -> Any:
-    """The macros of templates/report.html (page, table, figure, analysis, sweeps), each callable -> HTML."""
+def page_macros(template: str = "report.html") -> Any:
+    """The macros of a page template (page, table, rows_table, figure, dynamics, analysis, sweeps), each callable
+    -> text: report.html, or its Markdown twin report.md (written in lines: tags leave no blank line of their own)."""
+    markdown = template.endswith(".md")
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("hara.report", "templates"),
         autoescape=False,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
+        trim_blocks=markdown,
+        lstrip_blocks=markdown,
     )
-    env.filters.update(esc=html.escape, png=_png, verdict_class=verdict_class)
-    return env.get_template("report.html").module
+    env.filters.update(esc=html.escape, png=_png, verdict_class=verdict_class, relative=_relative)
+    return env.get_template(template).module
 
 
 def render_html(

@@ -11,9 +11,8 @@ from pathlib import Path
 
 from hara.analysis.output import AnalysisResult, read_result
 from hara.analysis.workflow import analysis_outputs, enabled_analyses
-from hara.report.markdown import table_lines
 
-__all__ = ["Section", "collect_sections", "section_markdown"]
+__all__ = ["Section", "collect_sections"]
 
 
 @dataclass
@@ -41,23 +40,3 @@ def collect_sections(config: Mapping, results: str | Path, out_dir: Path) -> lis
                 figures.append(target)
         sections.append(Section(name, result, figures))
     return sections
-
-
-def section_markdown(section: Section, out_dir: Path) -> str:
-    if section.result is None:
-        return f"## Analysis: {section.name}\n\nn/a (the analysis wrote no output)\n"
-    r = section.result
-    parts = [
-        f"## {r.title}",
-        "",
-        f"**Paper:** {r.claim}",
-        "",
-        f"**Our run:** {r.finding}",
-        "",
-        r.note,
-        "",
-        *table_lines(r.header, r.rows),
-        "",
-    ]
-    parts += [f"![{r.name}]({p.relative_to(out_dir).as_posix()})\n" for p in section.figures]
-    return "\n".join(parts)

@@ -1,18 +1,16 @@
 """The "Sweeps" section of the main report: every study under results/sweeps/ that `hara sweep report` summarised.
 
-hara.report calls :func:`sweep_studies` and :func:`sweeps_markdown` (the HTML page renders the studies with its own
-macros; :func:`sweeps_html` gives the same section alone); all return empty when no sweep was run, so a report without
-sweeps is unchanged.
+hara.report calls :func:`sweep_studies` and renders the studies with the page templates' `sweeps` macros
+(:func:`sweeps_html` and :func:`sweeps_markdown` give the section alone); all are empty when no sweep was run, so a
+report without sweeps is unchanged.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from hara import layout
-from hara.report.markdown import table_lines
 
 __all__ = ["study_summaries", "sweep_studies", "sweeps_html", "sweeps_markdown"]
 
@@ -73,18 +71,9 @@ def effect_rows(summary: dict) -> list[list[str]]:
 
 def sweeps_markdown(results_dir: str | Path, out_dir: str | Path) -> str:
     """Markdown section (figure links relative to the report folder ``out_dir``)."""
-    studies = study_summaries(results_dir)
-    if not studies:
-        return ""
-    parts = ["", "## Sweeps", ""]  # a blank line first: the section is appended to the report's Markdown
-    for folder, summary in studies:
-        parts += [f"### {summary['study']}", "", best_line(summary), ""]
-        rows = effect_rows(summary)
-        if rows:
-            parts += [*table_lines(EFFECT_HEADER, rows, rule=" --- |"), ""]
-        for name in summary["figures"].values():
-            parts += [f"![{summary['study']} {name}]({Path(os.path.relpath(folder / name, out_dir)).as_posix()})", ""]
-    return "\n".join(parts)
+    from hara.report.render import page_macros
+
+    return str(page_macros("report.md").sweeps(sweep_studies(results_dir), Path(out_dir)))
 
 
 def sweeps_html(results_dir: str | Path) -> str:
