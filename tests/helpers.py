@@ -25,3 +25,20 @@ def merged(base: dict, overlay: dict) -> dict:
 def read(path: Path) -> dict:
     """A YAML file's content."""
     return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def smoke_train_args(method: str = "none", seed: int = 0, rlvr: str = "grpo") -> list[str]:
+    """`hara train`'s arguments (after the program) for one run of the smoke config's small size."""
+    return [
+        "train",
+        "--config",
+        str(SMOKE),
+        "--size",
+        "tiny-s",
+        "--rlvr",
+        rlvr,
+        "--method",
+        method,
+        "--seed",
+        str(seed),
+    ]

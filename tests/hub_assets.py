@@ -25,6 +25,29 @@ from pathlib import Path
 
 REHEARSAL_MODEL = "hara-rehearsal/Qwen3-tiny-Base"
 
+
+def olympiad_row(row_id: int, question: str, solution: list[str], final_answer: list[str], subfield: str = "Algebra"):
+    """One row of Hothan/OlympiadBench's OE_TO_maths_en_COMP configuration with every column the hub's has."""
+    return {
+        "id": row_id,
+        "question": question,
+        "solution": solution,
+        "final_answer": final_answer,
+        "context": None,
+        "image_1": None,
+        "modality": "Text-only",
+        "difficulty": "Competition",
+        "is_multiple_answer": len(final_answer) > 1,
+        "unit": None,
+        "answer_type": "Numerical",
+        "error": None,
+        "question_type": "Open-ended",
+        "subfield": subfield,
+        "subject": "Math",
+        "language": "English",
+    }
+
+
 # (hub id, configuration, split, file in the repository, rows in the dataset's own schema)
 _MATH = [
     ("Compute $1+2$.", "3"),
@@ -97,27 +120,7 @@ DATASETS = [
         "OE_TO_maths_en_COMP",
         "train",
         "OE_TO_maths_en_COMP/train-00000-of-00001.parquet",
-        [
-            {
-                "id": 1600 + i,
-                "question": p,
-                "solution": ["Only way."],
-                "final_answer": [f"${a}$"],
-                "context": None,
-                "image_1": None,
-                "modality": "Text-only",
-                "difficulty": "Competition",
-                "is_multiple_answer": False,
-                "unit": None,
-                "answer_type": "Numerical",
-                "error": None,
-                "question_type": "Open-ended",
-                "subfield": "Algebra",
-                "subject": "Math",
-                "language": "English",
-            }
-            for i, (p, a) in enumerate(_MATH[2:4])
-        ],
+        [olympiad_row(1600 + i, p, ["Only way."], [f"${a}$"]) for i, (p, a) in enumerate(_MATH[2:4])],
     ),
 ]
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from hara.cli import COMMANDS, main
-from tests.helpers import REPO
+from tests.helpers import REPO, smoke_train_args
 
 SMOKE = str(REPO / "config" / "smoke.yaml")
 
@@ -102,17 +102,7 @@ def test_fetch_data_plan_does_not_require_the_folder_it_creates(tmp_path, capsys
 def test_train_refuses_fewer_than_one_process(tmp_path, capsys, processes):
     code = main(
         [
-            "train",
-            "--config",
-            SMOKE,
-            "--size",
-            "tiny-s",
-            "--rlvr",
-            "grpo",
-            "--method",
-            "none",
-            "--seed",
-            "0",
+            *smoke_train_args(),
             "--out",
             str(tmp_path / "run"),
             "--processes",

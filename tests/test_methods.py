@@ -14,7 +14,7 @@ import hara.methods as registry
 from hara.config import ConfigError, load_config, validate_config
 from hara.methods import MethodSpec, get_method, methods
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
-from tests.helpers import REPO, SMOKE
+from tests.helpers import REPO, SMOKE, smoke_train_args
 
 PLUGIN = MethodSpec(
     "flip_late",
@@ -196,17 +196,7 @@ def test_an_installed_plugin_package_trains_with_hara_train_and_its_contract_vio
             sys.executable,
             "-m",
             "hara.cli",
-            "train",
-            "--config",
-            str(SMOKE),
-            "--size",
-            "tiny-s",
-            "--rlvr",
-            "grpo",
-            "--method",
-            "toy",
-            "--seed",
-            "0",
+            *smoke_train_args("toy"),
             "--base-model",
             str(tiny_base),
             "--out",

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from hara.cli import main
 from hara.evaluation.tracking import DIGEST_CHARS, log_scores
 from hara.tracking import EXPERIMENT_KIND, RUN_FILE, metric_name, open_run, run_name, start_run, ui_path
-from tests.helpers import REPO
+from tests.helpers import smoke_train_args
 
 
 def test_metric_names_are_valid_for_mlflow():
@@ -116,17 +116,7 @@ def test_hara_train_logs_every_step_with_filterable_tags(tmp_path):
     assert (
         main(
             [
-                "train",
-                "--config",
-                str(REPO / "config" / "smoke.yaml"),
-                "--size",
-                "tiny-s",
-                "--rlvr",
-                "dr_grpo",
-                "--method",
-                "hara_seq",
-                "--seed",
-                "2",
+                *smoke_train_args("hara_seq", 2, "dr_grpo"),
                 "--out",
                 str(out),
                 "--base-model",

@@ -9,6 +9,7 @@ import pytest
 from hara.data.hub import BENCHMARK_DATASETS, HUB_DATASETS, TRAINING_DATASETS, load_local_dataset
 from hara.data.io import DataError, UnknownNameError
 from hara.data.synthetic import RECORD_KEYS
+from tests.hub_assets import olympiad_row
 
 # One row per dataset, in the dataset's own column names and value types, and the canonical record expected.
 FIXTURES = {
@@ -65,24 +66,7 @@ FIXTURES = {
         {"problem": "Compute the energy in eV.", "answer": "1.5 \\times 10^{3}"},
     ),
     "Hothan/OlympiadBench": (
-        {
-            "id": 1606,
-            "question": "Find all $x$.",
-            "solution": ["First way.", "Second way."],
-            "final_answer": ["$\\frac{1}{2}$", "$3$"],
-            "context": None,
-            "image_1": None,
-            "modality": "Text-only",
-            "difficulty": "Competition",
-            "is_multiple_answer": True,
-            "unit": None,
-            "answer_type": "Numerical",
-            "error": None,
-            "question_type": "Open-ended",
-            "subfield": "Algebra",
-            "subject": "Math",
-            "language": "English",
-        },
+        olympiad_row(1606, "Find all $x$.", ["First way.", "Second way."], ["$\\frac{1}{2}$", "$3$"]),
         {
             "answer": "\\frac{1}{2}, 3",
             "solution": "First way.",

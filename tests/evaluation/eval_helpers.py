@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from hara.config import load_config, validate_config
 from hara.data.catalog import HUB_BENCHMARKS
 from tests.helpers import SMOKE
+from tests.hub_assets import olympiad_row
 
 # Per hub benchmark: rows in the dataset's own columns and value types, each with the answer a correct model would
 # write in its box (written by hand here, not derived by hara.data.hub: the oracle must not share the mapping code).
@@ -87,45 +88,11 @@ HUB_ROWS = {
     ],
     "olympiadbench": [
         (
-            {
-                "id": 1606,
-                "question": "Find all $x$.",
-                "solution": ["First way.", "Second way."],
-                "final_answer": ["$\\frac{1}{2}$", "$3$"],
-                "context": None,
-                "image_1": None,
-                "modality": "Text-only",
-                "difficulty": "Competition",
-                "is_multiple_answer": True,
-                "unit": None,
-                "answer_type": "Numerical",
-                "error": None,
-                "question_type": "Open-ended",
-                "subfield": "Algebra",
-                "subject": "Math",
-                "language": "English",
-            },
+            olympiad_row(1606, "Find all $x$.", ["First way.", "Second way."], ["$\\frac{1}{2}$", "$3$"]),
             "\\frac{1}{2}, 3",
         ),
         (
-            {
-                "id": 1607,
-                "question": "Compute $n$.",
-                "solution": ["Only way."],
-                "final_answer": ["$12$"],
-                "context": None,
-                "image_1": None,
-                "modality": "Text-only",
-                "difficulty": "Competition",
-                "is_multiple_answer": False,
-                "unit": None,
-                "answer_type": "Numerical",
-                "error": None,
-                "question_type": "Open-ended",
-                "subfield": "Number Theory",
-                "subject": "Math",
-                "language": "English",
-            },
+            olympiad_row(1607, "Compute $n$.", ["Only way."], ["$12$"], "Number Theory"),
             "12",
         ),
     ],

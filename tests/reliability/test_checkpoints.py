@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from hara.cli import main
 from hara.rlvr.checkpoints import MANIFEST, CheckpointWarning, checkpoint_problem, write_manifest
-from tests.helpers import REPO, SMOKE
+from tests.helpers import REPO, SMOKE, smoke_train_args
 
 pytestmark = pytest.mark.slow
 
@@ -22,17 +22,7 @@ pytestmark = pytest.mark.slow
 def train_args(base: Path, out: Path, store: Path, *extra: str) -> list[str]:
     """`hara train` on the smoke config: 4 steps, checkpoints at steps 2 and 4."""
     return [
-        "train",
-        "--config",
-        str(SMOKE),
-        "--size",
-        "tiny-s",
-        "--rlvr",
-        "grpo",
-        "--method",
-        "hara_tok",
-        "--seed",
-        "5",
+        *smoke_train_args("hara_tok", 5),
         "--out",
         str(out),
         "--base-model",

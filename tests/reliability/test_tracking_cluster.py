@@ -24,7 +24,7 @@ import pytest
 
 from hara.tracking import TrackingError, absolute_uri, resolve_uri
 from hara.tracking_server import SHUTDOWN_GRACE_SECONDS
-from tests.helpers import SMOKE
+from tests.helpers import smoke_train_args
 from tests.reliability.servers import (
     BIN,
     PASSWORD,
@@ -54,17 +54,7 @@ def status_of(uri: str, user: str | None = None, password: str | None = None, ce
 def train_command(out: Path, *overrides: str) -> list[str]:
     return [
         str(BIN / "hara"),
-        "train",
-        "--config",
-        str(SMOKE),
-        "--size",
-        "tiny-s",
-        "--rlvr",
-        "grpo",
-        "--method",
-        "none",
-        "--seed",
-        "0",
+        *smoke_train_args(),
         "--out",
         str(out),
         "--base-model",
@@ -239,17 +229,7 @@ def test_sqlite_on_a_file_system_without_flock_is_one_line_naming_the_fix(tmp_pa
     monkeypatch.setattr(fcntl, "flock", no_locks)
     code = main(
         [
-            "train",
-            "--config",
-            str(SMOKE),
-            "--size",
-            "tiny-s",
-            "--rlvr",
-            "grpo",
-            "--method",
-            "none",
-            "--seed",
-            "0",
+            *smoke_train_args(),
             "--out",
             str(tmp_path / "run"),
             "--base-model",

@@ -16,21 +16,9 @@ import pytest
 from hara.cli import main
 from hara.errors import UserError
 from hara.rlvr.ownership import OWNER_FILE, claimed
-from tests.helpers import REPO
+from tests.helpers import smoke_train_args
 
-TRAIN = [
-    "train",
-    "--config",
-    str(REPO / "config" / "smoke.yaml"),
-    "--size",
-    "tiny-s",
-    "--rlvr",
-    "grpo",
-    "--method",
-    "none",
-    "--seed",
-    "0",
-]
+TRAIN = smoke_train_args()
 
 
 @pytest.fixture

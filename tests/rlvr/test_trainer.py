@@ -27,7 +27,7 @@ from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import build_trainer
 from hara.rlvr.trainer import equal_reward_groups, group_ids_of
 from hara.weighting import available_weightings
-from tests.helpers import REPO, SMOKE
+from tests.helpers import REPO, SMOKE, smoke_train_args
 
 HARA_METHODS = [m for m in available_weightings() if m.startswith("hara_")]
 
@@ -429,17 +429,7 @@ def test_unconverged_transport_is_a_metric_every_step_and_a_warning_once(tiny_ba
 
 def train_args(base: Path, out: Path, tmp: Path, method: str = "hara_tok", rlvr: str = "grpo") -> list[str]:
     return [
-        "train",
-        "--config",
-        str(SMOKE),
-        "--size",
-        "tiny-s",
-        "--rlvr",
-        rlvr,
-        "--method",
-        method,
-        "--seed",
-        "3",
+        *smoke_train_args(method, 3, rlvr),
         "--out",
         str(out),
         "--base-model",
