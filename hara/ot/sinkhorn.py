@@ -161,6 +161,8 @@ def sinkhorn_solve(
     ``check_every`` iterations; ``absorb_every``: iterations between the scaling solver's absorptions (the log
     solver ignores it). active (...,) bool: elements to iterate at all (None: every one; the others keep their
     start potentials)."""
+    if solver not in _SOLVER_BODIES:
+        raise ValueError(f"solver must be one of {sorted(_SOLVER_BODIES)}, got {solver!r}")
     with flush_denormals():
         problem = _Problem(log_a, log_b, cost, _as_eps(eps, cost.shape[:-2], cost))
         stop = _Stop(max_iter, tol, check_every, absorb_every)

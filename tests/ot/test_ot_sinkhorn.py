@@ -170,3 +170,11 @@ def test_each_batch_element_stops_on_its_own(solver):
     assert both.iterations > alone.iterations
     torch.testing.assert_close(both.plan[0], alone.plan, atol=1e-7, rtol=0)
     assert float(both.marginal_error.max()) < 1e-3
+
+
+def test_an_unknown_solver_is_named():
+    from hara.ot.sinkhorn import sinkhorn_solve
+
+    a, b, cost = _problem(11)
+    with pytest.raises(ValueError, match="solver must be one of \\['log', 'scaling'\\], got 'newton'"):
+        sinkhorn_solve(a.log(), b.log(), cost, 0.05, solver="newton")
