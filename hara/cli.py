@@ -371,6 +371,15 @@ def repro_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
     parser.add_argument("--claims", help="claims file (default: config/paper_claims.yaml)")
     parser.add_argument("--json", dest="json_out", help="also write the checks as JSON to this file")
+    parser.add_argument(
+        "--stage",
+        action="store_true",
+        help="staged seeds (plan.stages): test each primary endpoint against its group-sequential boundary at the "
+        "stage its seeds reached, and write the next stage's overlay for the undecided claims",
+    )
+    parser.add_argument(
+        "--overlay", help="where --stage writes the next stage's overlay (default: <results>/stage.yaml)"
+    )
 
 
 @register_command(
@@ -383,6 +392,15 @@ def repro_check_arguments(parser: argparse.ArgumentParser) -> None:
 def run_repro_check(args: argparse.Namespace, config: dict) -> int:
     from hara.report.repro import check_claims, format_checks, load_claims
 
+    if args.stage:
+        from hara.report.stages import format_stages, stage_checks, write_next_stage
+
+        results = Path(args.results or config["results_dir"])
+        checks = stage_checks(config, results)
+        print(format_stages(checks))
+        written = write_next_stage(config, checks, args.overlay or results / "stage.yaml")
+        print(f"next stage: {written}" if written else "every primary endpoint is decided: no next stage")
+        return 0
     claims = load_claims(args.claims) if args.claims else None
     checks = check_claims(config, args.results or config["results_dir"], claims=claims)
     print(format_checks(checks))
@@ -419,8 +437,23 @@ def plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="write the plan as JSON here")
     parser.add_argument(
         "--results",
-        help="estimate the power section's variance components from the per-problem "
-        "outcomes of finished runs under this results folder (default: config plan.power)",
+        help="estimate the power section's variance components from the per-problem outcomes of a finished "
+        "multi-seed run under this results folder (default: the declared file, report.run_variance)",
+    )
+    parser.add_argument(
+        "--write-variance",
+        metavar="FILE",
+        help="with --results: write the estimated components as a declared run variance (report.run_variance)",
+    )
+    parser.add_argument(
+        "--design",
+        action="store_true",
+        help="the cheapest design with 80%% power for each claim's primary endpoint, and its overlay config",
+    )
+    parser.add_argument(
+        "--overlay",
+        default=None,
+        help="where --design writes its overlay config (default: <results_dir>/design.yaml)",
     )
 
 
@@ -433,13 +466,38 @@ def plan_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def run_plan(args: argparse.Namespace, config: dict) -> int:
     from hara.planning import format_plan_table, plan_grid, write_plan
-    from hara.power_plan import format_power, power_section
+    from hara.power_plan import (
+        design_section,
+        format_design,
+        format_power,
+        power_section,
+        write_overlay,
+        write_variance_file,
+    )
 
     if args.results and not Path(args.results).is_dir():
         raise ConfigError(f"--results {args.results}: not a folder (the results folder of a finished run)")
+    if args.write_variance:
+        if not args.results:
+            raise ConfigError("--write-variance needs --results DIR (a finished multi-seed run to measure)")
+        variance = write_variance_file(config, args.results, args.write_variance)
+        print(f"wrote {args.write_variance}: run variance from {len(variance.provenance['runs'])} comparisons")
+        return 0
     grid, power = plan_grid(config), power_section(config, args.results)
     print(format_plan_table(grid))
     print(format_power(power))
+    if args.design:
+        design = design_section(config, args.results)
+        print(format_design(design))
+        overlay = write_overlay(config, design, args.overlay or Path(config["results_dir"]) / "design.yaml")
+        print(f"  overlay: {overlay}")
+        power["design"] = {
+            **{key: value for key, value in design.items() if key != "rows"},
+            "primaries": [
+                {"claim": r["claim"]["claim"], **{k: r[k] for k in ("seeds", "mde", "power", "device_hours", "stages")}}
+                for r in design["rows"]
+            ],
+        }
     if args.out:
         write_plan(grid, args.out, power)
     return 0

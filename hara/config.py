@@ -146,6 +146,15 @@ def fill_defaults(config: Any, schema: Mapping) -> Any:
     return filled
 
 
+#: Keys that moved, with where to: an old config names its key and the fix instead of "unknown key".
+MOVED_KEYS = {
+    "plan.power": (
+        "moved: the variance components are a declared file named by report.run_variance (config/variance/*.yaml; "
+        "`hara plan --results DIR --write-variance FILE` measures one; docs/plan.md)"
+    ),
+}
+
+
 def describe_schema_error(error: jsonschema.ValidationError) -> str:
     """One line naming the key path and what is wrong with it."""
     where = key_path(error.absolute_path)
@@ -153,7 +162,8 @@ def describe_schema_error(error: jsonschema.ValidationError) -> str:
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
         if extra and allowed:
-            return f"{key_path([*error.absolute_path, extra[0]])}: unknown key (valid keys: {', '.join(allowed)})"
+            key = key_path([*error.absolute_path, extra[0]])
+            return f"{key}: {MOVED_KEYS.get(key) or 'unknown key (valid keys: ' + ', '.join(allowed) + ')'}"
     message = " ".join(error.message.split())
     if error.validator == "anyOf":
         message = f"{error.instance!r} is none of: {', '.join(map(_alternative, error.validator_value))}"

@@ -1,36 +1,50 @@
-"""Statistical power of the grid's paired comparisons: the minimum detectable effect (MDE) of a paired pass@1
-difference for a design (seeds, problems and samples per problem of each benchmark, family size), from variance
-components that are either stated (config ``plan.power``) or estimated from finished results. Pure maths apart
-from :func:`estimate_components`, which reads per-problem outcomes the report already collected.
+"""Statistical power of the grid's paired comparisons and of the claims' primary endpoints: the minimum detectable
+effect (MDE) of a paired pass@1 difference for a design (seeds, problems and samples per problem of each benchmark,
+family size, cells pooled), from declared variance components (``report.run_variance``: a file written by
+``hara plan --results DIR --write-variance``, hara/results/variance.py). Pure maths.
 
 The model of a paired difference d[s, i] = A[s, i] - B[s, i] (../shared/statistics.md, Miller 2024): a seed effect
-a_s (a whole run's luck, sd ``seed_sd``), a persistent method x problem effect b_i (``problem_sd``), a seed x problem
+a_s (a whole run's luck, ``seed_sd``), a persistent method x problem effect b_i (``problem_sd``), a seed x problem
 interaction (``seed_problem_sd``) and the sampling noise of K completions per problem on each side (Bernoulli
-variance E[p (1 - p)] = ``success_variance`` over K). The variance of the mean over S seeds, P problems is
-``seed_sd^2 / S + problem_sd^2 / P + (seed_problem_sd^2 + 2 success_variance / K) / (S P)``; for the benchmark
-average each benchmark's problem part is divided by B^2 and the seed part is shared. The plan uses the variance the
-report's interval estimates (:func:`_terms`: the crossed bootstrap counts the last term twice, one seed sees no seed
-effect), so that its MDE is the one the report prints. The MDE at 80% power is
-``(q_{1 - alpha / (2 m)} + q_0.8) * SE`` for a family of m comparisons (Bonferroni: the report's max-T critical
-value is at most this), with t quantiles of the Satterthwaite df of the two parts as the report's intervals use.
+variance E[p (1 - p)] = ``success_variance`` over K). The plan uses the variance the report's interval estimates
+(:func:`_terms`), so that its MDE is the one the report prints: with ``report.min_seeds`` seeds or more the crossed
+bootstrap's (it counts the last term twice: the conservative side); with fewer and a declared run variance the
+problems with the seeds held plus the declared seed variance over S; with one seed and nothing declared the problems
+only, which decides no claim. The MDE at 80% power is ``m(q, df) * SE`` with q the two-sided critical value of a
+family of ``family`` comparisons (Bonferroni: the report's max-T critical value is at most this) and m the power
+multiplier of hara.results.paired (a noncentral t for finite df: the Satterthwaite df of the parts).
+
+A claim's **primary endpoint** (:class:`Contrast`) pools one comparison over the grid's cells: A minus a weighted
+mean of B methods (hara_tok - none; hara_tok - the mean of the credit baselines), benchmark average, seeds and
+problems crossed within each cell, tested alone. Its variance: each run's luck (half the seed variance of a paired
+difference) times the squared weights over each method's seeds, over the cells (runs of different cells are
+independent); the seed x problem and sampling parts likewise over the problems; the method x problem part does not
+shrink with cells (the same problems in every cell: the conservative reading).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from hara.results.paired import t_quantile
+from hara.results.paired import power_multiplier, t_quantile
 
 __all__ = [
     "ALPHA",
     "POWER",
     "Components",
+    "Contrast",
     "Design",
+    "VarianceModel",
     "components_from_config",
-    "estimate_components",
+    "contrast_mde",
+    "contrast_variance",
+    "design_of",
     "mde",
+    "primary_contrast",
     "samples_needed",
     "seeds_needed",
 ]
@@ -40,9 +54,17 @@ ALPHA, POWER = 0.05, 0.8
 SEARCH_LIMIT = 64
 
 
+class VarianceModel(Protocol):
+    """What the planner reads of declared components (hara.results.variance.RunVariance, :class:`Components`)."""
+
+    def components(self, benchmark: str) -> Mapping[str, float]: ...
+
+    def seed_sd(self, benchmarks: Sequence[str] | None) -> tuple[float, str]: ...
+
+
 @dataclass(frozen=True)
 class Components:
-    """Standard deviations of a paired pass@1 difference's parts (fractions of 1) and where they come from."""
+    """One set of standard deviations of a paired pass@1 difference's parts (fractions of 1) for every benchmark."""
 
     seed_sd: float
     problem_sd: float
@@ -50,11 +72,21 @@ class Components:
     success_variance: float
     source: str
 
+    def components(self, benchmark: str) -> Mapping[str, float]:
+        return {k: getattr(self, k) for k in ("seed_sd", "problem_sd", "seed_problem_sd", "success_variance")}
+
+    def seed_sd_of(self, benchmarks: Sequence[str] | None) -> tuple[float, str]:
+        return self.seed_sd, "stated"
+
     def describe(self) -> str:
         return (
             f"seed sd {100 * self.seed_sd:.1f}, problem sd {100 * self.problem_sd:.1f}, seed x problem sd "
             f"{100 * self.seed_problem_sd:.1f} points, E[p(1-p)] {self.success_variance:.2f} ({self.source})"
         )
+
+
+def _seed_sd(c, benchmarks: Sequence[str]) -> float:
+    return (c.seed_sd_of if isinstance(c, Components) else c.seed_sd)(benchmarks)[0]
 
 
 @dataclass(frozen=True)
@@ -66,105 +98,155 @@ class Design:
     samples: Mapping[str, int]
 
 
-def components_from_config(config: Mapping) -> Components:
-    power = config["plan"]["power"]
-    return Components(
-        float(power["seed_sd"]),
-        float(power["problem_sd"]),
-        float(power["seed_problem_sd"]),
-        float(power["success_variance"]),
-        "stated defaults, config plan.power",
+def design_of(config: Mapping, methods: list[str]) -> Design:
+    """The grid's design for comparisons among ``methods``: the seeds they all have, each benchmark's problems
+    (a hub benchmark's own count, else data.benchmark_size) and samples per problem (its evaluation n)."""
+    from hara.data.catalog import get_benchmark
+    from hara.evaluation.settings import benchmark_settings
+    from hara.layout import method_seeds
+
+    benchmarks = config["data"]["benchmarks"]
+    seeds = min(len(method_seeds(config, m)) for m in methods) if methods else len(config["grid"]["seeds"])
+    problems = {b: get_benchmark(b).size(config) for b in benchmarks}
+    return Design(seeds, problems, {b: benchmark_settings(config, b).n for b in benchmarks})
+
+
+def primary_contrast(config: Mapping, weights: Mapping[str, float], seeds: Mapping[str, int] | None = None) -> Contrast:
+    """A primary endpoint's contrast over the config's grid: every (size, rlvr) cell, each method with its seeds
+    (the grid's unless given), the benchmarks' problems and samples per problem."""
+    from hara.layout import method_seeds
+
+    grid = design_of(config, list(weights))
+    return Contrast(
+        dict(weights),
+        len(config["models"]["sizes"]) * len(config["grid"]["rlvr"]),
+        dict(seeds) if seeds else {m: len(method_seeds(config, m)) for m in weights},
+        grid.problems,
+        grid.samples,
+        int(config["report"]["min_seeds"]),
     )
 
 
-def _terms(c: Components, design: Design, benchmarks: Sequence[str]) -> list[tuple[float, float]]:
+def components_from_config(config: Mapping):
+    """The declared run variance the config names (``report.run_variance``), or None."""
+    from hara.results.variance import load_run_variance
+
+    declared = config["report"].get("run_variance")
+    return load_run_variance(declared) if declared else None
+
+
+def _within(part: Mapping[str, float], samples: int) -> float:
+    """Seed x problem and both sides' sampling variance of one paired cell (a seed's difference on a problem)."""
+    return part["seed_problem_sd"] ** 2 + 2 * part["success_variance"] / samples
+
+
+def _terms(c, design: Design, benchmarks: Sequence[str], min_seeds: int = 1) -> list[tuple[float, float]]:
     """(variance, df) of the parts of the report's own standard error for the mean over ``benchmarks`` (so that the
-    planned MDE is the one the report will print): with several seeds the crossed bootstrap's, whose seed part is the
-    variance of the seed means over S (S - 1 df) and whose problem part that of each benchmark's problem means over
-    P B^2 (P - 1 df), each holding the seed x problem noise once (the pigeonhole bootstrap counts it twice: the
-    conservative side); with one seed the problems only, the seed effect being outside any one-seed interval."""
+    planned MDE is the one the report will print): with ``min_seeds`` seeds or more the crossed bootstrap's, whose
+    seed part is the variance of the seed means over S (S - 1 df) and whose problem part that of each benchmark's
+    problem means over P B^2 (P - 1 df), each holding the seed x problem noise once (the pigeonhole bootstrap counts
+    it twice: the conservative side); with fewer seeds the problems with the seeds held plus the declared seed
+    variance over S (known: infinite df); one seed where min_seeds is 1, the problems only."""
     s, b = design.seeds, len(benchmarks)
-    within = {name: c.seed_problem_sd**2 + 2 * c.success_variance / design.samples[name] for name in benchmarks}
+    parts = {name: c.components(name) for name in benchmarks}
+    within = {name: _within(parts[name], design.samples[name]) for name in benchmarks}
     problem_terms = [
-        ((c.problem_sd**2 + within[name] / s) / (design.problems[name] * b * b), max(design.problems[name] - 1, 1))
+        (
+            (parts[name]["problem_sd"] ** 2 + within[name] / s) / (design.problems[name] * b * b),
+            max(design.problems[name] - 1, 1),
+        )
         for name in benchmarks
     ]
+    if s < min_seeds:
+        return [*problem_terms, (_seed_sd(c, benchmarks) ** 2 / s, math.inf)]
     if s == 1:
         return problem_terms
-    seed_part = c.seed_sd**2 + sum(within[name] / design.problems[name] for name in benchmarks) / (b * b)
+    seed_part = _seed_sd(c, benchmarks) ** 2 + sum(within[name] / design.problems[name] for name in benchmarks) / (
+        b * b
+    )
     return [(seed_part / s, s - 1), *problem_terms]
 
 
-def mde(c: Components, design: Design, benchmarks: Sequence[str], family: int = 1) -> float:
-    """The paired difference (a fraction) detected with 80% power at two-sided alpha 0.05 corrected over
-    ``family`` comparisons, on the mean over ``benchmarks`` (one benchmark: its own)."""
-    terms = _terms(c, design, benchmarks)
+def _mde_of(terms: Sequence[tuple[float, float]], family: int) -> float:
     variance = sum(v for v, _ in terms)
     spread = sum(v * v / df for v, df in terms if math.isfinite(df))
     df = variance**2 / spread if spread > 0 else math.inf
-    return (t_quantile(1 - ALPHA / (2 * family), df) + t_quantile(POWER, df)) * math.sqrt(variance)
+    return power_multiplier(t_quantile(1 - ALPHA / (2 * family), df), df, POWER) * math.sqrt(variance)
 
 
-def seeds_needed(c: Components, design: Design, benchmarks: Sequence[str], family: int, effect: float) -> int | None:
+def mde(c, design: Design, benchmarks: Sequence[str], family: int = 1, min_seeds: int = 1) -> float:
+    """The paired difference (a fraction) detected with 80% power at two-sided alpha 0.05 corrected over
+    ``family`` comparisons, on the mean over ``benchmarks`` (one benchmark: its own)."""
+    return _mde_of(_terms(c, design, benchmarks, min_seeds), family)
+
+
+def seeds_needed(
+    c, design: Design, benchmarks: Sequence[str], family: int, effect: float, min_seeds: int = 1
+) -> int | None:
     """The fewest seeds above the design's (at its samples) whose MDE is at most ``effect``; None within
     SEARCH_LIMIT. At least 2: a one-seed interval does not see a run's luck, so its small MDE is no answer."""
     for seeds in range(max(design.seeds + 1, 2), SEARCH_LIMIT + 1):
-        if mde(c, Design(seeds, design.problems, design.samples), benchmarks, family) <= effect:
+        if mde(c, Design(seeds, design.problems, design.samples), benchmarks, family, min_seeds) <= effect:
             return seeds
     return None
 
 
-def samples_needed(c: Components, design: Design, benchmarks: Sequence[str], family: int, effect: float) -> int | None:
+def samples_needed(
+    c, design: Design, benchmarks: Sequence[str], family: int, effect: float, min_seeds: int = 1
+) -> int | None:
     """The fewest samples per problem on every benchmark (at the design's seeds) whose MDE is at most ``effect``."""
     for k in range(1, SEARCH_LIMIT + 1):
-        if (
-            mde(c, Design(design.seeds, design.problems, dict.fromkeys(design.samples, k)), benchmarks, family)
-            <= effect
-        ):
+        samples = dict.fromkeys(design.samples, k)
+        if mde(c, Design(design.seeds, design.problems, samples), benchmarks, family, min_seeds) <= effect:
             return k
     return None
 
 
-def _anova(matrix) -> tuple[float, float, float]:
-    """Mean squares (seeds, problems, residual) of an (S, P) matrix, S >= 2."""
+@dataclass(frozen=True)
+class Contrast:
+    """A primary endpoint's comparison: ``weights`` per method (A +1, each of the B methods -1 / their number),
+    pooled over ``cells`` independent (size, rlvr) cells, each method with its seeds; the benchmarks' problems and
+    samples per problem."""
 
-    s, p = matrix.shape
-    grand, rows, cols = matrix.mean(), matrix.mean(axis=1), matrix.mean(axis=0)
-    residual = matrix - rows[:, None] - cols[None, :] + grand
-    return (p * rows.var(ddof=1), s * cols.var(ddof=1), float((residual**2).sum() / ((s - 1) * (p - 1))))
+    weights: Mapping[str, float]
+    cells: int
+    seeds: Mapping[str, int]
+    problems: Mapping[str, int]
+    samples: Mapping[str, int]
+    min_seeds: int = 1
+    declared: bool = True  # a run variance is declared (used below min_seeds)
+
+    def with_seeds(self, seeds: Mapping[str, int]) -> Contrast:
+        return dataclasses.replace(self, seeds=dict(seeds))
+
+    def with_samples(self, samples: Mapping[str, int]) -> Contrast:
+        return dataclasses.replace(self, samples=dict(samples))
 
 
-def estimate_components(pairs: Sequence[tuple], default: Components) -> Components:
-    """Components estimated from paired per-problem outcomes: ``pairs`` of (A {seed: {problem: pass@1}}, B the same,
-    samples per problem K). Within-problem variance: the unbiased K/(K-1) p(1-p), averaged. With 2+ seeds the
-    method-of-moments split of a two-way crossed layout; with one seed the seed sd stays ``default``'s and all
-    non-sampling per-problem variance counts as persistent (conservative: more seeds do not shrink it)."""
-    import numpy as np
+def contrast_variance(c, contrast: Contrast, estimated: bool = True) -> tuple[float, float]:
+    """(variance, Satterthwaite df) of a primary endpoint's pooled estimate (the module's docstring): as the report
+    estimates it (``estimated``: the pigeonhole bootstrap counts the seed x problem noise twice), or the model's own
+    (what a staged design's information fractions need: one consistent model across the stages, whether a stage
+    has fewer seeds than report.min_seeds or not)."""
+    benchmarks, b, cells = list(contrast.problems), len(contrast.problems), contrast.cells
+    run_variance = _seed_sd(c, benchmarks) ** 2 / 2  # one run's luck: half the paired difference's
+    weight_over_seeds = sum(w * w / contrast.seeds[m] for m, w in contrast.weights.items())
+    fewest = min(contrast.seeds[m] for m in contrast.weights)
+    crossed = fewest >= contrast.min_seeds or (fewest > 1 and not contrast.declared)
+    terms = [(run_variance * weight_over_seeds / cells, cells * (fewest - 1) if crossed else math.inf)]
+    for name in benchmarks:
+        part = c.components(name)
+        per_run = part["seed_problem_sd"] ** 2 / 2 + part["success_variance"] / contrast.samples[name]
+        noise = per_run * weight_over_seeds / cells * (2 if crossed and estimated else 1)  # the pigeonhole: twice
+        terms.append(
+            ((part["problem_sd"] ** 2 + noise) / (contrast.problems[name] * b * b), contrast.problems[name] - 1)
+        )
+    variance = sum(v for v, _ in terms)
+    spread = sum(v * v / df for v, df in terms if math.isfinite(df) and df > 0)
+    return variance, variance**2 / spread if spread > 0 else math.inf
 
-    from hara.results.paired import paired_matrix
 
-    found: dict[str, list[float]] = {"seed": [], "problem": [], "interaction": [], "success": []}
-    for a, b, k in pairs:
-        matrix = paired_matrix(a, b)
-        outcomes = np.array([list(side[s].values()) for side in (a, b) for s in sorted(set(a) & set(b))])
-        success = float(np.mean(outcomes * (1 - outcomes))) * k / max(k - 1, 1)
-        sampling = 2 * success / k
-        found["success"].append(success)
-        if matrix.shape[0] >= 2:
-            ms_seed, ms_problem, ms_residual = _anova(matrix)
-            found["seed"].append(max(0.0, (ms_seed - ms_residual) / matrix.shape[1]))
-            found["problem"].append(max(0.0, (ms_problem - ms_residual) / matrix.shape[0]))
-            found["interaction"].append(max(0.0, ms_residual - sampling))
-        else:
-            found["problem"].append(max(0.0, float(matrix[0].var(ddof=1)) - sampling))
-    if not found["success"]:
-        return default
-    sd = {key: math.sqrt(float(np.mean(values))) for key, values in found.items() if values and key != "success"}
-    seeds = "estimated" if found["seed"] else "seed sd from config plan.power (one seed)"
-    return Components(
-        sd.get("seed", default.seed_sd),
-        sd["problem"],
-        sd.get("interaction", 0.0),
-        float(np.mean(found["success"])),
-        f"estimated from {len(pairs)} paired comparisons x benchmarks; {seeds}",
-    )
+def contrast_mde(c, contrast: Contrast, alpha: float = ALPHA) -> float:
+    """The pooled difference a primary endpoint detects with 80% power, tested alone at two-sided ``alpha``."""
+    variance, df = contrast_variance(c, contrast)
+    return power_multiplier(t_quantile(1 - alpha / 2, df), df, POWER) * math.sqrt(variance)

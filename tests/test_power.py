@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from hara.cli import main
-from hara.power import Components, Design, estimate_components, mde, seeds_needed
-from hara.results.paired import BETTER, Bootstrap, bootstrap_difference
+from hara.power import Components, Design, mde, seeds_needed
+from hara.results.paired import BETTER, Bootstrap, bootstrap_difference, paired_matrix
+from hara.results.variance import estimate_run_variance
 from tests.helpers import REPO
 
 COMPONENTS = Components(seed_sd=0.02, problem_sd=0.08, seed_problem_sd=0.1, success_variance=0.2, source="test")
@@ -60,10 +61,12 @@ def test_more_seeds_shrink_the_mde_down_to_the_per_problem_floor_and_the_search_
 
 
 def test_components_are_recovered_from_per_problem_outcomes_over_seeds():
+    """The declared file's estimator: problem and seed x problem sds recovered; the seed sd an upper confidence bound
+    (at or above the truth, not far above it with 90 degrees of freedom)."""
     rng = np.random.default_rng(5)
     true = Components(seed_sd=0.03, problem_sd=0.1, seed_problem_sd=0.08, success_variance=0.2, source="truth")
-    pairs = []
-    for _ in range(30):  # 30 comparisons x benchmarks of 4 seeds x 200 problems, binary outcomes over K = 8
+    found = []
+    for _ in range(30):  # 30 comparisons of 4 seeds x 200 problems, binary outcomes over K = 8
         base = rng.uniform(0.2, 0.8, 200)
         per_problem = rng.normal(0, true.problem_sd, 200)
         sides = []
@@ -80,27 +83,27 @@ def test_components_are_recovered_from_per_problem_outcomes_over_seeds():
                 )
                 seeds[s] = {f"p{i}": v for i, v in enumerate(rng.binomial(8, p) / 8)}
             sides.append(seeds)
-        pairs.append((*sides, 8))
-    found = estimate_components(pairs, COMPONENTS)
-    assert found.seed_sd == pytest.approx(true.seed_sd, abs=0.012)
-    assert found.problem_sd == pytest.approx(true.problem_sd, abs=0.02)
-    assert found.seed_problem_sd == pytest.approx(true.seed_problem_sd, abs=0.03)
-    assert found.source.startswith("estimated from 30 paired comparisons")
-    one_seed = estimate_components([({0: a[0]}, {0: b[0]}, k) for a, b, k in pairs], COMPONENTS)
-    assert one_seed.seed_sd == COMPONENTS.seed_sd and "one seed" in one_seed.source  # not estimable: stated
+        outcomes = np.array([list(side[s].values()) for side in sides for s in range(4)])
+        found.append((paired_matrix(*sides), float(np.mean(outcomes * (1 - outcomes))) * 8 / 7, 8))
+    declared = estimate_run_variance({"bench": found}, [m for m, _, _ in found], {"folder": "simulated"})
+    parts = declared.benchmarks["bench"]
+    assert parts["problem_sd"] == pytest.approx(true.problem_sd, abs=0.02)
+    assert parts["seed_problem_sd"] == pytest.approx(true.seed_problem_sd, abs=0.03)
+    assert true.seed_sd <= parts["seed_sd"] <= 1.5 * true.seed_sd
+    assert declared.seed_sd(["bench"]) == (parts["seed_sd"], "bench")
+    assert "upper confidence bound" in declared.provenance["estimator"]
 
 
 def test_hara_plan_prints_the_power_section_and_writes_it(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert main(["plan", "--config", str(REPO / "config" / "paper.yaml"), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert (
-        "Power: the minimum detectable paired difference" in printed and "stated defaults, config plan.power" in printed
-    )
-    assert "gain_vs_grpo: 18 comparisons, 3 seed(s): paper 4.8 points, MDE" in printed
-    assert "gain_vs_credit: 72 comparisons" in printed
+    assert "Power: the minimum detectable paired difference" in printed
+    assert "declared in config/variance/paper.yaml" in printed
+    assert "gain_vs_grpo: primary hara_tok - none, pooled, seeds 3: paper 4.8 points, MDE" in printed
+    assert "secondary: 18 comparisons" in printed and "secondary: 72 comparisons" in printed
     power = json.loads(out.read_text())["power"]
     assert [row["benchmark"] for row in power["benchmarks"]][-1] == "average"
-    assert {claim["claim"] for claim in power["claims"]} == {"gain_vs_grpo", "gain_vs_credit"}
+    assert {claim["claim"] for claim in power["claims"]} == {"gain_vs_grpo", "gain_vs_credit", "tok_vs_seq"}
     assert main(["plan", "--config", str(REPO / "config" / "paper.yaml"), "--results", str(tmp_path / "none")]) == 2
     assert "--results" in capsys.readouterr().err

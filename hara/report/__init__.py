@@ -56,6 +56,18 @@ def log_report(config: Mapping, out_dir: Path) -> str:
     return run.run_id
 
 
+def staged_decisions(config: Mapping, results: str | Path) -> dict[str, str]:
+    """With staged seeds (plan.stages): each claim's stage and its group-sequential decision, for the claims table."""
+    if not config["plan"].get("stages"):
+        return {}
+    from hara.report.stages import stage_checks
+
+    return {
+        check.claim: f"{'before stage 1' if check.stage is None else f'stage {check.stage + 1}'}: {check.decision}"
+        for check in stage_checks(config, results)
+    }
+
+
 def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlflow: bool = True) -> dict:
     """Collect, tabulate, plot, render, and (unless ``mlflow`` is False) log; returns what was written."""
     out_dir = Path(out_dir)
@@ -65,7 +77,7 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     from hara.report.repro import check_claims, claims_table
 
     tables = [
-        claims_table(check_claims(config, results, runs)),
+        claims_table(check_claims(config, results, runs), staged_decisions(config, results)),
         *build_tables(config, runs, read_base_scores(config, results)),
         ablation_table(config, results),
     ]

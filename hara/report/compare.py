@@ -23,13 +23,25 @@ from dataclasses import dataclass, field
 
 from hara.errors import ComparisonError
 from hara.results.collect import Cell, Run, seed_runs
-from hara.results.paired import Bootstrap, Corrected, Difference, bootstrap_difference, correct_family, paired_matrix
+from hara.results.paired import (
+    DECLARED,
+    PROBLEMS_ONLY,
+    Bootstrap,
+    Corrected,
+    Difference,
+    bootstrap_difference,
+    correct_family,
+    paired_matrix,
+)
 
 __all__ = [
+    "BASIS_MARKS",
     "CORRECTED_MARK",
+    "DECLARED_MARK",
     "FINGERPRINT_KEY",
     "LOW_POWER_MARK",
     "MISMATCH_MARK",
+    "PROBLEMS_ONLY_MARK",
     "Comparison",
     "ComparisonError",
     "GridComparisons",
@@ -50,6 +62,11 @@ MISMATCH_MARK = "†"
 CORRECTED_MARK = "°"
 #: The minimum detectable effect exceeds the effect the comparison should be able to see (config report.low_power_above).
 LOW_POWER_MARK = "‡"
+#: Fewer seeds than report.min_seeds: the interval adds the declared run variance (report.run_variance) ...
+DECLARED_MARK = "§"
+#: ... or, with nothing declared, covers the problems only and decides no claim.
+PROBLEMS_ONLY_MARK = "¶"
+BASIS_MARKS = {DECLARED: DECLARED_MARK, PROBLEMS_ONLY: PROBLEMS_ONLY_MARK}
 #: The method every other is compared with (the report's tables, figures and MLflow summaries).
 BASELINE = "none"
 
@@ -162,6 +179,8 @@ def compare_cells(
     if not seeds:
         return None
     label, allow = f"{method} vs {against} ({size}, {rlvr})", config["report"]["allow_fingerprint_mismatch"]
+    # the runs' names for their luck's draws (a declared run variance): comparisons sharing a run share its luck
+    paired_runs = tuple(tuple((size, rlvr, m, s) for s in seeds) for m in (method, against))
     settings, per_benchmark, mismatched, notes, matrices = Bootstrap.from_config(config), {}, {}, {}, []
     for benchmark in benchmarks:
         pairs = [(mine[s], theirs[s]) for s in seeds]
@@ -183,10 +202,14 @@ def compare_cells(
             )
         except ValueError as error:
             raise ComparisonError(f"{label} on {benchmark}: {error}") from None
-        per_benchmark[benchmark] = bootstrap_difference([matrix], settings)
+        per_benchmark[benchmark] = bootstrap_difference([matrix], settings, [benchmark], paired_runs)
         matrices.append(matrix)
     # one benchmark: its average is itself (the same draws give the same replicates), computed once
-    average = per_benchmark[benchmarks[0]] if len(matrices) == 1 else bootstrap_difference(matrices, settings)
+    average = (
+        per_benchmark[benchmarks[0]]
+        if len(matrices) == 1
+        else bootstrap_difference(matrices, settings, benchmarks, paired_runs)
+    )
     return Comparison(method, against, per_benchmark, average, mismatched, notes)
 
 
@@ -249,6 +272,7 @@ class GridComparisons:
         mismatched = comparison.mismatched if benchmark is None else benchmark in comparison.mismatched
         threshold = self.thresholds[key[3]]
         marks = (CORRECTED_MARK if raw.verdict != corrected.verdict else "") + (MISMATCH_MARK if mismatched else "")
+        marks += BASIS_MARKS.get(raw.basis, "")
         power = LOW_POWER_MARK if threshold is not None and corrected.mde > threshold else ""
         return f"{raw.format()} {corrected.verdict}{marks}, MDE {100 * corrected.mde:.1f}{power}"
 

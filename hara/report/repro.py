@@ -17,7 +17,7 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -25,18 +25,22 @@ import yaml
 from hara.analysis.claims import CLAIMS_PATH
 from hara.errors import ConfigError
 from hara.report.compare import Comparison, compare_cells
-from hara.results.collect import Cell, Run, collect_runs, read_run
+from hara.results.collect import Cell, Run, collect_runs, read_run, seed_runs
 from hara.results.paired import (
     BETTER,
     WITHIN_NOISE,
     WORSE,
     Bootstrap,
+    Difference,
     Interval,
     block_bootstrap_ratio,
     correct_family,
+    pool_differences,
+    power_multiplier,
     t_interval,
+    t_quantile,
 )
-from hara.results.stats import step_costs
+from hara.results.stats import TARGET_FRACTION, CurvePair, curve_pair, step_costs
 
 __all__ = ["MEASURES", "Claim", "Outcome", "check_claims", "claims_table", "format_checks", "load_claims"]
 
@@ -47,11 +51,15 @@ BASELINE = "none"
 
 @dataclass(frozen=True)
 class Claim:
+    """A claim of the claims file; ``primary``: its pre-registered primary comparison ({method, against}: a pooled
+    paired comparison; ``why``: why the claim's own measure is one test), tested alone at the report's level."""
+
     key: str
     paper: str
     measure: str
     params: Mapping
     how: str
+    primary: Mapping = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,10 +77,19 @@ class Evidence:
 
     config: Mapping
     runs: Mapping[Cell, Run]
+    compared: dict = field(default_factory=dict, compare=False, repr=False)  # compare()'s answers, by its arguments
 
     @property
     def bootstrap(self) -> Bootstrap:
         return Bootstrap.from_config(self.config)
+
+    def compare(self, size: str, rlvr: str, method: str, against: str) -> Comparison | None:
+        """The grid's paired comparison (hara.report.compare.compare_cells), computed once per check: a claim's
+        primary and its secondary family read the same ones."""
+        key = (size, rlvr, method, against)
+        if key not in self.compared:
+            self.compared[key] = compare_cells(self.config, self.runs, size, rlvr, method, against)
+        return self.compared[key]
 
     @property
     def min_seeds(self) -> int:
@@ -120,6 +137,7 @@ def load_claims(path: str | Path = CLAIMS_PATH) -> list[Claim]:
                 entry["measure"],
                 entry.get("params") or {},
                 " ".join(str(entry.get("how", "")).split()),
+                entry.get("primary") or {},
             )
         )
     return claims
@@ -135,7 +153,7 @@ def _pairs(evidence: Evidence, methods: list[str], against: list[str]) -> list[t
         for size, rlvr in evidence.cells()
         for m in methods
         for b in against
-        if (found := compare_cells(evidence.config, evidence.runs, size, rlvr, m, b)) is not None
+        if (found := evidence.compare(size, rlvr, m, b)) is not None
     ]
 
 
@@ -150,10 +168,82 @@ def _points(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
+def primary_weights(evidence: Evidence, claim: Claim) -> dict[str, float] | None:
+    """A claim's pooled paired primary as contrast weights over the grid's methods (the method +1, each method it
+    is compared with -1 / their number); None for a claim whose primary is not one (a curve measure, a ``why``)
+    or whose methods the grid does not train."""
+    primary = claim.primary
+    if "method" not in primary or claim.measure == "curve_measure":
+        return None
+    against = evidence.methods(primary["against"])
+    if primary["method"] not in evidence.config["grid"]["methods"] or not against:
+        return None
+    return {primary["method"]: 1.0, **{b: -1.0 / len(against) for b in against}}
+
+
+def primary_difference(evidence: Evidence, primary: Mapping) -> tuple[Difference | None, list[str]]:
+    """A primary endpoint: ``method`` minus the mean of ``against`` (names or a registry kind), benchmark-average
+    pass@1, in each (size, rlvr) cell where all were evaluated, pooled over those cells (hara.results.paired:
+    the comparisons' joint replicates); with the cells that lacked one."""
+    method, against = primary["method"], evidence.methods(primary["against"])
+    cells, missing = [], []
+    for size, rlvr in evidence.cells():
+        found = [evidence.compare(size, rlvr, method, b) for b in against]
+        if against and all(found):
+            cells.append(pool_differences([f.average for f in found], evidence.bootstrap.confidence))
+        else:
+            missing.append(f"{size}, {rlvr}")
+    if not cells:
+        return None, missing
+    return pool_differences(cells, evidence.bootstrap.confidence), missing
+
+
+def _primary_outcome(evidence: Evidence, primary: Mapping) -> tuple[str, str, dict] | None:
+    """(status, our words, numbers) of a claim's pooled primary endpoint; None when the claim names none. Better
+    reproduces, worse contradicts; an interval of the problems only (one seed, no declared run variance) decides
+    nothing: not measured."""
+    if "method" not in primary:
+        return None
+    found, missing = primary_difference(evidence, primary)
+    label = f"{primary['method']} - {' / '.join(evidence.methods(primary['against'])) or primary['against']}"
+    if found is None:
+        return NOT_MEASURED, f"primary {label}: n/a (no cell has every run evaluated)", {}
+    mde = power_multiplier(t_quantile((1 + evidence.bootstrap.confidence) / 2, found.df), found.df) * found.se
+    cells = len(evidence.cells()) - len(missing)
+    status = VERDICT_STATUS[found.verdict] if found.decides else NOT_MEASURED
+    words = (
+        f"primary {label}, pooled over {cells} cell{'s' if cells != 1 else ''}: {found.format()} points, "
+        f"{found.verdict}, MDE {_points(mde)} ({found.describe_basis()})"
+    )
+    if not found.decides:
+        words += "; decides nothing: declare a run variance or train report.min_seeds seeds"
+    if missing:
+        words += f"; cells without every run: {'; '.join(missing)}"
+    return status, words, {"primary": {**found.as_dict(), "mde": mde, "cells": cells, "missing_cells": missing}}
+
+
+def _with_primary(evidence: Evidence, params: Mapping, secondary: Outcome) -> Outcome:
+    """The claim's status from its primary endpoint; the family (or other measure) described as secondary."""
+    primary = _primary_outcome(evidence, params.get("primary") or {})
+    if primary is None:
+        return secondary
+    status, words, numbers = primary
+    return Outcome(
+        status,
+        f"{words}. Secondary: {secondary.ours} [{secondary.status}]",
+        {**numbers, "secondary": {"status": secondary.status, **secondary.numbers}},
+    )
+
+
 @measure("paired_gain_family")
 def paired_gain_family(evidence: Evidence, params: Mapping) -> Outcome:
     """Paired average-pass@1 differences of ``methods`` over ``against`` in every (size, rlvr): one family, corrected
-    with simultaneous intervals; the status counts the corrected verdicts, the largest difference is described."""
+    with simultaneous intervals; the status counts the corrected verdicts, the largest difference is described.
+    With a primary endpoint (the claims file) that family is the secondary."""
+    return _with_primary(evidence, params, _gain_family(evidence, params))
+
+
+def _gain_family(evidence: Evidence, params: Mapping) -> Outcome:
     methods, against = evidence.methods(params["methods"]), evidence.methods(params["against"])
     pairs = _pairs(evidence, methods, against)
     if not pairs:
@@ -178,8 +268,9 @@ def paired_gain_family(evidence: Evidence, params: Mapping) -> Outcome:
         }
         for (found, size, rlvr), fixed in zip(pairs, corrected)
     ]
+    decides = all(found.average.decides for found, _, _ in pairs)
     return Outcome(
-        _family_status(verdicts, len(pairs)),
+        _family_status(verdicts, len(pairs)) if decides else NOT_MEASURED,
         ours,
         {
             "family_size": len(pairs),
@@ -194,7 +285,11 @@ def paired_gain_family(evidence: Evidence, params: Mapping) -> Outcome:
 @measure("majority_better")
 def majority_better(evidence: Evidence, params: Mapping) -> Outcome:
     """Per (size, rlvr, benchmark) differences of ``method`` - ``against``, corrected over that family: better on most
-    is the claim."""
+    is the claim. With a primary endpoint (the claims file) that family is the secondary."""
+    return _with_primary(evidence, params, _majority(evidence, params))
+
+
+def _majority(evidence: Evidence, params: Mapping) -> Outcome:
     pairs = _pairs(evidence, evidence.methods([params["method"]]), evidence.methods([params["against"]]))
     differences = [d for found, _, _ in pairs for d in found.per_benchmark.values()]
     if not differences:
@@ -206,7 +301,8 @@ def majority_better(evidence: Evidence, params: Mapping) -> Outcome:
         f"{params['method']} - {params['against']} over {total} (size, rlvr, benchmark), after correction: "
         f"{better} better, {verdicts[WITHIN_NOISE]} within noise, {worse} worse"
     )
-    return Outcome(status, ours, {"verdicts": dict(verdicts), "total": total})
+    decides = all(d.decides for d in differences)
+    return Outcome(status if decides else NOT_MEASURED, ours, {"verdicts": dict(verdicts), "total": total})
 
 
 def _bounded(intervals: list[Interval], bound: float) -> str:
@@ -261,45 +357,78 @@ def cost_overhead(evidence: Evidence, params: Mapping) -> Outcome:
     )
 
 
-#: How a training-curve measure's value reads.
-CURVE_FORMATS: dict[str, Callable[[float], str]] = {
-    "speedup": lambda v: f"{v:.2f}x",
-    "equal_time": lambda v: f"{100 * v:+.1f} points",
+#: Training-curve measures per (run, baseline) pair of the same seed (hara.results.stats.curve_pair): the value the
+#: t-intervals average (the speed-up on a log scale, so that 2x and 0.5x are symmetric) and how it reads back.
+CURVE_MEASURES: dict[str, tuple[Callable[[CurvePair], float | None], Callable[[float], str], float]] = {
+    "speedup": (lambda p: math.log(p.speedup) if p.speedup else None, lambda v: f"{math.exp(v):.2f}x", 0.0),
+    "equal_time": (lambda p: p.equal_time, lambda v: f"{100 * v:+.1f} points", 0.0),
 }
 
 
-@measure("seed_curve_measure")
-def seed_curve_measure(evidence: Evidence, params: Mapping) -> Outcome:
-    """A training-curve measure per seed (speed-up to the baseline's accuracy, accuracy at its time) in each HarA
-    (size, rlvr, method) with ``min_seeds`` seeds or more: a t-interval over the seeds, Bonferroni-corrected over the
-    cells measured (a family); the largest is described."""
-    from hara.report.tables import seed_curve_values
-
-    show, reference = CURVE_FORMATS[params["measure"]], float(params["reference"])
-    measured: list[tuple[list[float], str]] = []
-    fewer: list[str] = []
+def _curve_values(evidence: Evidence, method: str, measure: str, fraction: float) -> dict[tuple[str, str], list]:
+    """Per (size, rlvr) the measure's value of each seed of ``method`` paired with the baseline's run of that seed;
+    a pair whose mean curve gained nothing has no target and no value (it favours neither run)."""
+    value_of = CURVE_MEASURES[measure][0]
+    found: dict[tuple[str, str], list] = {}
     for size, rlvr in evidence.cells():
-        for method in evidence.methods(params["methods"]):
-            values = seed_curve_values(evidence.runs, size, rlvr, method, params["measure"])
-            where = f"{method}, {size}, {rlvr}, {len(values)} seed{'s' if len(values) != 1 else ''}"
-            if len(values) >= evidence.min_seeds:
-                measured.append((values, where))
-            elif values:
-                fewer.append(f"{', '.join(map(show, values))} ({where})")
-    if not measured:
-        have = f"; has {'; '.join(fewer)}" if fewer else "; no HarA run reached a measurable point against its baseline"
-        return _absent(f"needs >= {evidence.min_seeds} seeds per cell, report.min_seeds{have}")
-    level = 1 - (1 - evidence.bootstrap.confidence) / len(measured)  # Bonferroni over the cells
-    intervals = [(t_interval(values, level), where) for values, where in measured]
-    above = sum(i.low > reference for i, _ in intervals)
-    status = REPRODUCED if above else CONTRADICTED if all(i.high < reference for i, _ in intervals) else NOISE
-    best, where = max(intervals, key=lambda item: item[0].value)
+        base = seed_runs(evidence.runs, size, rlvr, BASELINE)
+        for seed, run in seed_runs(evidence.runs, size, rlvr, method).items():
+            if seed in base and run.metrics and base[seed].metrics:
+                pair = curve_pair(run.metrics, base[seed].metrics, fraction)
+                found.setdefault((size, rlvr), []).append((value_of(pair), pair))
+    return found
+
+
+def _t_over(values: list[float], level: float) -> Interval | None:
+    return t_interval(values, level) if len(values) >= 2 else None
+
+
+@measure("curve_measure")
+def curve_measure(evidence: Evidence, params: Mapping) -> Outcome:
+    """A training-curve measure (``speedup``: the baseline's cost over the method's to a target both share, both
+    censored at their end when not reached; ``equal_time``: the method's accuracy at the baseline's whole cost minus
+    the baseline's final). Primary: every (cell, seed) pair of the primary method, a t-interval over those
+    independent run pairs; secondary: per (size, rlvr, method) a t-interval over the seeds, Bonferroni over every
+    cell the claim covers (a cell below report.min_seeds seeds counts in the family and decides nothing)."""
+    measure, fraction = params["measure"], float(params.get("target_fraction", TARGET_FRACTION))
+    _, show, reference = CURVE_MEASURES[measure]
+    methods = evidence.methods(params["methods"])
+    family = len(methods) * len(evidence.cells())
+    level = 1 - (1 - evidence.bootstrap.confidence) / max(family, 1)
+    measured, cells_above, axis = [], 0, set()
+    for method in methods:
+        for (size, rlvr), pairs in _curve_values(evidence, method, measure, fraction).items():
+            values = [v for v, _ in pairs if v is not None]
+            axis |= {p.axis for _, p in pairs}
+            found = _t_over(values, level) if len(values) >= evidence.min_seeds else None
+            cells_above += bool(found and found.low > reference)
+            measured.append((method, size, rlvr, values, sum(not all(p.reached) for _, p in pairs if p.target)))
+    secondary = f"{cells_above} of {family} cells above {show(reference)} (t-intervals at {level:.1%})"
+    primary = (params.get("primary") or {}).get("method")
+    values = [v for method, _, _, vs, _ in measured if method == primary for v in vs]
+    censored = sum(c for method, _, _, _, c in measured if method == primary)
+    found = _t_over(values, evidence.bootstrap.confidence) if len(values) >= evidence.min_seeds else None
+    if found is None:
+        return _absent(
+            f"primary {primary} - {BASELINE} needs >= {evidence.min_seeds} run pairs with a target "
+            f"(report.min_seeds), has {len(values)}; secondary: {secondary}"
+        )
+    status = REPRODUCED if found.low > reference else CONTRADICTED if found.high < reference else NOISE
     ours = (
-        f"{above} of {len(intervals)} cells above {show(reference)} after correction; largest: "
-        f"{show(best.value)} [{show(best.low)}, {show(best.high)}] ({where}; t-interval at {level:.1%})"
+        f"primary {primary} - {BASELINE} over {len(values)} run pairs ({'/'.join(sorted(axis))}, target "
+        f"{fraction:.0%} of the shared gain, {censored} pair(s) censored): {show(found.value)} "
+        f"[{show(found.low)}, {show(found.high)}]. Secondary: {secondary}"
     )
     return Outcome(
-        status, ours, {"largest": vars(best), "where": where, "cells": len(intervals), "above": above, "level": level}
+        status,
+        ours,
+        {
+            "primary": vars(found),
+            "pairs": len(values),
+            "censored": censored,
+            "cells_above": cells_above,
+            "family": family,
+        },
     )
 
 
@@ -384,8 +513,8 @@ def _problem_difference(a: Mapping[str, float], b: Mapping[str, float], evidence
     from hara.results.paired import bootstrap_difference, paired_matrix
 
     shared = sorted(set(a) & set(b))
-    return bootstrap_difference(
-        [paired_matrix({0: {p: a[p] for p in shared}}, {0: {p: b[p] for p in shared}})], evidence.bootstrap
+    return bootstrap_difference(  # two analyses of the same rollouts: no run's luck between them
+        [paired_matrix({0: {p: a[p] for p in shared}}, {0: {p: b[p] for p in shared}})], evidence.bootstrap.within_run()
     )
 
 
@@ -472,21 +601,36 @@ def check_claims(
     """Every claim's outcome on the results under ``results`` (the config's grid; ``runs``: already collected)."""
     config = {**config, "results_dir": str(results)}
     evidence = Evidence(config, runs if runs is not None else collect_runs(config, results))
-    return [(claim, MEASURES[claim.measure](evidence, claim.params)) for claim in claims or load_claims()]
+    return [
+        (claim, MEASURES[claim.measure](evidence, {**claim.params, "primary": claim.primary}))
+        for claim in claims or load_claims()
+    ]
 
 
-def claims_table(checks: list[tuple[Claim, Outcome]]):
-    """The report's first table: the same check as `hara repro-check`."""
+def claims_table(checks: list[tuple[Claim, Outcome]], stages: Mapping[str, str] | None = None):
+    """The report's first table: the same check as `hara repro-check`; with staged seeds, each claim's stage and
+    decision beside its status."""
     from hara.report.tables import Table
 
-    rows = [[claim.key, claim.paper, outcome.ours, outcome.status] for claim, outcome in checks]
+    stages = stages or {}
+    rows = [
+        [
+            claim.key,
+            claim.paper,
+            outcome.ours,
+            outcome.status + (f" ({stages[claim.key]})" if claim.key in stages else ""),
+        ]
+        for claim, outcome in checks
+    ]
     return Table(
         "paper",
         "The paper's claims checked on this run",
         "Left: the paper's own statements (its models, benchmarks and hardware; config/paper_claims.yaml, "
         "from the public summary), never ours. Right: the same measure on this run's results with its "
-        "interval, and the status: reproduced / within noise / contradicted / not measured (see "
-        "config/paper_claims.yaml for how each is measured; `hara repro-check` prints the same).",
+        "interval, and the status: reproduced / within noise / contradicted / not measured, which is the claim's "
+        "pre-registered primary endpoint's (one comparison pooled over the grid, tested alone); the family of "
+        "per-cell comparisons follows as 'Secondary', described, never the status (see config/paper_claims.yaml for "
+        "how each is measured; `hara repro-check` prints the same; with staged seeds, the stage and its decision).",
         ["claim", "paper", "ours (this run)", "status"],
         rows,
     )

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.layout import method_seeds
-from hara.metric_keys import ACCURACY
 from hara.report.compare import (
     BASELINE,
     CORRECTED_MARK,
+    DECLARED_MARK,
     LOW_POWER_MARK,
     MISMATCH_MARK,
+    PROBLEMS_ONLY_MARK,
     GridComparisons,
     grid_comparisons,
     is_control,
@@ -28,9 +29,7 @@ from hara.results.paired import Bootstrap, bootstrap_difference, correct_family,
 from hara.results.stats import (
     NA,
     Estimate,
-    cumulative_time,
     efficiency_measures,
-    final_value,
     mean_se,
 )
 from hara.rlvr.presets import PRESETS
@@ -111,7 +110,22 @@ def paired_note(config: Mapping) -> str:
         f"one does not. MDE = the difference the corrected verdict detects with 80% power (points); "
         f"{LOW_POWER_MARK} = low power: the MDE is above the effect the paper claims for that comparison "
         f"(report.low_power_above), so 'within noise' there cannot rule that effect out. {MISMATCH_MARK} = "
-        f"evaluation fingerprints differ (compared on request)."
+        f"evaluation fingerprints differ (compared on request). {run_variance_note(settings)}"
+    )
+
+
+def run_variance_note(settings: Bootstrap) -> str:
+    """What an interval with fewer seeds than report.min_seeds covers: the declared run variance, and from where."""
+    fewer = f"fewer seeds than report.min_seeds ({settings.min_seeds})"
+    if settings.run_variance is None:
+        return (
+            f"{PROBLEMS_ONLY_MARK} = {fewer} and no run variance declared (report.run_variance): the interval "
+            "covers the problems only, not a whole run's luck, and decides no claim."
+        )
+    return (
+        f"{DECLARED_MARK} = {fewer}: the interval adds a whole run's luck, the run variance declared in "
+        f"{settings.run_variance.source} (its seed sd per benchmark, an upper confidence bound; "
+        f"{settings.run_variance.provenance.get('estimator', '')})."
     )
 
 
@@ -285,9 +299,8 @@ EFFICIENCY_COLUMNS: list[tuple[str, str, Callable[[Estimate, int], str]]] = [
     ("cpu_overhead", "CPU overhead vs none (%)", lambda e, n: e.format(100.0, 1, n)),
     ("step_s", "wall s / step", lambda e, n: e.format(1.0, 3, n)),
     ("overhead", "wall overhead vs none (%)", lambda e, n: e.format(100.0, 1, n)),
-    ("steps_to_target", "steps to none's final acc.", lambda e, n: e.format(1.0, 0, n)),
-    ("seconds_to_target", "seconds to none's final acc.", lambda e, n: e.format(1.0, 1, n)),
-    ("acc_at_budget", "train acc. at none's wall time (%)", lambda e, n: e.format(100.0, 1, n)),
+    ("speedup", "speed-up to the shared target (x)", lambda e, n: e.format(1.0, 2, n)),
+    ("equal_time", "train acc. at none's cost - none's final (points)", lambda e, n: e.format(100.0, 1, n)),
 ]
 
 
@@ -318,32 +331,15 @@ def efficiency_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: Bas
         "From metrics.jsonl, paired with the baseline (none) of the same seed. CPU = the training process's "
         "CPU time per step, comparable between runs that shared the machine; wall = elapsed time, which "
         "grows with other jobs' load (the wall columns and the time-to-target columns are comparable only "
-        "for runs made under the same load). Target = none's final "
-        "training accuracy (moving average over a tenth of the run); n/a = not reached or not logged. "
-        "Accuracy at equal wall time = the smoothed training accuracy after none's total training time. Paper: "
+        "for runs made under the same load). Speed-up = none's cost over the method's to a target both are "
+        "measured against: half the gain of the two runs' mean smoothed training accuracy (moving average over a "
+        "tenth of the run), on CPU seconds where logged, else steps; a run that never reaches it counts its whole "
+        "cost (censored, not dropped), so a method against itself reads 1.00. Accuracy at equal cost = the "
+        "method's smoothed training accuracy after none's whole cost minus none's final. Paper: "
         f"{PAPER_NUMBERS['overhead']}, {PAPER_NUMBERS['speedup']}, {PAPER_NUMBERS['equal_time']}.",
         ["size", "rlvr", "method", *(title for _, title, _ in EFFICIENCY_COLUMNS)],
         rows,
     )
-
-
-def seed_curve_values(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str, measure: str) -> list[float]:
-    """One training-curve value per seed paired with the baseline's run: ``speedup`` = the baseline's total time
-    over the time ``method`` takes to reach the baseline's final accuracy; ``equal_time`` = ``method``'s accuracy
-    after the baseline's total time minus the baseline's final accuracy. Seeds where it is undefined are left out
-    (a baseline at accuracy 0 sets no target)."""
-    base, out = seed_runs(runs, size, rlvr, BASELINE), []
-    for seed, run in seed_runs(runs, size, rlvr, method).items():
-        baseline = base.get(seed)
-        if not run.metrics or baseline is None or not baseline.metrics:
-            continue
-        measures, base_final = efficiency_measures(run, baseline), final_value(baseline.metrics, ACCURACY)
-        base_total = cumulative_time(baseline.metrics)
-        if measure == "speedup" and measures["seconds_to_target"] and base_total and base_final:
-            out.append(base_total[-1] / measures["seconds_to_target"])
-        elif measure == "equal_time" and measures["acc_at_budget"] is not None and base_final is not None:
-            out.append(measures["acc_at_budget"] - base_final)
-    return out
 
 
 def selection_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table:
@@ -415,7 +411,7 @@ def _selected_minus_final(config: Mapping, run: Run):
     if not all(run.selected_problems.get(b) and run.problems.get(b) for b in benchmarks):
         return None
     matrices = [paired_matrix({0: run.selected_problems[b]}, {0: run.problems[b]}) for b in benchmarks]
-    return bootstrap_difference(matrices, Bootstrap.from_config(config))
+    return bootstrap_difference(matrices, Bootstrap.from_config(config).within_run())  # two checkpoints of one run
 
 
 #: The report's tables over the grid, in page order (after the paper's claims checked, hara.report.repro). Every

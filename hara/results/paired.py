@@ -30,6 +30,14 @@ of its benchmarks' replicate differences (the average of the report is the plain
 comparison of the same shape therefore uses the same draws: their replicates are a joint bootstrap, which the family
 correction below relies on.
 
+**Fewer seeds than ``report.min_seeds``** (:class:`Bootstrap`): a whole run's luck is estimated from too few runs
+or, with one seed, not at all. With a declared run variance (:mod:`hara.results.variance`) each replicate adds the
+runs' own luck: every run (a method's seed in a cell) draws one standard normal per replicate (a generator seeded by
+the bootstrap seed and the run's name, so two comparisons that share a run share its luck, as a pooled or corrected
+family must), scaled by the declared seed sd of the difference over sqrt(2) (one run's share); the problems are
+resampled as above with the seeds held. Without one, the interval covers the problems only, and says so
+(:attr:`Difference.basis`): it decides no claim.
+
 A raw verdict reads the interval: ``better`` when it lies above 0, ``worse`` below 0, else ``within noise``.
 
 A family (:func:`correct_family`: a claim's comparisons, a table's) is corrected with simultaneous max-T intervals
@@ -40,28 +48,37 @@ comparison's df for several: all m intervals cover their truths together with pr
 family-wise error is controlled, whatever the correlation between the comparisons). c_j is never below the
 comparison's own critical value: with a few seeds and no problems to resample (a per-seed objective), the
 replicates take a handful of values and their max-T quantile falls below the t quantile of the raw interval, which
-a simultaneous interval must contain. Its minimum detectable effect is ``(c_j + q_0.8) * se_j`` (q_0.8 the 80%
-quantile of the same t or normal): the true difference that its corrected verdict detects with 80% power (Miller
-2024, with the family's critical value in place of 1.96). Max-T rather than Holm on bootstrap p-values because the
+a simultaneous interval must contain. Its minimum detectable effect is the true difference that its corrected verdict detects with 80% power
+(Miller 2024, with the family's critical value in place of 1.96): ``(c_j + z_0.8) * se_j`` with infinite df, and with
+finite df the noncentrality at which a noncentral t exceeds c_j with probability 0.8 (:func:`power_multiplier`):
+``(c_j + t_0.8) * se_j`` understates it (a 3-seed sensitivity study's MDE was met 66.5% of the time), because an
+estimated se adds its own spread. Max-T rather than Holm on bootstrap p-values because the
 latter need p-values far below alpha / m (0.0007 for 72 comparisons), which a few thousand replicates cannot
 resolve.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
 
+from hara.results.variance import RunVariance, load_run_variance
+
 __all__ = [
+    "BASES",
     "BETTER",
+    "CROSSED",
+    "DECLARED",
+    "PROBLEMS_ONLY",
     "WITHIN_NOISE",
     "WORSE",
-    "Z_POWER",
     "Bootstrap",
     "Corrected",
     "Difference",
@@ -71,6 +88,8 @@ __all__ = [
     "correct_family",
     "max_t_critical",
     "paired_matrix",
+    "pool_differences",
+    "power_multiplier",
     "satterthwaite_df",
     "t_interval",
     "t_quantile",
@@ -78,9 +97,13 @@ __all__ = [
 ]
 
 BETTER, WORSE, WITHIN_NOISE = "better", "worse", "within noise"
-#: z of the power every minimum detectable effect is stated at (80%, Miller 2024; ../shared/statistics.md).
+#: The power every minimum detectable effect is stated at (80%, Miller 2024; ../shared/statistics.md).
 POWER = 0.8
-Z_POWER = NormalDist().inv_cdf(POWER)
+#: What an interval covers (:attr:`Difference.basis`): seeds and problems crossed (report.min_seeds seeds or more, or
+#: one seed where the caller set min_seeds 1: a per-seed objective's units), the problems plus a declared run
+#: variance, or the problems only (fewer seeds and nothing declared: decides no claim).
+CROSSED, DECLARED, PROBLEMS_ONLY = "crossed", "declared run variance", "problems only"
+BASES = (CROSSED, DECLARED, PROBLEMS_ONLY)
 
 
 def verdict_of(low: float, high: float) -> str:
@@ -94,16 +117,41 @@ def verdict_of(low: float, high: float) -> str:
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """The resampling settings (config ``report.bootstrap``)."""
+    """The resampling settings (config ``report.bootstrap``), the fewest seeds an interval estimates a run's luck
+    from (``report.min_seeds``; 1: always from the seeds present) and the declared run variance used below it
+    (``report.run_variance``)."""
 
     resamples: int = 10_000
     seed: int = 0
     confidence: float = 0.95
+    min_seeds: int = 1
+    run_variance: RunVariance | None = None
 
     @classmethod
     def from_config(cls, config: Mapping) -> Bootstrap:
-        section = config["report"]["bootstrap"]
-        return cls(int(section["resamples"]), int(section["seed"]), float(section["confidence"]))
+        section, report = config["report"]["bootstrap"], config["report"]
+        declared = report.get("run_variance")
+        return cls(
+            int(section["resamples"]),
+            int(section["seed"]),
+            float(section["confidence"]),
+            int(report.get("min_seeds", 1)),
+            load_run_variance(declared) if declared else None,
+        )
+
+    def within_run(self) -> Bootstrap:
+        """The settings for differences inside one run (two of its checkpoints, two analyses of its rollouts): no
+        run's luck lies between the two sides, so the problems are all there is to resample."""
+        return dataclasses.replace(self, min_seeds=1, run_variance=None)
+
+    def basis(self, seeds: int) -> str:
+        """Below ``min_seeds`` the declared run variance where there is one; else two seeds or more still estimate
+        the run's luck (a wide t-interval) and one seed sees the problems only."""
+        if seeds >= self.min_seeds:
+            return CROSSED
+        if self.run_variance is not None:
+            return DECLARED
+        return CROSSED if seeds > 1 else PROBLEMS_ONLY
 
 
 @dataclass(frozen=True)
@@ -119,10 +167,26 @@ class Difference:
     se: float = 0.0
     df: float = math.inf
     replicates: np.ndarray | None = field(default=None, compare=False, repr=False)
+    basis: str = CROSSED
+    run_variance: str = ""  # the declared file and the seed sd used, when basis is DECLARED
 
     @property
     def verdict(self) -> str:
         return verdict_of(self.low, self.high)
+
+    @property
+    def decides(self) -> bool:
+        """Whether the interval may decide a claim: not when it covers the problems only."""
+        return self.basis != PROBLEMS_ONLY
+
+    def describe_basis(self) -> str:
+        """``3 seeds x 200 problems``, ``one seed; run variance declared from FILE``, ``one seed; problems only``."""
+        seeds = "one seed" if self.seeds == 1 else f"{self.seeds} seeds"
+        if self.basis == DECLARED:
+            return f"{seeds}; run variance declared from {self.run_variance}"
+        if self.basis == PROBLEMS_ONLY:
+            return f"{seeds}; problems only (no run variance declared: report.run_variance)"
+        return f"{seeds} x {self.problems} problems"
 
     def format(self, scale: float = 100.0, digits: int = 1) -> str:
         """``+0.3 [-1.2, +1.8]`` (scaled: percentage points by default)."""
@@ -138,6 +202,8 @@ class Difference:
             "df": self.df if math.isfinite(self.df) else None,
             "seeds": self.seeds,
             "problems": self.problems,
+            "basis": self.basis,
+            "run_variance": self.run_variance or None,
         }
 
 
@@ -176,14 +242,43 @@ def _draws(
 
 def _replicates(diffs: np.ndarray, seed_draw: np.ndarray | None, problems: np.ndarray) -> np.ndarray:
     """Bootstrap replicates (R,) of the mean of one benchmark's (S, P) differences: one problem draw per replicate,
-    shared by every drawn seed (crossed); the seed part rescaled by sqrt(S / (S - 1))."""
-    if seed_draw is None:  # one seed: problems only
-        return diffs[0][problems].mean(axis=-1)
-    n_seeds = diffs.shape[0]
+    shared by every drawn seed (crossed); the seed part rescaled by sqrt(S / (S - 1)). Without a seed draw the seeds
+    are held: each replicate is the mean of every seed's row on the problem draw."""
     per_seed = np.stack([row[problems].mean(axis=-1) for row in diffs], axis=1)  # (R, S): each seed's row on draw r
     every_seed = per_seed.mean(axis=1)
+    if seed_draw is None:
+        return every_seed
+    n_seeds = diffs.shape[0]
     drawn = np.take_along_axis(per_seed, seed_draw, axis=1).mean(axis=1)
     return every_seed + math.sqrt(n_seeds / (n_seeds - 1)) * (drawn - every_seed)
+
+
+#: A run's name for its luck's draws: anything hashable with a stable repr, e.g. (size, rlvr, method, seed).
+RunKey = Hashable
+
+
+@functools.lru_cache(maxsize=4096)
+def run_luck(seed: int, resamples: int, run: RunKey) -> np.ndarray:
+    """One run's standard normal draws (R,), the same for every comparison that pairs the run."""
+    draws = np.random.default_rng([seed, zlib.crc32(repr(run).encode("utf-8"))]).standard_normal(resamples)
+    draws.flags.writeable = False
+    return draws
+
+
+def _anonymous_runs(diffs: Sequence[np.ndarray]) -> tuple[tuple, tuple]:
+    """Runs named by the data when the caller names none: the same differences draw the same luck."""
+    tag = zlib.crc32(b"".join(np.ascontiguousarray(d).tobytes() for d in diffs))
+    seeds = range(diffs[0].shape[0])
+    return tuple(("a", tag, s) for s in seeds), tuple(("b", tag, s) for s in seeds)
+
+
+def _run_part(settings: Bootstrap, runs: tuple[Sequence[RunKey], Sequence[RunKey]], sd: float) -> np.ndarray:
+    """Replicates (R,) of the runs' luck in a difference of seed means: each run's share of the declared seed sd of
+    the difference is sd / sqrt(2); A's runs add, B's subtract, averaged over the seeds."""
+    mine, theirs = runs
+    draws = [run_luck(settings.seed, settings.resamples, r) for r in mine]
+    draws += [-run_luck(settings.seed, settings.resamples, r) for r in theirs]
+    return sd / math.sqrt(2) * np.sum(draws, axis=0) / len(mine)
 
 
 def satterthwaite_df(diffs: Sequence[np.ndarray]) -> float:
@@ -196,25 +291,85 @@ def satterthwaite_df(diffs: Sequence[np.ndarray]) -> float:
     terms += [
         (d.mean(axis=0).var(ddof=1) / (d.shape[1] * n_benchmarks**2), d.shape[1] - 1) for d in diffs if d.shape[1] > 1
     ]
-    spread = sum(t * t / df for t, df in terms)
-    return sum(t for t, _ in terms) ** 2 / spread if spread > 0 else math.inf
+    return combined_df(terms)
 
 
-def bootstrap_difference(diffs: Sequence[np.ndarray], settings: Bootstrap) -> Difference:
-    """The paired difference over one or more benchmarks' (S, P) matrices (several: their plain mean)."""
+def combined_df(terms: Sequence[tuple[float, float]]) -> float:
+    """Satterthwaite's degrees of freedom of a sum of variances, each with its own (infinite: known) df."""
+    spread = sum(v * v / df for v, df in terms if math.isfinite(df) and df > 0)
+    total = sum(v for v, _ in terms)
+    return total**2 / spread if spread > 0 else math.inf
+
+
+def bootstrap_difference(
+    diffs: Sequence[np.ndarray],
+    settings: Bootstrap,
+    benchmarks: Sequence[str] | None = None,
+    runs: tuple[Sequence[RunKey], Sequence[RunKey]] | None = None,
+) -> Difference:
+    """The paired difference over one or more benchmarks' (S, P) matrices (several: their plain mean).
+
+    ``benchmarks`` name the matrices (for the declared run variance's lookup) and ``runs`` the paired runs, A's
+    and B's seed by seed (for their luck's draws), when the seeds are fewer than ``settings.min_seeds``."""
     n_seeds = {d.shape[0] for d in diffs}
     if len(n_seeds) != 1:
         raise ValueError("every benchmark must pair the same seeds")
     (n_seeds,) = n_seeds
+    basis = settings.basis(n_seeds)
+    crossed = basis == CROSSED and n_seeds > 1
     seed_draw, problems = _draws(settings.seed, settings.resamples, n_seeds, tuple(d.shape[1] for d in diffs))
-    replicates = np.mean([_replicates(d, seed_draw, draw) for d, draw in zip(diffs, problems)], axis=0)
+    replicates = np.mean(
+        [_replicates(d, seed_draw if crossed else None, draw) for d, draw in zip(diffs, problems)], axis=0
+    )
+    declared = ""
+    if basis == DECLARED:
+        sd, how = settings.run_variance.seed_sd(benchmarks)
+        replicates = replicates + _run_part(settings, runs or _anonymous_runs(diffs), sd)
+        declared = f"{settings.run_variance.source}, seed sd {100 * sd:.2f} points ({how})"
     point, se = float(np.mean([d.mean() for d in diffs])), float(replicates.std(ddof=1))
     problems = int(sum(d.shape[1] for d in diffs))
-    if n_seeds == 1:
-        return Difference(point, *_percentiles(replicates, settings.confidence), 1, problems, se, math.inf, replicates)
+    if not crossed:
+        low, high = _percentiles(replicates, settings.confidence)
+        return Difference(point, low, high, n_seeds, problems, se, math.inf, replicates, basis, declared)
     df = satterthwaite_df(diffs)
     half = t_quantile((1 + settings.confidence) / 2, df) * se
-    return Difference(point, point - half, point + half, n_seeds, problems, se, df, replicates)
+    return Difference(point, point - half, point + half, n_seeds, problems, se, df, replicates, basis)
+
+
+def pool_differences(differences: Sequence[Difference], confidence: float) -> Difference:
+    """The mean of several comparisons' differences (a primary endpoint pooled over the grid's cells), from their
+    joint replicates: the problem draws are shared (the same problems in every cell) and so are the runs' luck
+    draws, so the pooled replicates keep every covariance the comparisons have. df: Satterthwaite over the
+    comparisons' variances."""
+    if not differences:
+        raise ValueError("nothing to pool")
+    replicates = np.mean([d.replicates for d in differences], axis=0)
+    point, se = float(np.mean([d.mean for d in differences])), float(replicates.std(ddof=1))
+    df = combined_df([(d.se**2, d.df) for d in differences])
+    bases = {d.basis for d in differences}
+    basis = PROBLEMS_ONLY if PROBLEMS_ONLY in bases else DECLARED if DECLARED in bases else CROSSED
+    declared = next((d.run_variance for d in differences if d.run_variance), "")
+    seeds, problems = min(d.seeds for d in differences), max(d.problems for d in differences)
+    if math.isfinite(df):
+        half = t_quantile((1 + confidence) / 2, df) * se
+        return Difference(point, point - half, point + half, seeds, problems, se, df, replicates, basis, declared)
+    low, high = _percentiles(replicates, confidence)
+    return Difference(point, low, high, seeds, problems, se, df, replicates, basis, declared)
+
+
+@functools.lru_cache(maxsize=1024)
+def power_multiplier(critical: float, df: float, power: float = 0.8) -> float:
+    """The true difference, in standard errors, that a test rejecting when mean / se > ``critical`` detects with
+    ``power``: critical + z_power with a known se (infinite df), else the noncentrality at which a noncentral t with
+    ``df`` degrees of freedom exceeds ``critical`` with that probability (``scipy.stats.nct``)."""
+    if not math.isfinite(df) or df > 1e4:
+        return critical + NormalDist().inv_cdf(power)
+    from scipy import optimize, stats
+
+    def shortfall(delta: float) -> float:
+        return float(stats.nct.sf(critical, df, delta)) - power
+
+    return float(optimize.brentq(shortfall, critical - 1.0, critical + 100.0 + 10 * critical))
 
 
 def t_quantile(probability: float, df: float) -> float:
@@ -250,8 +405,8 @@ class Corrected:
 
     @property
     def mde(self) -> float:
-        """The true difference this comparison's corrected verdict detects with 80% power."""
-        return (self.critical + t_quantile(POWER, self.difference.df)) * self.difference.se
+        """The true difference this comparison's corrected verdict detects with 80% power (:func:`power_multiplier`)."""
+        return power_multiplier(self.critical, self.difference.df, POWER) * self.difference.se
 
     def as_dict(self) -> dict:
         return {

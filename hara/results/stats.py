@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hara.metric_keys import ACCURACY, CPU_S, STEP_S
@@ -12,15 +14,20 @@ if TYPE_CHECKING:
     from hara.results.collect import Run
 
 __all__ = [
-    "efficiency_measures",
+    "TARGET_FRACTION",
+    "CurvePair",
     "Estimate",
+    "cost_axis",
     "cumulative_time",
+    "curve_pair",
+    "efficiency_measures",
     "final_value",
+    "first_passage",
     "mean_se",
+    "shared_target",
     "smooth",
+    "smoothed_accuracy",
     "step_costs",
-    "step_reaching",
-    "value_at_time",
 ]
 
 #: Placeholder of a cell without data; the report never invents a number.
@@ -112,47 +119,93 @@ def final_value(metrics: Sequence[dict], key: str) -> float | None:
     return smooth(values, window_of(len(values)))[-1] if values else None
 
 
-def step_reaching(metrics: Sequence[dict], key: str, target: float) -> tuple[int, float] | None:
-    """(step, wall seconds) where the smoothed metric first reaches ``target``; None if never (or no timing)."""
-    times = cumulative_time(metrics)
-    steps, values = series(metrics, key)
-    if not values or times is None or len(times) != len(values):
-        return None
-    for step, value, seconds in zip(steps, smooth(values, window_of(len(values))), times):
-        if value >= target - 1e-12:
-            return step, seconds
-    return None
+#: Where between the start and the end of the two runs' mean smoothed curve a first-passage target lies (the
+#: config's claims give their own): half the gain both runs made, a level either may reach before its end.
+TARGET_FRACTION = 0.5
 
 
-def value_at_time(metrics: Sequence[dict], key: str, budget_s: float) -> float | None:
-    """The smoothed metric at the last step finished within ``budget_s`` wall seconds (None if none is)."""
-    times = cumulative_time(metrics)
+def cost_axis(*runs: Sequence[dict]) -> tuple[list[list[float]], str]:
+    """Each run's cumulative cost at the end of each step: process CPU seconds when every step of every run logged
+    them (comparable between runs that shared the machine), else the step count (never wall time, which grows with
+    the other jobs' load)."""
+    if all(metrics and all(CPU_S in row for row in metrics) for metrics in runs):
+        return [list(itertools.accumulate(float(row[CPU_S]) for row in metrics)) for metrics in runs], "CPU s"
+    return [[float(i + 1) for i in range(len(metrics))] for metrics in runs], "steps"
+
+
+def smoothed_accuracy(metrics: Sequence[dict], key: str = ACCURACY) -> list[float]:
     _, values = series(metrics, key)
-    if not values or times is None or len(times) != len(values):
+    return smooth(values, window_of(len(values))) if values else []
+
+
+def shared_target(a: Sequence[float], b: Sequence[float], fraction: float = TARGET_FRACTION) -> float | None:
+    """A target both runs are measured against, from their mean smoothed curve (so that neither run's own end sets
+    it): its first full window's value plus ``fraction`` of its gain to the end; None when the mean curve gained
+    nothing (no level to reach)."""
+    n = min(len(a), len(b))
+    if n < 2:
         return None
-    smoothed = smooth(values, window_of(len(values)))
-    inside = [v for v, t in zip(smoothed, times) if t <= budget_s + 1e-9]
-    return inside[-1] if inside else None
+    mean = [(x + y) / 2 for x, y in zip(a[:n], b[:n])]
+    start, end = mean[window_of(n) - 1], mean[-1]
+    return start + fraction * (end - start) if end > start else None
+
+
+def first_passage(costs: Sequence[float], smoothed: Sequence[float], target: float) -> tuple[float, bool]:
+    """(cost at the first step whose smoothed value reaches ``target``, True), or (the run's whole cost, False):
+    a run that never reaches it is censored at its end (its time is at least that), never dropped."""
+    for cost, value in zip(costs, smoothed):
+        if value >= target - 1e-12:
+            return cost, True
+    return costs[len(smoothed) - 1], False
+
+
+@dataclass(frozen=True)
+class CurvePair:
+    """A run against its baseline (same seed) on training curves: the baseline's first-passage cost over the run's
+    to their shared target (both censored at their end when not reached: a restricted time), and the run's smoothed
+    accuracy after the baseline's whole cost minus the baseline's final one; ``axis``: CPU s or steps."""
+
+    speedup: float | None
+    reached: tuple[bool, bool]
+    target: float | None
+    equal_time: float | None
+    axis: str
+
+
+def curve_pair(run: Sequence[dict], baseline: Sequence[dict], fraction: float = TARGET_FRACTION) -> CurvePair:
+    mine, theirs = smoothed_accuracy(run), smoothed_accuracy(baseline)
+    (my_costs, their_costs), axis = cost_axis(run, baseline)
+    if not mine or not theirs:
+        return CurvePair(None, (False, False), None, None, axis)
+    within = [v for v, c in zip(mine, my_costs) if c <= their_costs[len(theirs) - 1] + 1e-9]
+    equal_time = within[-1] - theirs[-1] if within else None
+    target = shared_target(mine, theirs, fraction)
+    if target is None:
+        return CurvePair(None, (False, False), None, equal_time, axis)
+    (my_cost, my_reach), (their_cost, their_reach) = (
+        first_passage(my_costs, mine, target),
+        first_passage(their_costs, theirs, target),
+    )
+    return CurvePair(their_cost / my_cost, (my_reach, their_reach), target, equal_time, axis)
 
 
 def efficiency_measures(run: Run, baseline: Run | None) -> dict[str, float | None]:
-    """Per-step time, its overhead vs the baseline, steps / seconds to the baseline's final training accuracy,
-    and training accuracy at the baseline's total wall time (None where the logs do not give it)."""
+    """Per-step time and CPU time, their overhead vs the baseline, and the curve measures against the baseline of
+    the same seed (:func:`curve_pair`): speed-up to the shared target and accuracy at the baseline's cost (None
+    where the logs do not give it)."""
     step_times = [row[STEP_S] for row in run.metrics if STEP_S in row]
     base_times = [row[STEP_S] for row in baseline.metrics if STEP_S in row] if baseline else []
     step_s = sum(step_times) / len(step_times) if step_times else None
     base_s = sum(base_times) / len(base_times) if base_times else None
-    target = final_value(baseline.metrics, ACCURACY) if baseline else None
-    reached = step_reaching(run.metrics, ACCURACY, target) if target is not None else None
     cpu_s, base_cpu_s = _mean_cpu_s(run.metrics), _mean_cpu_s(baseline.metrics) if baseline else None
+    pair = curve_pair(run.metrics, baseline.metrics) if baseline and baseline.metrics and run.metrics else None
     return {
         "cpu_s": cpu_s,
         "cpu_overhead": (cpu_s / base_cpu_s - 1.0) if cpu_s is not None and base_cpu_s else None,
         "step_s": step_s,
         "overhead": (step_s / base_s - 1.0) if step_s is not None and base_s else None,
-        "steps_to_target": float(reached[0]) if reached else None,
-        "seconds_to_target": reached[1] if reached else None,
-        "acc_at_budget": value_at_time(run.metrics, ACCURACY, sum(base_times)) if base_times else None,
+        "speedup": pair.speedup if pair else None,
+        "equal_time": pair.equal_time if pair else None,
     }
 
 

@@ -11,7 +11,7 @@ from hara.config import load_config
 from hara.report import build_report
 from hara.report.tables import efficiency_measures, main_table, seq_tok_table
 from hara.results.collect import Cell, Run
-from hara.results.stats import mean_se, step_reaching, value_at_time
+from hara.results.stats import first_passage, mean_se, shared_target
 from tests.helpers import REPO
 
 
@@ -29,11 +29,11 @@ def test_mean_se_is_the_standard_error_of_the_mean():
     assert mean_se([0.5]).se is None and mean_se([]).format() == "n/a"
 
 
-def test_steps_and_time_to_reach_and_value_at_equal_time():
-    run = metrics([0.0, 0.2, 0.4, 0.6], step_s=2.0)
-    assert step_reaching(run, "train/accuracy", 0.4) == (3, 6.0)
-    assert step_reaching(run, "train/accuracy", 0.9) is None
-    assert value_at_time(run, "train/accuracy", 4.5) == pytest.approx(0.2)
+def test_first_passage_to_a_target_shared_by_both_runs():
+    assert first_passage([2.0, 4.0, 6.0, 8.0], [0.0, 0.2, 0.4, 0.6], 0.4) == (6.0, True)
+    assert first_passage([2.0, 4.0, 6.0, 8.0], [0.0, 0.2, 0.4, 0.6], 0.9) == (8.0, False)  # censored at its end
+    # half the gain of the two runs' mean curve, from its first full window (one step here) to its end
+    assert shared_target([0.0, 0.1, 0.2, 0.3], [0.0, 0.3, 0.3, 0.5]) == pytest.approx(0.2)
 
 
 def test_efficiency_pairs_a_method_with_its_baseline():
@@ -42,8 +42,9 @@ def test_efficiency_pairs_a_method_with_its_baseline():
     run = Run(cell, metrics([0.0, 0.3, 0.3, 0.5], step_s=1.5))
     measures = efficiency_measures(run, base)
     assert measures["overhead"] == pytest.approx(0.5)
-    assert measures["steps_to_target"] == 2 and measures["seconds_to_target"] == pytest.approx(3.0)
-    assert measures["acc_at_budget"] == pytest.approx(0.3)  # after 4 s: two steps of 1.5 s done
+    # no CPU time logged: steps are the cost; target 0.2, reached at step 2 by the run and step 3 by none
+    assert measures["speedup"] == pytest.approx(1.5)
+    assert measures["equal_time"] == pytest.approx(0.2)  # after none's 4 steps: 0.5 against none's final 0.3
 
 
 def smoke_config():

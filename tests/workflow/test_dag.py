@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -313,3 +314,23 @@ def test_base_model_job_holds_the_warmup_threads(tmp_path):
     blocks = job_blocks(output, "base_model")
     assert blocks and all(re.search(r"^\s*threads: 2$", b, re.MULTILINE) for b in blocks)
     assert not re.search(r"^\s*threads:", job_blocks(output, "train")[0], re.MULTILINE)  # the run's threads: 1
+
+
+def test_the_cheapest_design_with_power_is_an_overlay_the_paper_dag_runs(tmp_path, capsys):
+    """`hara plan --design`: every primary endpoint at >= 80% power at the paper's effect, at or under the
+    configured grid's device-hours, and its overlay accepted by the paper DAG's dry run with the seeds it says."""
+    from hara.cli import main
+
+    overlay = tmp_path / "design.yaml"
+    assert (
+        main(["plan", "--config", str(PAPER), "--design", "--overlay", str(overlay), "--out", str(tmp_path / "p")]) == 0
+    )
+    printed = capsys.readouterr().out
+    design = json.loads((tmp_path / "p").read_text())["power"]["design"]
+    assert design["feasible"] and design["total"] <= design["configured"]
+    assert "Design: the cheapest grid whose primary endpoints detect the paper's effects" in printed
+    assert {row["claim"] for row in design["primaries"]} == {"gain_vs_grpo", "gain_vs_credit"}
+    assert min(row["power"] for row in design["primaries"]) >= 0.8
+    seeds = design["seeds"]
+    proc = snakemake(tmp_path, "-n", "--configfile", str(PAPER), str(overlay))
+    assert job_counts(output_of(proc))["train"] == 3 * 3 * sum(seeds.values())
