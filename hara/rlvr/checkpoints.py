@@ -16,6 +16,7 @@ names the keys (resuming would mix two experiments under one run id; restarting 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -40,6 +41,7 @@ __all__ = [
     "ManifestCallback",
     "changed_keys",
     "checkpoint_problem",
+    "collective_timeout_s",
     "last_valid_checkpoint",
     "link_candidates",
     "on_rank_zero",
@@ -66,6 +68,7 @@ RESUME_IGNORED = (
     "tracking",
     "threads",
     "resources",
+    "plan",
     "models.sizes",
     "models.hub_ids",
     "models.local_dir",
@@ -77,6 +80,7 @@ RESUME_IGNORED = (
     "training.vllm.gpu_memory_utilization",
     "training.vllm.max_model_len",
     "training.finished_checkpoints",
+    "training.checkpoint_write_mb_s",
     "selection.candidates",
 )
 
@@ -293,6 +297,26 @@ def prune_finished_checkpoints(folder: str | Path, mode: str) -> None:
         return
     for checkpoint in sorted(p for p in folder.iterdir() if p.is_dir() and _CHECKPOINT.match(p.name)):
         FINISHED_CHECKPOINTS[mode](checkpoint)
+
+
+#: Bytes per parameter that rank 0 of an FSDP run writes at a FULL_STATE_DICT checkpoint: model.safetensors and
+#: FSDP's own pytorch_model_fsdp.bin in the fp32 master dtype, and both fp32 AdamW moments (hara.planning counts the
+#: same checkpoint on disk).
+FULL_STATE_BYTES_PER_PARAM = 16
+#: torch's default process-group timeout (torch.distributed.constants.default_pg_timeout), the floor.
+DEFAULT_COLLECTIVE_TIMEOUT_S = 1800
+#: Margin on the planned save: the file system's rate is stated, not measured, and other jobs write beside it.
+SAVE_TIMEOUT_MARGIN = 2
+
+
+def collective_timeout_s(params: int, write_mb_s: float) -> int:
+    """The process group's timeout (GRPOConfig.ddp_timeout, and accelerate's PartialState where it starts the group
+    first): while rank 0 gathers, writes and then reads back (the manifest's checksums) a FULL_STATE_DICT checkpoint,
+    the other ranks wait in their next collective, and a timeout there kills the job mid-save. At 200 MB/s an 8B
+    checkpoint (131 GB) takes 11 minutes to write and as long to read: past torch's 30 minutes with the margin."""
+    checkpoint = FULL_STATE_BYTES_PER_PARAM * params
+    seconds = SAVE_TIMEOUT_MARGIN * 2 * checkpoint / (write_mb_s * 1e6)  # written, then read back
+    return max(DEFAULT_COLLECTIVE_TIMEOUT_S, math.ceil(seconds))
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:

@@ -37,7 +37,13 @@ from hara.rlvr.presets import (
     grpo_config_kwargs,
     soft_overlong_reward,
 )
-from hara.rlvr.seam import reseed_after_colocated_engine, reserve_master_port, stop_kwargs, trainer_class
+from hara.rlvr.seam import (
+    GRADIENT_ACCUMULATION_KWARGS,
+    reseed_after_colocated_engine,
+    reserve_master_port,
+    stop_kwargs,
+    trainer_class,
+)
 
 __all__ = ["METHOD_SECTIONS", "METRIC_KEYS", "build_trainer", "load_policy", "method_params", "rename_metrics", "train"]
 
@@ -158,8 +164,9 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
-    """GRPOConfig from the config's ``training`` section and the preset (CPU: no bf16, no checkpointing).
+def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int, params: int):
+    """GRPOConfig from the config's ``training`` section and the preset (CPU: no bf16, no checkpointing), for a
+    policy of ``params`` parameters (the collective timeout waits out its checkpoint save).
 
     ``training.use_vllm`` generates with vLLM wherever vLLM can run (:func:`hara.vllm_cpu.generates_with_vllm`): on
     a GPU with the gpu extra, and on a CPU with vLLM's CPU build (the cluster's code path, in CI); on a CPU without
@@ -167,6 +174,7 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
     import torch
     from trl import GRPOConfig
 
+    from hara.rlvr.checkpoints import collective_timeout_s
     from hara.vllm_cpu import generates_with_vllm
 
     t = config["training"]
@@ -221,6 +229,8 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
         vllm_tensor_parallel_size=t["vllm"]["tensor_parallel_size"],
         vllm_enable_sleep_mode=t["vllm"]["enable_sleep_mode"],
         generation_kwargs=stop_kwargs(config["prompt"]["stop"], vllm=use_vllm),
+        accelerator_config={"gradient_accumulation_kwargs": dict(GRADIENT_ACCUMULATION_KWARGS)},
+        ddp_timeout=collective_timeout_s(params, t["checkpoint_write_mb_s"]),
         **grpo_config_kwargs(preset),
     )
 
@@ -247,7 +257,7 @@ def build_trainer(
     funcs = list(reward_funcs or [accuracy_reward])
     if preset.overlong_shaping:
         funcs.append(soft_overlong_reward(config["training"]["max_completion_length"], preset.overlong_cache))
-    args = grpo_args(config, preset, out, seed)
+    args = grpo_args(config, preset, out, seed, sum(p.numel() for p in model.parameters()))
     if args.use_vllm and args.vllm_mode == "colocate":
         from hara.device import prepare_job_environment
 
@@ -293,12 +303,34 @@ def load_policy_for_training(base_model: Path, config: Mapping):
     the weights in local rank 0 only and the other ranks take them from its broadcast (FSDP's sync_module_states on
     GPUs, DDP's initial broadcast on the CPU), so a node reads the checkpoint once, not once per GPU. Host memory
     is not saved by it in transformers 5.17: the other ranks fill their parameters with zeros on the CPU (resident)
-    until FSDP moves the model to the meta device and shards it; bf16 (:func:`policy_dtype`) is what halves it."""
+    until FSDP moves the model to the meta device and shards it; bf16 (:func:`policy_dtype`) is what halves it.
+    The group is started here, so its timeout is set here: the trainer's ``ddp_timeout`` does not reach a group that
+    already exists (transformers' TrainingArguments passes it to a PartialState that finds torch.distributed
+    initialized)."""
     if world_size() > 1:
+        from datetime import timedelta
+
         from accelerate import PartialState
 
-        PartialState()
+        from hara.rlvr.checkpoints import collective_timeout_s
+
+        seconds = collective_timeout_s(stored_params(base_model), config["training"]["checkpoint_write_mb_s"])
+        PartialState(timeout=timedelta(seconds=seconds))
     return load_policy(base_model, policy_dtype(config))
+
+
+def stored_params(folder: Path) -> int:
+    """Parameters of the model saved in ``folder``, read from its safetensors headers (no tensor is loaded)."""
+    import math
+
+    from safetensors import safe_open
+
+    total = 0
+    for file in sorted(Path(folder).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            names = handle.keys()  # the header's tensor names (the handle itself is not iterable)
+            total += sum(math.prod(handle.get_slice(name).get_shape()) for name in names)
+    return total
 
 
 def load_policy(base_model: Path, dtype: str = "float32"):

@@ -295,6 +295,42 @@ def test_the_extra_forward_runs_under_the_accelerators_autocast(tiny_base, tmp_p
     assert entered and trainer.state.log_history[0]["hara/capture_from_generation"] == 0.0
 
 
+def test_the_trainer_reduce_scatters_every_micro_batch_and_waits_out_a_checkpoint_save(tiny_base, tmp_path):
+    """accelerate's sync_each_batch reaches the trainer through the GRPOConfig it builds (under FSDP2 transformers'
+    no_sync would otherwise hold a whole unsharded gradient per GPU across the micro-batches), and the collective
+    timeout is sized for rank 0's FULL_STATE_DICT save at training.checkpoint_write_mb_s."""
+    from hara.rlvr.checkpoints import collective_timeout_s
+
+    data = Dataset.from_list([{"prompt": "Question: 1+1?\nAnswer:", "answer": "2"}])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    config = smoke_config()
+    trainer = build_trainer(config, "grpo", "none", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward])
+    assert trainer.args.accelerator_config.gradient_accumulation_kwargs["sync_each_batch"] is True
+    assert trainer.accelerator.gradient_state.plugin_kwargs["sync_each_batch"] is True
+    params = sum(p.numel() for p in model.parameters())
+    assert trainer.args.ddp_timeout == collective_timeout_s(params, config["training"]["checkpoint_write_mb_s"])
+    assert collective_timeout_s(8_190_735_360, 200) > 1800  # 8B: torch's 30 minutes are too short at 200 MB/s
+
+
+def test_the_process_group_starts_with_the_save_sized_timeout(tiny_base, monkeypatch):
+    """Under `accelerate launch` the group starts before the trainer exists (so that only rank 0 reads the weights):
+    the timeout goes to that PartialState, since the trainer's ddp_timeout cannot reach a group already started."""
+    import accelerate
+
+    from hara.rlvr.checkpoints import collective_timeout_s
+    from hara.rlvr.train import load_policy_for_training, stored_params
+
+    started = []
+    monkeypatch.setattr(accelerate, "PartialState", lambda **kwargs: started.append(kwargs))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    config = smoke_config()
+    model, _ = load_policy_for_training(tiny_base, config)
+    assert stored_params(tiny_base) == model.num_parameters()
+    expected = collective_timeout_s(model.num_parameters(), config["training"]["checkpoint_write_mb_s"])
+    assert [kwargs["timeout"].total_seconds() for kwargs in started] == [expected]
+
+
 @pytest.mark.parametrize("method", ["hara_tok", "gtpo"])
 def test_trainer_takes_context_from_generation_like_an_extra_forward(tiny_base, tmp_path, method):
     """One training step captured during generation and one with the extra forward give the same advantages."""
@@ -591,7 +627,7 @@ def test_method_none_reproduces_plain_trl_exactly(tiny_base, tmp_path, rlvr):
             processing_class=tokenizer,
             reward_funcs=[parity_reward],
             train_dataset=data,
-            args=grpo_args(config, preset, tmp_path, seed=0),
+            args=grpo_args(config, preset, tmp_path, seed=0, params=model.num_parameters()),
         )
         trainer.train()
         weights.append({k: v.detach().clone() for k, v in model.named_parameters()})
