@@ -47,6 +47,7 @@ __all__ = [
     "on_rank_zero",
     "prune_finished_checkpoints",
     "refuse_changed_config",
+    "restore_final",
     "resume_point",
     "write_manifest",
 ]
@@ -99,13 +100,15 @@ def _files(checkpoint: Path) -> list[Path]:
 CHECKSUMS = {"xxh3_128": file_xxh3, "sha256": file_sha256}
 
 
-def write_manifest(checkpoint: str | Path) -> Path:
-    """Record size and checksum of every file of a fully written checkpoint (written aside, then renamed)."""
+def write_manifest(checkpoint: str | Path, resumable: bool = True) -> Path:
+    """Record size and checksum of every file of a fully written checkpoint (written aside, then renamed), and
+    whether a run resumes from it (False once it is pruned to its weights)."""
     checkpoint = Path(checkpoint)
     name, checksum = next(iter(CHECKSUMS.items()))
     files = {str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, name: checksum(p)} for p in _files(checkpoint)}
     partial = checkpoint / f"{MANIFEST}.partial"
-    partial.write_text(json.dumps({"files": files}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    found = {"files": files, "resumable": resumable}
+    partial.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(partial, checkpoint / MANIFEST)
     return checkpoint / MANIFEST
 
@@ -119,25 +122,46 @@ class ManifestCallback(TrainerCallback):
             write_manifest(folder)
 
 
+def _link_model(checkpoint: Path, target: Path, partial: Path) -> None:
+    """The model files of ``checkpoint`` (not what only a resume reads, nor the manifest) as ``target``, written in
+    ``partial`` and renamed. Hard links: no extra disk, and HF's rotation of old checkpoints
+    cannot take them away (a copy across devices)."""
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for path in checkpoint.iterdir():
+        if path.is_file() and path.name != MANIFEST and not _RESUME_ONLY.match(path.name):  # a model, not a resume
+            try:
+                os.link(path, partial / path.name)
+            except OSError:
+                shutil.copy2(path, partial / path.name)
+    partial.rename(target)
+
+
 def link_candidates(checkpoints: Path, candidates: Path, steps: list[int]) -> None:
-    """Keep the model files of ``checkpoints/checkpoint-<step>`` for each of ``steps`` as ``candidates/step-<step>``,
-    without what only a resume reads (optimizer, scheduler and RNG states, the manifest). Hard links: no extra disk,
-    and HF's rotation of old checkpoints cannot take them away (a copy across devices).
-    Written aside and renamed; idempotent, so a run resumed after a kill links what the kill left out."""
+    """Keep the model files of ``checkpoints/checkpoint-<step>`` for each of ``steps`` as ``candidates/step-<step>``
+    (:func:`_link_model`). Idempotent, so a run resumed after a kill links what the kill left out."""
     for step in steps:
         source, target = checkpoints / f"checkpoint-{step}", candidates / CANDIDATE.format(step=step)
         if target.is_dir() or not (source / MANIFEST).is_file():  # a checkpoint without its manifest is unfinished
             continue
-        partial = candidates / f".step-{step}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        for path in source.iterdir():
-            if path.is_file() and path.name != MANIFEST and not _RESUME_ONLY.match(path.name):  # a model, not a resume
-                try:
-                    os.link(path, partial / path.name)
-                except OSError:
-                    shutil.copy2(path, partial / path.name)
-        partial.rename(target)
+        _link_model(source, target, candidates / f".step-{step}.partial")
+
+
+def restore_final(checkpoints: Path, final: Path, steps: int) -> bool:
+    """Rebuild ``final`` from ``checkpoints/checkpoint-<steps>`` (the save at the last step holds the final weights;
+    resumable or pruned to its weights) where that checkpoint is whole: True when done. A checkpoint that is not
+    (:func:`checkpoint_problem`'s checks) is set aside with a warning (False: the run resumes from an earlier one). A finished run whose final/
+    was lost after its checkpoints were pruned (Snakemake deletes the output of a job that exits non-zero) finishes
+    again this way, with no step trained; an FSDP resume from the pruned checkpoint would fail on every retry."""
+    checkpoint = checkpoints / f"checkpoint-{steps}"
+    if not checkpoint.is_dir():
+        return False
+    problem = _saved_problem(checkpoint)
+    if problem is not None:
+        _discard(checkpoint, problem)
+        return False
+    _link_model(checkpoint, final, final.with_name(f"{final.name}.partial"))
+    return True
 
 
 class CandidateCallback(TrainerCallback):
@@ -151,10 +175,14 @@ class CandidateCallback(TrainerCallback):
             link_candidates(Path(args.output_dir), self.candidates, [state.global_step])
 
 
+def _manifest(checkpoint: Path) -> dict:
+    """The manifest's content (manifests written before the ``resumable`` flag lack it: they were not pruned)."""
+    return json.loads((checkpoint / MANIFEST).read_text(encoding="utf-8"))
+
+
 def _manifest_problem(checkpoint: Path) -> str | None:
-    path = checkpoint / MANIFEST
     try:
-        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+        files = _manifest(checkpoint)["files"]
     except (ValueError, KeyError, TypeError):
         return f"{MANIFEST} is not valid JSON"
     for name, expected in sorted(files.items()):
@@ -202,6 +230,14 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
     (a checkpoint from before manifests, or a kill in the instant between the two writes) every tensor is read.
     """
     checkpoint = Path(checkpoint)
+    problem = _saved_problem(checkpoint)
+    if problem is None and (checkpoint / MANIFEST).is_file() and not _manifest(checkpoint).get("resumable", True):
+        return "pruned to its weights once the run finished (training.finished_checkpoints): it does not resume"
+    return problem
+
+
+def _saved_problem(checkpoint: Path) -> str | None:
+    """Why what ``checkpoint`` holds is not what was saved, or would not load safely (None: it is whole)."""
     if not (checkpoint / "trainer_state.json").is_file():
         return "no trainer_state.json (the save did not finish)"
     has_manifest = (checkpoint / MANIFEST).is_file()
@@ -234,15 +270,20 @@ def last_valid_checkpoint(folder: str | Path) -> str | None:
         problem = checkpoint_problem(checkpoint)
         if problem is None:
             return str(checkpoint)
-        # under `accelerate launch` every rank selects; only the main one moves (the others may see it vanish,
-        # which they read as "no trainer_state.json" and skip the same way)
-        moved = _set_aside(checkpoint).name if os.environ.get("RANK", "0") == "0" else "(left to rank 0)"
-        warnings.warn(
-            f"{checkpoint}: {problem}; moved to {moved}, falling back to the previous checkpoint",
-            CheckpointWarning,
-            stacklevel=2,
-        )
+        _discard(checkpoint, problem)
     return None
+
+
+def _discard(checkpoint: Path, problem: str) -> None:
+    """Warn about a checkpoint a run cannot use and move it aside. Under `accelerate launch` every rank may select;
+    only the main one moves (the others may see it vanish, which they read as "no trainer_state.json" and skip the
+    same way)."""
+    moved = _set_aside(checkpoint).name if os.environ.get("RANK", "0") == "0" else "(left to rank 0)"
+    warnings.warn(
+        f"{checkpoint}: {problem}; moved to {moved}, falling back to the previous checkpoint",
+        CheckpointWarning,
+        stacklevel=3,
+    )
 
 
 def on_rank_zero(compute: Callable[[], Any]) -> Any:
@@ -274,7 +315,7 @@ def _keep_weights_only(checkpoint: Path) -> None:
     for path in checkpoint.iterdir():
         if _RESUME_ONLY.match(path.name):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
-    write_manifest(checkpoint)  # the manifest vouches for what is left
+    write_manifest(checkpoint, resumable=False)  # the manifest vouches for what is left, and that it cannot resume
 
 
 #: training.finished_checkpoints: what becomes of checkpoints/checkpoint-<step>/ once a run's final/ is written.

@@ -319,15 +319,16 @@ def test_the_process_group_starts_with_the_save_sized_timeout(tiny_base, monkeyp
     import accelerate
 
     from hara.rlvr.checkpoints import collective_timeout_s
-    from hara.rlvr.train import load_policy_for_training, stored_params
+    from hara.rlvr.train import start_process_group, stored_params
 
     started = []
     monkeypatch.setattr(accelerate, "PartialState", lambda **kwargs: started.append(kwargs))
     monkeypatch.setenv("WORLD_SIZE", "2")
     config = smoke_config()
-    model, _ = load_policy_for_training(tiny_base, config)
-    assert stored_params(tiny_base) == model.num_parameters()
-    expected = collective_timeout_s(model.num_parameters(), config["training"]["checkpoint_write_mb_s"])
+    start_process_group(tiny_base, config)
+    params = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True).num_parameters()
+    assert stored_params(tiny_base) == params
+    expected = collective_timeout_s(params, config["training"]["checkpoint_write_mb_s"])
     assert [kwargs["timeout"].total_seconds() for kwargs in started] == [expected]
 
 
@@ -571,6 +572,42 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tiny_base, tmp_path):
     assert [x["step"] for x in a] == [1, 2, 3, 4] and a == b
     assert json.loads((killed / "mlflow_run.json").read_text())["run_id"] == run_id
     assert json.loads((killed / "run_info.json").read_text())["resumed_from"].endswith("checkpoint-2")
+
+
+def test_a_finished_run_that_lost_final_after_the_prune_rebuilds_it_without_training(tiny_base, tmp_path, monkeypatch):
+    """A job that exits non-zero after final/ is written and its checkpoints are pruned to their weights (a teardown
+    crash, a TIMEOUT in the MLflow flush) loses final/ to Snakemake; FSDP cannot resume a pruned checkpoint, so
+    before, every retry failed. Now the pruned checkpoint is marked unresumable, and the rerun rebuilds final/ from
+    the checkpoint saved at training.steps: the same weights, no trainer built, and the process group ended."""
+    import shutil
+
+    import torch.distributed as dist
+
+    from hara.evaluation.models import checkpoint_fingerprint
+    from hara.hashing import file_sha256
+    from hara.rlvr.checkpoints import checkpoint_problem
+
+    out = tmp_path / "run"
+    args = [*train_args(tiny_base, out, tmp_path, method="none"), "--set", "training.finished_checkpoints=weights"]
+    assert main(args) == 0
+    digest, metrics = file_sha256(out / "final" / "model.safetensors"), (out / "metrics.jsonl").read_text()
+    fingerprint = checkpoint_fingerprint(out / "final")
+    last = out / "checkpoints" / "checkpoint-4"
+    assert not (last / "optimizer.pt").exists()
+    assert "pruned to its weights" in checkpoint_problem(last)
+    shutil.rmtree(out / "final")  # Snakemake deletes the declared output of a job that failed
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a trainer was built for a run that had finished")
+
+    monkeypatch.setattr("hara.rlvr.train.build_trainer", no_training)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
+    assert main(args) == 0
+    assert not dist.is_initialized()  # ended with the run (an NCCL group left alive can hang the exit)
+    assert file_sha256(out / "final" / "model.safetensors") == digest
+    assert checkpoint_fingerprint(out / "final") == fingerprint  # the evaluation's caches still apply
+    assert (out / "metrics.jsonl").read_text() == metrics
+    AutoTokenizer.from_pretrained(out / "final", local_files_only=True)
 
 
 def test_kl_override_builds_a_reference_model_and_logs_kl(tiny_base, tmp_path):
