@@ -318,6 +318,12 @@ def test_checkpoint_disk_follows_what_a_finished_run_keeps():
     assert kept["delete"] == 4 * P
     assert checkpoint_bytes(arch, setup, "delete")["run_peak"] == pytest.approx(4 * 16 * P, rel=1e-3)
     assert checkpoint_bytes(arch, setup, "delete")["run_peak"] / 1e9 == pytest.approx(524, abs=2)
+    grid = plan_grid(paper_config())  # the grid's peak: every run at its own peak, above what stays once finished
+    peaks = sum(3 * c.disk["run_peak"] for c in grid.cells)
+    assert (
+        grid.totals["checkpoint_disk_peak_bytes"] == pytest.approx(peaks)
+        and peaks > grid.totals["checkpoint_disk_bytes"]
+    )
     one_gpu = paper_config()
     one_gpu["models"]["train_gpus"]["qwen3-1.7b"] = 1
     single = setup_of(one_gpu, "qwen3-1.7b", "grpo", "none")  # one GPU, no FSDP: no second copy

@@ -229,6 +229,9 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
             runs[s] * jobs[s].evaluate["device_hours"] + jobs[s].evaluate["base_device_hours"] for s in sizes
         ),
         "checkpoint_disk_bytes": sum(seeds[c.method] * c.disk["kept"] for c in cells),  # every run finished
+        # every run training at once, each at its peak (save_total_limit checkpoints + the one being written): the
+        # most the results_dir can hold while the grid runs, whatever the scheduler starts together
+        "checkpoint_disk_peak_bytes": sum(seeds[c.method] * max(c.disk["run_peak"], c.disk["kept"]) for c in cells),
         "snapshot_disk_bytes": sum(job.snapshot_bytes for job in jobs.values()),
         "generated_tokens": sum(seeds[c.method] * c.tokens for c in cells),
         "evaluation_tokens": sum(runs[s] * jobs[s].evaluate["tokens"] + jobs[s].evaluate["base_tokens"] for s in sizes),
