@@ -56,13 +56,11 @@ def planned_resources(config: Mapping, cells: list, jobs: Mapping, gpu: bool) ->
     return resources
 
 
-def requested(resources: Mapping, job: str, key: str, size: str | None) -> float:
+def requested(resources: Mapping, job: str, key: str, size: str) -> float:
     """resources.<job>.<key> (mem_mb: MB, runtime: minutes) for ``size``, as workflows/common.smk asks Slurm (a size
-    missing from a table, or a job without a size, takes the table's largest value)."""
+    missing from a table takes the table's largest value)."""
     value = resources[job][key]
-    if not isinstance(value, Mapping):
-        return value
-    return value.get(size, max(value.values())) if size is not None else max(value.values())
+    return value.get(size, max(value.values())) if isinstance(value, Mapping) else value
 
 
 def uses_plan(config: Mapping) -> bool:
