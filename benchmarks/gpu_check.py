@@ -523,7 +523,7 @@ def plan_prediction(s: Scale) -> tuple[dict[str, dict[str, float]], str]:
             capture_forward=method != "none",
             entropy_chunk=s.logit_chunk,
             save_total_limit=1,
-            cpu_ram_efficient_loading=False,
+            sync_each_batch=True,
         )
         mem = planning.training_memory(s.arch, setup, method, 0.0, 0.0)
         resident = sum(mem.resident.values())

@@ -500,6 +500,8 @@ def run_plan(args: argparse.Namespace, config: dict) -> int:
         }
     if args.out:
         write_plan(grid, args.out, power)
+    if grid.site_problems:  # the plan is printed (and written) first: it is what the fix is judged on
+        raise ConfigError("the site cannot schedule this grid: " + "; ".join(grid.site_problems))
     return 0
 
 

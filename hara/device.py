@@ -9,9 +9,10 @@ limit (three times, with retries), leaving only ``"device": "cpu"`` in run_info.
 - a ``.venv`` built by ``make setup`` on a login node without ``nvidia-smi`` holds CPU torch and vLLM's CPU build.
 
 :func:`require_device` is called by every ``hara`` command that places work on a device (``Command.places_work``,
-hara/cli.py) before anything is loaded or written: where ``nvidia-smi`` is on PATH (an NVIDIA driver is installed)
-and torch sees no GPU, or vLLM's CPU build is installed, it stops with one line naming the fix. ``HARA_ALLOW_CPU=1``
-lets a deliberate CPU run on such a node through.
+hara/cli.py) before anything is loaded or written: where ``nvidia-smi`` is on PATH (an NVIDIA driver is installed),
+a GPU was allocated to the process (:func:`gpu_allocated`) and torch sees none, or vLLM's CPU build is installed, it
+stops with one line naming the fix. A CPU job on a GPU node (the hub ``base_model`` rule: Slurm gives it no GPU) runs
+on the CPU as it should. ``HARA_ALLOW_CPU=1`` lets a deliberate CPU run on such a node through.
 
 :func:`prepare_job_environment` (the same commands, and every vLLM engine) sets what a job on a cluster node should
 run with, where the user has not set it: :data:`VLLM_ENV` and, under Slurm, node-local cache folders
@@ -29,7 +30,9 @@ from hara.errors import UserError
 __all__ = [
     "ALLOW_CPU",
     "DRIVER_REQUIREMENT",
+    "SLURM_GPU_VARIABLES",
     "VLLM_ENV",
+    "gpu_allocated",
     "gpu_node",
     "node_local_caches",
     "prepare_job_environment",
@@ -57,10 +60,29 @@ def gpu_node() -> bool:
     return shutil.which("nvidia-smi") is not None
 
 
+#: What Slurm sets in a job (or its steps) that holds GPUs; a job without GPUs has none of them (or 0).
+SLURM_GPU_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE")
+#: CUDA_VISIBLE_DEVICES values that hide every GPU.
+NO_DEVICES = frozenset({"", "-1", "NoDevFiles"})
+
+
+def gpu_allocated() -> bool:
+    """This process was given a GPU: a Slurm GPU variable, or a CUDA_VISIBLE_DEVICES device list. Outside Slurm
+    with no device list every GPU the driver shows is the process's (a workstation); in a Slurm job without a GPU
+    variable or device list, none is (a CPU job on a GPU node)."""
+    if any(os.environ.get(key, "0").strip() not in ("", "0") for key in SLURM_GPU_VARIABLES):
+        return True
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return "SLURM_JOB_ID" not in os.environ
+    return visible.strip() not in NO_DEVICES
+
+
 def require_device() -> None:
-    """On a node with an NVIDIA driver: torch must see a GPU and vLLM must be its GPU build; a UserError (one line,
-    naming the fix) otherwise. Nothing on a node without a driver, or with ``HARA_ALLOW_CPU=1``."""
-    if not gpu_node() or os.environ.get(ALLOW_CPU) == "1":
+    """On a node with an NVIDIA driver, where a GPU was allocated (:func:`gpu_allocated`): torch must see a GPU and
+    vLLM must be its GPU build; a UserError (one line, naming the fix) otherwise. Nothing on a node without a
+    driver, in a job given no GPU, or with ``HARA_ALLOW_CPU=1``."""
+    if not gpu_node() or not gpu_allocated() or os.environ.get(ALLOW_CPU) == "1":
         return
     import torch
 

@@ -14,12 +14,15 @@ from hara.errors import UserError
 from tests.helpers import REPO
 
 SMOKE = str(REPO / "config" / "smoke.yaml")
+#: A Slurm job's GPU variables (hara.device.SLURM_GPU_VARIABLES) and the CUDA runtime's device list.
+ALLOCATION_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES")
 TRAIN = ["train", "--config", SMOKE, "--size", "tiny-s", "--rlvr", "grpo", "--method", "none", "--seed", "0"]
 
 
 @pytest.fixture
 def gpu_node(tmp_path, monkeypatch):
-    """A node whose NVIDIA driver is installed (a `nvidia-smi` on PATH) and whose torch sees no GPU (this one's)."""
+    """A node whose NVIDIA driver is installed (a `nvidia-smi` on PATH) and whose torch sees no GPU (this one's); a
+    process outside Slurm without a device list, so every GPU of the node is its own."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
@@ -27,6 +30,8 @@ def gpu_node(tmp_path, monkeypatch):
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("HARA_ALLOW_CPU", raising=False)
+    for key in (*ALLOCATION_VARIABLES, "SLURM_JOB_ID"):
+        monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
 
@@ -135,3 +140,39 @@ def test_slurm_jobs_keep_their_compile_caches_on_the_node(monkeypatch, tmp_path)
     prepare_job_environment()
     assert os.environ["VLLM_CACHE_ROOT"] == str(tmp_path / f"hara-cache-{os.getuid()}" / "vllm")
     assert os.environ["TRITON_CACHE_DIR"] == "/mine"
+
+
+def test_a_cpu_job_on_a_gpu_node_runs_base_model_without_a_gpu(gpu_node, tmp_path, monkeypatch):
+    """The hub base_model rule is a Slurm CPU job: on a node with a driver, no GPU allocated, the guard lets it
+    run (before, it stopped with the one-line refusal and every job of the DAG waited on it)."""
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    args = ["base-model", "--config", SMOKE, "--size", "tiny-s", "--skip-accuracy", "--out", str(tmp_path / "base")]
+    assert main(args) == 0
+    assert (tmp_path / "base" / "config.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "allocation",
+    [
+        {"SLURM_JOB_ID": "7", "SLURM_GPUS_ON_NODE": "1", "SLURM_STEP_GPUS": "0", "CUDA_VISIBLE_DEVICES": "0"},
+        {"CUDA_VISIBLE_DEVICES": "0"},
+        {},  # outside Slurm with no device list: every GPU the driver shows is this process's
+    ],
+)
+def test_an_allocated_gpu_that_torch_cannot_see_is_still_refused(gpu_node, tmp_path, capsys, monkeypatch, allocation):
+    for key, value in allocation.items():
+        monkeypatch.setenv(key, value)
+    args = ["base-model", "--config", SMOKE, "--size", "tiny-s", "--skip-accuracy", "--out", str(tmp_path / "base")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sees no GPU" in err, err
+    assert not (tmp_path / "base").exists()
+
+
+@pytest.mark.parametrize("visible", ["", "-1"])
+def test_an_empty_device_list_outside_slurm_allocates_no_gpu(gpu_node, monkeypatch, visible):
+    from hara.device import gpu_allocated, require_device
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert not gpu_allocated()
+    require_device()  # nothing to refuse: no GPU was given to this process

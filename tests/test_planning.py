@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -28,7 +29,8 @@ from hara.planning import (
     plan_grid,
     scoring_terms,
     setup_of,
-    training_host_bytes,
+    slurm_resources,
+    training_memory,
 )
 from tests.helpers import REPO, merged, read
 
@@ -145,14 +147,33 @@ def test_every_paper_cell_fits_on_an_80_gb_gpu():
 
 
 def test_paper_resources_cover_the_planned_host_memory():
-    config = paper_config()
-    grid = plan_grid(config)
-    train, evaluate = config["resources"]["train"]["mem_mb"], config["resources"]["evaluate"]["mem_mb"]
+    grid = plan_grid(paper_config())
+    train, evaluate = grid.resources["train"]["mem_mb"], grid.resources["evaluate"]["mem_mb"]
     for cell in grid.cells:
-        need = ceil_mb(cell.host["processes"] + cell.host["load_or_save"])
+        need = ceil_mb(cell.host_need)
         assert train[cell.size] >= need, f"resources.train.mem_mb.{cell.size}: {train[cell.size]} < {need}"
     for size, job in grid.jobs.items():
         assert evaluate[size] >= ceil_mb(job.evaluate["host"]), f"resources.evaluate.mem_mb.{size}"
+
+
+def test_the_paper_asks_slurm_for_the_plan_times_its_stated_factors():
+    """resources.train: plan. The 8B job asks its planned host memory (344 GB: 8 fp32 copies, processes, engines)
+    times plan.host_memory_factor, not a hand-set 320000 MB; every runtime is the planned wall time times
+    plan.runtime_factor (before: 72 h asked for 1.7B's 26.5 h)."""
+    config = paper_config()
+    assert config["resources"]["train"] == {"mem_mb": "plan", "runtime": "plan"}
+    grid = plan_grid(config)
+    factor, runtime_factor = config["plan"]["host_memory_factor"], config["plan"]["runtime_factor"]
+    for size in config["models"]["sizes"]:
+        cells = [c for c in grid.cells if c.size == size]
+        need, hours = max(c.host_need for c in cells), max(c.wall_hours for c in cells)
+        assert grid.resources["train"]["mem_mb"][size] == math.ceil(need / 1e6 * factor)
+        assert grid.resources["train"]["runtime"][size] == math.ceil(hours * 60 * runtime_factor)
+        job = grid.jobs[size].evaluate
+        assert grid.resources["evaluate"]["runtime"][size] == math.ceil(job["wall_hours"] * 60 * runtime_factor)
+    eight = next(c for c in grid.cells if c.size == "qwen3-8b")
+    assert 340 < eight.host_need / GB < eight.host_asked / GB == pytest.approx(1.15 * eight.host_need / GB, abs=1e-3)
+    assert slurm_resources(config) == grid.resources  # what workflows/common.smk asks Slurm for
 
 
 def test_paper_resources_cover_the_planned_wall_time():
@@ -171,8 +192,8 @@ def test_a_runtime_below_the_plan_is_reported_as_too_short():
     """The time check can fail, and the table says so: 10 h for 4B training (28 h planned on 4 GPUs) and 1 h for 8B
     evaluation (3.1 h planned)."""
     config = paper_config()
-    config["resources"]["train"]["runtime"]["qwen3-4b"] = 600
-    config["resources"]["evaluate"]["runtime"]["qwen3-8b"] = 60
+    config["resources"]["train"]["runtime"] = {"qwen3-1.7b": 4320, "qwen3-4b": 600, "qwen3-8b": 2880}
+    config["resources"]["evaluate"]["runtime"] = {"qwen3-1.7b": 240, "qwen3-4b": 360, "qwen3-8b": 60}
     grid = plan_grid(config)
     assert {c.size for c in grid.cells if not c.in_time} == {"qwen3-4b"}
     cell = next(c for c in grid.cells if c.size == "qwen3-4b")
@@ -180,6 +201,35 @@ def test_a_runtime_below_the_plan_is_reported_as_too_short():
     table = format_plan_table(grid).splitlines()
     assert all(row.endswith("/10 NO") == row.startswith("qwen3-4b ") for row in table[2 : 2 + len(grid.cells)])
     assert [line.split(":")[0] for line in table if "asked NO" in line] == ["qwen3-8b"]
+
+
+@pytest.mark.parametrize(
+    "override,expected",
+    [
+        (
+            "plan.gpus_per_node=4",
+            "models.train_gpus.qwen3-8b: 8 GPUs in one training job, but a node has plan.gpus_per_node 4",
+        ),
+        ("plan.max_time_h=24", "resources.train.runtime.qwen3-1.7b: 39.7 h asked, above the site's MaxTime"),
+    ],
+)
+def test_hara_plan_refuses_a_grid_the_site_cannot_schedule_in_one_line(capsys, override, expected):
+    """8B needs 8 GPUs in one node (no multi-node launch); a time limit above MaxTime is rejected at sbatch. `hara
+    plan` prints the plan, then names the key and the fix in one line, and exits non-zero."""
+    assert main(["plan", "--config", str(PAPER), "--set", override]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err, err
+    assert main(["plan", "--config", str(PAPER), "--set", "plan.gpus_per_node=8", "--set", "plan.max_time_h=48"]) == 0
+
+
+def test_a_planned_runtime_needs_the_hub_familys_speed_model():
+    config = load_config(DEFAULT)
+    config["resources"]["train"]["runtime"] = "plan"
+    with pytest.raises(ConfigError, match="resources.train.runtime: `plan` needs the hub family's speed model"):
+        plan_grid(config)
+    config["resources"]["train"]["runtime"], config["resources"]["train"]["mem_mb"] = 60, "plan"
+    grid = plan_grid(config)  # host memory is planned on the CPU too
+    assert grid.resources["train"]["mem_mb"]["tiny-s"] >= ceil_mb(max(c.host_need for c in grid.cells))
 
 
 def test_a_change_the_plan_refuses_is_reported_as_not_fitting():
@@ -228,17 +278,32 @@ def test_entropy_peak_grows_with_the_chunk_not_the_completion_length():
     assert entropy_bytes(256, 6144) < 1.1 * base  # T doubles: only the (rows, T, d) states grow
 
 
-def test_cpu_ram_efficient_loading_reads_and_upcasts_the_model_once():
-    """Only rank 0 reads and upcasts to fp32; the other 7 ranks hold bf16 zeros (transformers 5.17) until FSDP shards
-    the model, so loading costs P x 4 + 7 x P x 2 instead of 8 x P x 4."""
+def test_every_fsdp_rank_holds_an_fp32_copy_of_the_model_on_the_host():
+    """accelerate's fsdp2_prepare_model upcasts every trainable parameter to fp32 on every rank before the
+    meta-device move (with fsdp_cpu_ram_efficient_loading the other ranks upcast transformers' CPU zeros): 8 ranks
+    of 8B hold 8 x 32.8 GB, beside each rank's process and colocated vLLM engine. Before, the plan had only rank 0
+    upcast (P x 4 + 7 x P x 2: 196.7 GB in all)."""
+    config = paper_config()
+    arch = PAPER_ARCHITECTURES["Qwen/Qwen3-8B-Base"]
+    cell = plan_cell(config, arch, "qwen3-8b", "grpo", "none")
+    P, plan = arch.params, config["plan"]
+    assert cell.host["load"] == pytest.approx(8 * (P * 4 + arch.largest_tensor * 2))
+    assert cell.host["processes"] == pytest.approx(8 * plan["process_host_gb"] * GB)
+    assert cell.host["engines"] == pytest.approx(8 * plan["vllm_host_gb"] * GB)
+    assert cell.host_need > 8 * P * 4 + 8 * (plan["process_host_gb"] + plan["vllm_host_gb"]) * GB
+    assert cell.host_need / GB > 320  # what resources.train.mem_mb.qwen3-8b asked (320000 MB) no longer covers
+
+
+def test_fsdp_holds_no_unsharded_gradient_when_every_micro_batch_is_reduce_scattered():
+    """transformers wraps all but the last micro-batch in no_sync; under FSDP2 that keeps every unsharded bf16
+    gradient until the last one (+16.4 GB per GPU for 8B) unless accelerate's sync_each_batch is on, which the
+    trainer sets (hara.rlvr.seam.GRADIENT_ACCUMULATION_KWARGS): the plan counts the term only without it."""
     arch = PAPER_ARCHITECTURES["Qwen/Qwen3-8B-Base"]
     setup = setup_of(paper_config(), "qwen3-8b", "grpo", "none")
-    every_rank = training_host_bytes(arch, dataclasses.replace(setup, cpu_ram_efficient_loading=False), 0.0)
-    rank_zero = training_host_bytes(arch, dataclasses.replace(setup, cpu_ram_efficient_loading=True), 0.0)
-    one_load = every_rank["load"] / 8
-    assert every_rank["load"] > 8 * arch.params * 4  # fp32 upcast in every rank: the issue's ~262 GB
-    assert rank_zero["load"] == pytest.approx(one_load + 7 * arch.params * 2)
-    assert rank_zero["load_or_save"] == max(rank_zero["load"], 2 * arch.params * 4)
+    assert setup.sharded and setup.sync_each_batch
+    assert "unsynced_grads" not in training_memory(arch, setup, "none", 80 * GB, 3 * GB).phases["training"]
+    held = training_memory(arch, dataclasses.replace(setup, sync_each_batch=False), "none", 80 * GB, 3 * GB)
+    assert held.phases["training"]["unsynced_grads"] == arch.params * 2  # 16.4 GB
 
 
 def test_checkpoint_disk_follows_what_a_finished_run_keeps():
@@ -253,6 +318,12 @@ def test_checkpoint_disk_follows_what_a_finished_run_keeps():
     assert kept["delete"] == 4 * P
     assert checkpoint_bytes(arch, setup, "delete")["run_peak"] == pytest.approx(4 * 16 * P, rel=1e-3)
     assert checkpoint_bytes(arch, setup, "delete")["run_peak"] / 1e9 == pytest.approx(524, abs=2)
+    grid = plan_grid(paper_config())  # the grid's peak: every run at its own peak, above what stays once finished
+    peaks = sum(3 * c.disk["run_peak"] for c in grid.cells)
+    assert (
+        grid.totals["checkpoint_disk_peak_bytes"] == pytest.approx(peaks)
+        and peaks > grid.totals["checkpoint_disk_bytes"]
+    )
     one_gpu = paper_config()
     one_gpu["models"]["train_gpus"]["qwen3-1.7b"] = 1
     single = setup_of(one_gpu, "qwen3-1.7b", "grpo", "none")  # one GPU, no FSDP: no second copy

@@ -3,6 +3,7 @@
 # the names defined here.
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -134,7 +135,7 @@ def benchmark_args():
 
 
 # Memory and wall time of each job kind come from the config's `resources` section (per model size where it is a
-# table); GPUs from the model family: the tiny family runs on a laptop's CPUs, the hub family's train and
+# table, from `hara plan` where it is `plan`); GPUs from the model family: the tiny family runs on a laptop's CPUs, the hub family's train and
 # evaluation jobs hold GPUs (models.train_gpus, evaluation.vllm.tensor_parallel_size). The hub base_model job only
 # copies the downloaded snapshot: no GPU, no weights loaded (evaluate_base measures the Base model on a GPU).
 GPU_JOBS = {"tiny": set(), "hub": {"train", "evaluate"}}
@@ -148,12 +149,21 @@ def train_processes(wildcards):
     return config["training"]["processes"]
 
 
+@functools.cache
+def slurm_requests():
+    """The config's `resources` with each `plan` value planned (hara.planning.slurm_resources: `hara plan`'s figure
+    for the size times its stated factor), computed once per parse."""
+    from hara.planning import slurm_resources
+
+    return slurm_resources(config)
+
+
 def resource(rule_name, key):
     """The resource ``key`` of ``rule_name``: ``gpu`` from the model family (1 = a GPU job), memory and runtime from
-    the config (a function of the wildcards where they depend on the model size)."""
+    the config or its plan (a function of the wildcards where they depend on the model size)."""
     if key == "gpu":
         return int(rule_name in GPU_JOBS[FAMILY])
-    value = config["resources"][rule_name][key]
+    value = slurm_requests()[rule_name][key]
     if not isinstance(value, dict):
         return value
     return lambda wildcards: value.get(job_size(wildcards), max(value.values()))

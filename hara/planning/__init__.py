@@ -2,8 +2,9 @@
 
 ``hara plan`` prints it; docs/plan.md explains every term. By concern: :mod:`~hara.planning.architecture` (the model's
 shapes), :mod:`~hara.planning.setup` (what a rank runs), :mod:`~hara.planning.memory` (bytes per phase, engines, host
-and disk), :mod:`~hara.planning.cost` (tokens, device-hours), :mod:`~hara.planning.grid` (cells, jobs, the grid) and
-:mod:`~hara.planning.output` (table, plan.json). The model is pure arithmetic over the config and a
+and disk), :mod:`~hara.planning.cost` (tokens, device-hours), :mod:`~hara.planning.grid` (cells, jobs, the grid),
+:mod:`~hara.planning.slurm` (Slurm requests from the plan, the site's limits) and :mod:`~hara.planning.output`
+(table, plan.json). The model is pure arithmetic over the config and a
 model architecture (:class:`Architecture`): no torch, no files, except the architecture lookup at the edge
 (:func:`architecture_of`). One *cell* is a size x rlvr x method of the grid (seeds cost the same).
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 from hara.methods import methods
 from hara.planning.architecture import PAPER_ARCHITECTURES, Architecture, architecture_from_hf_config, architecture_of
 from hara.planning.cost import by_size, evaluation_tokens, generated_tokens, selection_tokens, training_device_hours
-from hara.planning.grid import CellPlan, GridPlan, JobPlans, plan_cell, plan_grid, size_jobs
+from hara.planning.grid import CellPlan, GridPlan, JobPlans, plan_cell, plan_grid, size_jobs, slurm_resources
 from hara.planning.memory import (
     GB,
     EnginePlan,
@@ -41,11 +42,13 @@ from hara.planning.memory import (
 )
 from hara.planning.output import ceil_mb, format_plan_table, write_plan
 from hara.planning.setup import Setup, setup_of
+from hara.planning.slurm import PLANNED, site_problems
 
 __all__ = [
     "CONTEXT_NEEDS",
     "GB",
     "PAPER_ARCHITECTURES",
+    "PLANNED",
     "Architecture",
     "CellPlan",
     "EnginePlan",
@@ -67,7 +70,9 @@ __all__ = [
     "scoring_terms",
     "selection_tokens",
     "setup_of",
+    "site_problems",
     "size_jobs",
+    "slurm_resources",
     "training_device_hours",
     "training_host_bytes",
     "training_memory",

@@ -18,6 +18,7 @@ from hara.planning.memory import (
     training_memory,
 )
 from hara.planning.setup import Setup, setup_of
+from hara.planning.slurm import planned_resources, requested, site_problems, uses_plan
 
 # ---------------------------------------------------------------------------------------------------------------
 # One cell and the grid.
@@ -36,8 +37,8 @@ class CellPlan:
     tokens: int
     device_hours: dict[str, float]
     engine: EnginePlan | None = None
-    host_asked: float = 0.0  # resources.train.mem_mb of the size, in bytes
-    runtime_asked_hours: float = 0.0  # resources.train.runtime of the size
+    host_asked: float = 0.0  # resources.train.mem_mb of the size, in bytes (set by plan_grid)
+    runtime_asked_hours: float = 0.0  # resources.train.runtime of the size (set by plan_grid)
     memory_error: float = 1.0  # plan.memory_error: measured peak over planned peak
 
     @property
@@ -49,7 +50,7 @@ class CellPlan:
 
     @property
     def host_need(self) -> float:
-        return self.host["processes"] + self.host["load_or_save"]
+        return self.host["processes"] + self.host["engines"] + self.host["load_or_save"]
 
     @property
     def wall_hours(self) -> float:
@@ -115,22 +116,13 @@ def plan_cell(config: Mapping, arch: Architecture, size: str, rlvr: str, method:
         setup=s,
         memory=memory,
         gpu_memory=gpu_memory,
-        host=training_host_bytes(arch, s, process, memory.peak),
+        host=training_host_bytes(arch, s, process, plan["vllm_host_gb"] * GB, memory.peak),
         disk=checkpoint_bytes(arch, s, config["training"].get("finished_checkpoints", "keep")),
         tokens=generated_tokens(s),
         device_hours=training_device_hours(arch, s, plan, size),
         engine=engine,
-        host_asked=asked(config, "train", "mem_mb", size) * 1e6,
-        runtime_asked_hours=asked(config, "train", "runtime", size) / 60,
         memory_error=plan["memory_error"],
     )
-
-
-def asked(config: Mapping, job: str, key: str, size: str) -> float:
-    """resources.<job>.<key> (mem_mb: MB, runtime: minutes) for ``size``, as workflows/common.smk asks Slurm (a size
-    missing from a table takes the table's largest value)."""
-    value = config["resources"][job][key]
-    return value.get(size, max(value.values())) if isinstance(value, Mapping) else value
 
 
 @dataclass
@@ -148,7 +140,7 @@ class JobPlans:
 
 def size_jobs(config: Mapping, arch: Architecture, size: str) -> JobPlans:
     """The download / base-model job (the bf16 snapshot on disk; the copy loads no weights) and one evaluation job
-    (the engine's weights read through host memory once; tokens and device-hours at
+    (its process and vLLM engine, the engine's weights read through host memory once; tokens and device-hours at
     plan.evaluation_tokens_per_s per GPU): a run's, with its checkpoint selection, and the Base model's (base_*)."""
     plan, ev = config["plan"], config["evaluation"]
     gpu_memory = plan["gpu_memory_gb"] * GB
@@ -175,14 +167,14 @@ def size_jobs(config: Mapping, arch: Architecture, size: str) -> JobPlans:
         params=arch.params,
         snapshot_bytes=arch.params * 2,
         evaluate={
-            "host": process + arch.params * (2 if hub else 4),
+            "host": process + (plan["vllm_host_gb"] * GB if hub else 0.0) + arch.params * (2 if hub else 4),
             "tokens": tokens,
             "device_hours": tokens / rate,
             "base_tokens": base_tokens,
             "base_device_hours": base_tokens / rate,
             "gpus": gpus,
             "wall_hours": tokens / rate / gpus,
-            "runtime_asked_hours": asked(config, "evaluate", "runtime", size) / 60,
+            "runtime_asked_hours": 0.0,  # the Slurm request, set by plan_grid
         },
         evaluate_engine=engine,
         base_model_host=process,
@@ -197,6 +189,8 @@ class GridPlan:
     totals: dict[str, float] = field(default_factory=dict)
     extra_seeds: dict[str, int] = field(default_factory=dict)  # method -> seeds it has beyond grid.seeds
     gpu_model: str | None = None  # the GPU every time assumes (plan.gpu_model); None for a CPU grid
+    resources: dict = field(default_factory=dict)  # the Slurm requests (config resources, `plan` resolved)
+    site_problems: list[str] = field(default_factory=list)  # what the site cannot schedule (hara.planning.slurm)
 
     def to_json(self) -> dict:
         jobs = {size: {**asdict(job), "architecture": asdict(job.architecture)} for size, job in self.jobs.items()}
@@ -206,6 +200,8 @@ class GridPlan:
             "cells": [c.to_json() for c in self.cells],
             "jobs": jobs,
             "totals": self.totals,
+            "resources": self.resources,
+            "site_problems": self.site_problems,
         }
 
 
@@ -221,6 +217,9 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
         for method in grid["methods"]
     ]
     jobs = {size: size_jobs(config, archs[size], size) for size in sizes}
+    gpu = cells[0].setup.gpu if cells else False
+    resources = planned_resources(config, cells, jobs, gpu)
+    _set_requests(cells, jobs, resources)
     seeds = {method: len(method_seeds(config, method)) for method in grid["methods"]}  # grid.extra_seeds included
     runs = {size: sum(seeds[c.method] for c in cells if c.size == size) for size in sizes}
     totals = {
@@ -230,12 +229,14 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
             runs[s] * jobs[s].evaluate["device_hours"] + jobs[s].evaluate["base_device_hours"] for s in sizes
         ),
         "checkpoint_disk_bytes": sum(seeds[c.method] * c.disk["kept"] for c in cells),  # every run finished
+        # every run training at once, each at its peak (save_total_limit checkpoints + the one being written): the
+        # most the results_dir can hold while the grid runs, whatever the scheduler starts together
+        "checkpoint_disk_peak_bytes": sum(seeds[c.method] * max(c.disk["run_peak"], c.disk["kept"]) for c in cells),
         "snapshot_disk_bytes": sum(job.snapshot_bytes for job in jobs.values()),
         "generated_tokens": sum(seeds[c.method] * c.tokens for c in cells),
         "evaluation_tokens": sum(runs[s] * jobs[s].evaluate["tokens"] + jobs[s].evaluate["base_tokens"] for s in sizes),
     }
     totals["device_hours"] = totals["train_device_hours"] + totals["evaluate_device_hours"]
-    gpu = cells[0].setup.gpu if cells else False
     return GridPlan(
         cells=cells,
         jobs=jobs,
@@ -248,4 +249,21 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
         )
         if gpu
         else None,
+        resources=resources,
+        site_problems=site_problems(config, resources),
     )
+
+
+def _set_requests(cells: list[CellPlan], jobs: Mapping[str, JobPlans], resources: Mapping) -> None:
+    """Each training cell's and evaluation job's Slurm request (host memory, time limit), as the DAG asks it."""
+    for cell in cells:
+        cell.host_asked = requested(resources, "train", "mem_mb", cell.size) * 1e6
+        cell.runtime_asked_hours = requested(resources, "train", "runtime", cell.size) / 60
+    for size, job in jobs.items():
+        job.evaluate["runtime_asked_hours"] = requested(resources, "evaluate", "runtime", size) / 60
+
+
+def slurm_resources(config: Mapping) -> dict:
+    """The Slurm request of every job kind (``resources`` with every ``plan`` value planned; the config's own when
+    none is, without planning anything): what workflows/common.smk asks for."""
+    return plan_grid(config).resources if uses_plan(config) else dict(config["resources"])

@@ -111,7 +111,8 @@ def scoring_terms(arch: Architecture, s: Setup, method: str) -> dict[str, float]
 def training_terms(arch: Architecture, s: Setup) -> dict[str, float]:
     """One micro-batch's forward + backward: gathered bf16 weights (FSDP), saved activations (checkpointed block
     inputs, or every block's activations without checkpointing), the padding attention mask, the head's inputs,
-    and the larger of the fused head's backward and one block's recompute."""
+    the larger of the fused head's backward and one block's recompute, and (FSDP without sync_each_batch) the
+    whole model's unsharded bf16 gradient that no_sync keeps across the micro-batches."""
     m, S, b = s.micro_batch, s.context, s.compute_bytes
     tokens = m * S
     terms: dict[str, float] = {}
@@ -130,6 +131,8 @@ def training_terms(arch: Architecture, s: Setup) -> dict[str, float]:
         block_backward += tokens * arch.layer_activation_units() * b
     if s.sharded:
         block_backward += arch.block_params * b  # the block's unsharded bf16 grads before the reduce-scatter
+    if s.sharded and not s.sync_each_batch:  # no_sync keeps every unsharded bf16 gradient to the last micro-batch
+        terms["unsynced_grads"] = arch.params * b
     name, value = max((("head_backward", head_backward), ("block_backward", block_backward)), key=lambda x: x[1])
     terms[name] = value
     return terms
@@ -225,29 +228,29 @@ def engine_plan(
 
 
 def training_host_bytes(
-    arch: Architecture, s: Setup, process_host: float, device_peak: float = 0.0
+    arch: Architecture, s: Setup, process_host: float, engine_host: float, device_peak: float = 0.0
 ) -> dict[str, float]:
-    """Host memory of one training job (all its processes on one node): each process's own footprint, plus the
-    larger of loading and checkpoint saving. Loading: without FSDP the fp32 weights (``policy_dtype``) pass through
-    host memory once; under FSDP every process loads bf16 and accelerate upcasts to fp32 on the CPU before
-    sharding, in every process unless fsdp_cpu_ram_efficient_loading, where only rank 0 reads and upcasts but the
-    others still hold zeros of the bf16 model's size (transformers 5.17, resident) until FSDP shards it. Saving
-    (FULL_STATE_DICT): rank 0
-    gathers the full fp32 optimizer state (the model's state dict, half that, is written and freed before).
-    CPU runs: the device is the host, so every process's training peak (``device_peak``) is host memory too."""
+    """Host memory of one training job (all its processes on one node): each process's own footprint and its
+    colocated vLLM engine's (started in the trainer's ``__init__``, before the model is prepared), plus the larger
+    of loading and checkpoint saving. Loading: without FSDP the fp32 weights (``policy_dtype``) pass through host
+    memory once per process; under FSDP accelerate's ``fsdp2_prepare_model`` upcasts every trainable parameter to
+    fp32 on every rank before the meta-device move (accelerate/utils/fsdp_utils.py; with
+    fsdp_cpu_ram_efficient_loading the other ranks upcast transformers' CPU zeros) and keeps them in the state dict
+    it loads the shards from, so every rank holds P x 4 bytes, plus the bf16 tensor being cast. Saving
+    (FULL_STATE_DICT): rank 0 gathers the full fp32 optimizer state (the model's state dict, half that, is written
+    and freed before). CPU runs: the device is the host, so every process's training peak (``device_peak``) is
+    host memory too."""
     processes = s.world * (process_host + (0.0 if s.gpu else device_peak))
+    engines = s.world * engine_host if s.use_vllm else 0.0
     if s.sharded:
-        loaders = 1 if s.cpu_ram_efficient_loading else s.world
-        load = loaders * (arch.params * 4 + arch.largest_tensor * s.compute_bytes)
-        if s.cpu_ram_efficient_loading:  # the other ranks' bf16 zeros
-            load += (s.world - 1) * arch.params * s.compute_bytes
+        load = s.world * (arch.params * 4 + arch.largest_tensor * s.compute_bytes)
         save = 2 * arch.params * 4
     else:
         load = s.world * arch.params * s.master_bytes
         save = 2 * arch.largest_tensor * s.master_bytes  # torch.save copies one storage at a time to the host
         if not s.gpu:  # CPU runs: the whole training state lives in host memory (the device terms)
             save = 0.0
-    return {"processes": processes, "load_or_save": max(load, save), "load": load, "save": save}
+    return {"processes": processes, "engines": engines, "load_or_save": max(load, save), "load": load, "save": save}
 
 
 def checkpoint_bytes(arch: Architecture, s: Setup, finished: str = "keep") -> dict[str, float]:

@@ -141,7 +141,8 @@ def _totals_line(grid: GridPlan) -> str:
     extra = "".join(f", +{count} for {method}" for method, count in grid.extra_seeds.items())
     return (
         f"grid: {t['runs']} runs ({grid.seeds} seeds{extra}); checkpoint disk kept "
-        f"{t['checkpoint_disk_bytes'] / 1e12:.1f} TB; generated {t['generated_tokens'] / 1e9:.1f} Gtok + evaluation {t['evaluation_tokens'] / 1e9:.2f} "
+        f"{t['checkpoint_disk_bytes'] / 1e12:.1f} TB (at most {t['checkpoint_disk_peak_bytes'] / 1e12:.1f} TB while "
+        f"every run trains at once); generated {t['generated_tokens'] / 1e9:.1f} Gtok + evaluation {t['evaluation_tokens'] / 1e9:.2f} "
         f"Gtok; device-hours {t['train_device_hours']:.0f} train + {t['evaluate_device_hours']:.0f} evaluate "
         f"= {t['device_hours']:.0f}"
     )

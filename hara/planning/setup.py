@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from hara.methods import get_method
 from hara.rlvr.presets import config_preset
+from hara.rlvr.seam import GRADIENT_ACCUMULATION_KWARGS
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Setup:
     capture_forward: bool  # the capture runs an extra forward (vLLM generation, or hara.capture: forward)
     entropy_chunk: int
     save_total_limit: int
-    cpu_ram_efficient_loading: bool
+    sync_each_batch: bool  # FSDP reduce-scatters every micro-batch (no unsharded gradient held across them)
 
     @property
     def context(self) -> int:
@@ -43,19 +44,6 @@ class Setup:
     @property
     def rollouts_per_process(self) -> int:
         return self.rollouts // self.world
-
-
-def _accelerate_flag(config: Mapping, key: str) -> bool:
-    """A boolean of the fsdp_config of training.accelerate_config (False when the file is not found)."""
-    import yaml
-
-    from hara.rlvr.launch import resolve_accelerate_config
-
-    try:
-        path = resolve_accelerate_config(config["training"]["accelerate_config"])
-    except FileNotFoundError:
-        return False
-    return bool((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("fsdp_config", {}).get(key, False))
 
 
 def training_world(config: Mapping, size: str) -> int:
@@ -107,5 +95,5 @@ def setup_of(config: Mapping, size: str, rlvr: str, method: str) -> Setup:
         capture_forward=bool(needs) and (config["hara"]["capture"] == "forward" or (use_vllm and not old_logps)),
         entropy_chunk=config["hara"]["entropy_chunk"],
         save_total_limit=t["save_total_limit"],
-        cpu_ram_efficient_loading=sharded and _accelerate_flag(config, "fsdp_cpu_ram_efficient_loading"),
+        sync_each_batch=bool(GRADIENT_ACCUMULATION_KWARGS.get("sync_each_batch")),
     )

@@ -16,6 +16,7 @@ names the keys (resuming would mix two experiments under one run id; restarting 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -40,11 +41,13 @@ __all__ = [
     "ManifestCallback",
     "changed_keys",
     "checkpoint_problem",
+    "collective_timeout_s",
     "last_valid_checkpoint",
     "link_candidates",
     "on_rank_zero",
     "prune_finished_checkpoints",
     "refuse_changed_config",
+    "restore_final",
     "resume_point",
     "write_manifest",
 ]
@@ -66,6 +69,7 @@ RESUME_IGNORED = (
     "tracking",
     "threads",
     "resources",
+    "plan",
     "models.sizes",
     "models.hub_ids",
     "models.local_dir",
@@ -77,6 +81,7 @@ RESUME_IGNORED = (
     "training.vllm.gpu_memory_utilization",
     "training.vllm.max_model_len",
     "training.finished_checkpoints",
+    "training.checkpoint_write_mb_s",
     "selection.candidates",
 )
 
@@ -95,13 +100,15 @@ def _files(checkpoint: Path) -> list[Path]:
 CHECKSUMS = {"xxh3_128": file_xxh3, "sha256": file_sha256}
 
 
-def write_manifest(checkpoint: str | Path) -> Path:
-    """Record size and checksum of every file of a fully written checkpoint (written aside, then renamed)."""
+def write_manifest(checkpoint: str | Path, resumable: bool = True) -> Path:
+    """Record size and checksum of every file of a fully written checkpoint (written aside, then renamed), and
+    whether a run resumes from it (False once it is pruned to its weights)."""
     checkpoint = Path(checkpoint)
     name, checksum = next(iter(CHECKSUMS.items()))
     files = {str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, name: checksum(p)} for p in _files(checkpoint)}
     partial = checkpoint / f"{MANIFEST}.partial"
-    partial.write_text(json.dumps({"files": files}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    found = {"files": files, "resumable": resumable}
+    partial.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(partial, checkpoint / MANIFEST)
     return checkpoint / MANIFEST
 
@@ -115,25 +122,46 @@ class ManifestCallback(TrainerCallback):
             write_manifest(folder)
 
 
+def _link_model(checkpoint: Path, target: Path, partial: Path) -> None:
+    """The model files of ``checkpoint`` (not what only a resume reads, nor the manifest) as ``target``, written in
+    ``partial`` and renamed. Hard links: no extra disk, and HF's rotation of old checkpoints
+    cannot take them away (a copy across devices)."""
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for path in checkpoint.iterdir():
+        if path.is_file() and path.name != MANIFEST and not _RESUME_ONLY.match(path.name):  # a model, not a resume
+            try:
+                os.link(path, partial / path.name)
+            except OSError:
+                shutil.copy2(path, partial / path.name)
+    partial.rename(target)
+
+
 def link_candidates(checkpoints: Path, candidates: Path, steps: list[int]) -> None:
-    """Keep the model files of ``checkpoints/checkpoint-<step>`` for each of ``steps`` as ``candidates/step-<step>``,
-    without what only a resume reads (optimizer, scheduler and RNG states, the manifest). Hard links: no extra disk,
-    and HF's rotation of old checkpoints cannot take them away (a copy across devices).
-    Written aside and renamed; idempotent, so a run resumed after a kill links what the kill left out."""
+    """Keep the model files of ``checkpoints/checkpoint-<step>`` for each of ``steps`` as ``candidates/step-<step>``
+    (:func:`_link_model`). Idempotent, so a run resumed after a kill links what the kill left out."""
     for step in steps:
         source, target = checkpoints / f"checkpoint-{step}", candidates / CANDIDATE.format(step=step)
         if target.is_dir() or not (source / MANIFEST).is_file():  # a checkpoint without its manifest is unfinished
             continue
-        partial = candidates / f".step-{step}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        for path in source.iterdir():
-            if path.is_file() and path.name != MANIFEST and not _RESUME_ONLY.match(path.name):  # a model, not a resume
-                try:
-                    os.link(path, partial / path.name)
-                except OSError:
-                    shutil.copy2(path, partial / path.name)
-        partial.rename(target)
+        _link_model(source, target, candidates / f".step-{step}.partial")
+
+
+def restore_final(checkpoints: Path, final: Path, steps: int) -> bool:
+    """Rebuild ``final`` from ``checkpoints/checkpoint-<steps>`` (the save at the last step holds the final weights;
+    resumable or pruned to its weights) where that checkpoint is whole: True when done. A checkpoint that is not
+    (:func:`checkpoint_problem`'s checks) is set aside with a warning (False: the run resumes from an earlier one). A finished run whose final/
+    was lost after its checkpoints were pruned (Snakemake deletes the output of a job that exits non-zero) finishes
+    again this way, with no step trained; an FSDP resume from the pruned checkpoint would fail on every retry."""
+    checkpoint = checkpoints / f"checkpoint-{steps}"
+    if not checkpoint.is_dir():
+        return False
+    problem = _saved_problem(checkpoint)
+    if problem is not None:
+        _discard(checkpoint, problem)
+        return False
+    _link_model(checkpoint, final, final.with_name(f"{final.name}.partial"))
+    return True
 
 
 class CandidateCallback(TrainerCallback):
@@ -147,10 +175,14 @@ class CandidateCallback(TrainerCallback):
             link_candidates(Path(args.output_dir), self.candidates, [state.global_step])
 
 
+def _manifest(checkpoint: Path) -> dict:
+    """The manifest's content (manifests written before the ``resumable`` flag lack it: they were not pruned)."""
+    return json.loads((checkpoint / MANIFEST).read_text(encoding="utf-8"))
+
+
 def _manifest_problem(checkpoint: Path) -> str | None:
-    path = checkpoint / MANIFEST
     try:
-        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+        files = _manifest(checkpoint)["files"]
     except (ValueError, KeyError, TypeError):
         return f"{MANIFEST} is not valid JSON"
     for name, expected in sorted(files.items()):
@@ -198,6 +230,14 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
     (a checkpoint from before manifests, or a kill in the instant between the two writes) every tensor is read.
     """
     checkpoint = Path(checkpoint)
+    problem = _saved_problem(checkpoint)
+    if problem is None and (checkpoint / MANIFEST).is_file() and not _manifest(checkpoint).get("resumable", True):
+        return "pruned to its weights once the run finished (training.finished_checkpoints): it does not resume"
+    return problem
+
+
+def _saved_problem(checkpoint: Path) -> str | None:
+    """Why what ``checkpoint`` holds is not what was saved, or would not load safely (None: it is whole)."""
     if not (checkpoint / "trainer_state.json").is_file():
         return "no trainer_state.json (the save did not finish)"
     has_manifest = (checkpoint / MANIFEST).is_file()
@@ -230,15 +270,20 @@ def last_valid_checkpoint(folder: str | Path) -> str | None:
         problem = checkpoint_problem(checkpoint)
         if problem is None:
             return str(checkpoint)
-        # under `accelerate launch` every rank selects; only the main one moves (the others may see it vanish,
-        # which they read as "no trainer_state.json" and skip the same way)
-        moved = _set_aside(checkpoint).name if os.environ.get("RANK", "0") == "0" else "(left to rank 0)"
-        warnings.warn(
-            f"{checkpoint}: {problem}; moved to {moved}, falling back to the previous checkpoint",
-            CheckpointWarning,
-            stacklevel=2,
-        )
+        _discard(checkpoint, problem)
     return None
+
+
+def _discard(checkpoint: Path, problem: str) -> None:
+    """Warn about a checkpoint a run cannot use and move it aside. Under `accelerate launch` every rank may select;
+    only the main one moves (the others may see it vanish, which they read as "no trainer_state.json" and skip the
+    same way)."""
+    moved = _set_aside(checkpoint).name if os.environ.get("RANK", "0") == "0" else "(left to rank 0)"
+    warnings.warn(
+        f"{checkpoint}: {problem}; moved to {moved}, falling back to the previous checkpoint",
+        CheckpointWarning,
+        stacklevel=3,
+    )
 
 
 def on_rank_zero(compute: Callable[[], Any]) -> Any:
@@ -270,7 +315,7 @@ def _keep_weights_only(checkpoint: Path) -> None:
     for path in checkpoint.iterdir():
         if _RESUME_ONLY.match(path.name):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
-    write_manifest(checkpoint)  # the manifest vouches for what is left
+    write_manifest(checkpoint, resumable=False)  # the manifest vouches for what is left, and that it cannot resume
 
 
 #: training.finished_checkpoints: what becomes of checkpoints/checkpoint-<step>/ once a run's final/ is written.
@@ -293,6 +338,26 @@ def prune_finished_checkpoints(folder: str | Path, mode: str) -> None:
         return
     for checkpoint in sorted(p for p in folder.iterdir() if p.is_dir() and _CHECKPOINT.match(p.name)):
         FINISHED_CHECKPOINTS[mode](checkpoint)
+
+
+#: Bytes per parameter that rank 0 of an FSDP run writes at a FULL_STATE_DICT checkpoint: model.safetensors and
+#: FSDP's own pytorch_model_fsdp.bin in the fp32 master dtype, and both fp32 AdamW moments (hara.planning counts the
+#: same checkpoint on disk).
+FULL_STATE_BYTES_PER_PARAM = 16
+#: torch's default process-group timeout (torch.distributed.constants.default_pg_timeout), the floor.
+DEFAULT_COLLECTIVE_TIMEOUT_S = 1800
+#: Margin on the planned save: the file system's rate is stated, not measured, and other jobs write beside it.
+SAVE_TIMEOUT_MARGIN = 2
+
+
+def collective_timeout_s(params: int, write_mb_s: float) -> int:
+    """The process group's timeout (GRPOConfig.ddp_timeout, and accelerate's PartialState where it starts the group
+    first): while rank 0 gathers, writes and then reads back (the manifest's checksums) a FULL_STATE_DICT checkpoint,
+    the other ranks wait in their next collective, and a timeout there kills the job mid-save. At 200 MB/s an 8B
+    checkpoint (131 GB) takes 11 minutes to write and as long to read: past torch's 30 minutes with the margin."""
+    checkpoint = FULL_STATE_BYTES_PER_PARAM * params
+    seconds = SAVE_TIMEOUT_MARGIN * 2 * checkpoint / (write_mb_s * 1e6)  # written, then read back
+    return max(DEFAULT_COLLECTIVE_TIMEOUT_S, math.ceil(seconds))
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 __all__ = [
+    "GRADIENT_ACCUMULATION_KWARGS",
     "PINNED",
     "TRL_OVERRIDES",
     "TRL_VLLM_MODULES",
@@ -43,6 +44,15 @@ TRL_OVERRIDES: dict[str, tuple[str, ...]] = {
     "_get_per_token_logps_and_entropies": ("self", "model", "input_ids", "attention_mask", "logits_to_keep"),
 }
 
+
+#: accelerate's gradient accumulation settings, passed through GRPOConfig's ``accelerator_config``. transformers 5.17
+#: runs every micro-batch but the last of a step under ``accelerator.no_sync`` unless ``sync_each_batch``
+#: (trainer.py's inner loop reads it from ``accelerator.gradient_state.plugin_kwargs``); under FSDP2 no_sync is
+#: ``set_requires_gradient_sync(False)``, which keeps every unsharded parameter's bf16 gradient until the last
+#: micro-batch: a whole model's gradient per GPU (+16.4 GB for 8B). With it on, each micro-batch's backward
+#: reduce-scatters into the fp32 sharded gradient, so a rank holds one block's unsharded gradient at a time
+#: (hara.planning counts no held gradient while this is on). Data parallel on CPUs only all-reduces more often.
+GRADIENT_ACCUMULATION_KWARGS = {"sync_each_batch": True}
 
 #: TRL's modules that import vLLM when they load, in dependency order.
 TRL_VLLM_MODULES = ("trl.generation.vllm_client", "trl.generation.vllm_generation", "trl.generation")

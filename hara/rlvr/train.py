@@ -11,7 +11,8 @@ Output folder (``--out``)::
 
 Rerunning the same command resumes from the last checkpoint (HF ``resume_from_checkpoint`` restores model,
 optimizer, scheduler, RNG states and step), drops the metrics.jsonl lines written after that checkpoint, and logs
-into the same MLflow run. A finished run (``final/`` exists) is not trained again.
+into the same MLflow run. A finished run (``final/`` exists) is not trained again; nor is one whose last checkpoint
+is at ``training.steps`` (final/ lost after it was written): final/ is rebuilt from that checkpoint.
 """
 
 from __future__ import annotations
@@ -37,9 +38,25 @@ from hara.rlvr.presets import (
     grpo_config_kwargs,
     soft_overlong_reward,
 )
-from hara.rlvr.seam import reseed_after_colocated_engine, reserve_master_port, stop_kwargs, trainer_class
+from hara.rlvr.seam import (
+    GRADIENT_ACCUMULATION_KWARGS,
+    reseed_after_colocated_engine,
+    reserve_master_port,
+    stop_kwargs,
+    trainer_class,
+)
 
-__all__ = ["METHOD_SECTIONS", "METRIC_KEYS", "build_trainer", "load_policy", "method_params", "rename_metrics", "train"]
+__all__ = [
+    "METHOD_SECTIONS",
+    "METRIC_KEYS",
+    "build_trainer",
+    "end_process_group",
+    "load_policy",
+    "method_params",
+    "rename_metrics",
+    "start_process_group",
+    "train",
+]
 
 #: Which ``hara.<section>`` of the config holds each method's knobs (None: the method takes none), from the method
 #: registry (hara/methods.py).
@@ -158,8 +175,9 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
-    """GRPOConfig from the config's ``training`` section and the preset (CPU: no bf16, no checkpointing).
+def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int, params: int):
+    """GRPOConfig from the config's ``training`` section and the preset (CPU: no bf16, no checkpointing), for a
+    policy of ``params`` parameters (the collective timeout waits out its checkpoint save).
 
     ``training.use_vllm`` generates with vLLM wherever vLLM can run (:func:`hara.vllm_cpu.generates_with_vllm`): on
     a GPU with the gpu extra, and on a CPU with vLLM's CPU build (the cluster's code path, in CI); on a CPU without
@@ -167,6 +185,7 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
     import torch
     from trl import GRPOConfig
 
+    from hara.rlvr.checkpoints import collective_timeout_s
     from hara.vllm_cpu import generates_with_vllm
 
     t = config["training"]
@@ -221,6 +240,8 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int):
         vllm_tensor_parallel_size=t["vllm"]["tensor_parallel_size"],
         vllm_enable_sleep_mode=t["vllm"]["enable_sleep_mode"],
         generation_kwargs=stop_kwargs(config["prompt"]["stop"], vllm=use_vllm),
+        accelerator_config={"gradient_accumulation_kwargs": dict(GRADIENT_ACCUMULATION_KWARGS)},
+        ddp_timeout=collective_timeout_s(params, t["checkpoint_write_mb_s"]),
         **grpo_config_kwargs(preset),
     )
 
@@ -247,7 +268,7 @@ def build_trainer(
     funcs = list(reward_funcs or [accuracy_reward])
     if preset.overlong_shaping:
         funcs.append(soft_overlong_reward(config["training"]["max_completion_length"], preset.overlong_cache))
-    args = grpo_args(config, preset, out, seed)
+    args = grpo_args(config, preset, out, seed, sum(p.numel() for p in model.parameters()))
     if args.use_vllm and args.vllm_mode == "colocate":
         from hara.device import prepare_job_environment
 
@@ -287,18 +308,47 @@ def policy_dtype(config: Mapping) -> str:
     return "bfloat16" if sharded and config["training"]["bf16"] else "float32"
 
 
-def load_policy_for_training(base_model: Path, config: Mapping):
-    """The policy of a training run in :func:`policy_dtype`. Under ``accelerate launch`` the process group is set up
-    first, so that with FSDP's ``fsdp_cpu_ram_efficient_loading`` (config/accelerate/fsdp.yaml) transformers reads
-    the weights in local rank 0 only and the other ranks take them from its broadcast (FSDP's sync_module_states on
-    GPUs, DDP's initial broadcast on the CPU), so a node reads the checkpoint once, not once per GPU. Host memory
-    is not saved by it in transformers 5.17: the other ranks fill their parameters with zeros on the CPU (resident)
-    until FSDP moves the model to the meta device and shards it; bf16 (:func:`policy_dtype`) is what halves it."""
+def start_process_group(base_model: Path, config: Mapping) -> None:
+    """Under ``accelerate launch``, the process group, before the policy is loaded: with FSDP's
+    ``fsdp_cpu_ram_efficient_loading`` (config/accelerate/fsdp.yaml) transformers then reads the weights in local
+    rank 0 only and the other ranks take them from its broadcast (FSDP's sync_module_states on GPUs, DDP's initial
+    broadcast on the CPU), so a node reads the checkpoint once, not once per GPU. Host memory is not saved by it in
+    transformers 5.17: the other ranks fill their parameters with zeros on the CPU (resident) until FSDP moves the
+    model to the meta device and shards it; bf16 (:func:`policy_dtype`) is what halves it. The group is started
+    here, so its timeout is set here: the trainer's ``ddp_timeout`` does not reach a group that already exists
+    (transformers' TrainingArguments passes it to a PartialState that finds torch.distributed initialized)."""
     if world_size() > 1:
+        from datetime import timedelta
+
         from accelerate import PartialState
 
-        PartialState()
-    return load_policy(base_model, policy_dtype(config))
+        from hara.rlvr.checkpoints import collective_timeout_s
+
+        seconds = collective_timeout_s(stored_params(base_model), config["training"]["checkpoint_write_mb_s"])
+        PartialState(timeout=timedelta(seconds=seconds))
+
+
+def end_process_group() -> None:
+    """Destroy torch.distributed's group at the end of a run: an NCCL group left to the interpreter's exit can hang
+    or abort it, and a job that exits non-zero after writing final/ has final/ deleted by Snakemake."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def stored_params(folder: Path) -> int:
+    """Parameters of the model saved in ``folder``, read from its safetensors headers (no tensor is loaded)."""
+    import math
+
+    from safetensors import safe_open
+
+    total = 0
+    for file in sorted(Path(folder).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            names = handle.keys()  # the header's tensor names (the handle itself is not iterable)
+            total += sum(math.prod(handle.get_slice(name).get_shape()) for name in names)
+    return total
 
 
 def load_policy(base_model: Path, dtype: str = "float32"):
@@ -350,15 +400,23 @@ class TrainingSession:
     prompts_dir: str | Path | None = None
     policy: tuple[Any, Any] | None = None
 
-    def start(self) -> Any:
-        """Threads, seed, then the policy (under `accelerate launch` this sets up the process group); returns its
-        tokenizer."""
+    def join(self) -> None:
+        """Threads, seed, and (under `accelerate launch`) the process group."""
         from hara.runinfo import seed_everything, set_threads
 
         set_threads(self.config["threads"])
         seed_everything(self.seed)
-        self.policy = load_policy_for_training(Path(self.base_model), self.config)
+        start_process_group(Path(self.base_model), self.config)
+
+    def load(self) -> Any:
+        """The policy in :func:`policy_dtype`; returns its tokenizer."""
+        self.policy = load_policy(Path(self.base_model), policy_dtype(self.config))
         return self.policy[1]
+
+    def start(self) -> Any:
+        """:meth:`join`, then :meth:`load`; returns the policy's tokenizer."""
+        self.join()
+        return self.load()
 
     def record(self, run_info: Mapping[str, Any]) -> None:
         """run_info.json in the run folder: versions, device, commit, the resolved config and ``run_info``."""
@@ -422,7 +480,11 @@ def train(
     method_params(config, method)  # unknown method: fail before any work
     base = Path(base_model) if base_model else base_model_dir(config["results_dir"], size)
     session = TrainingSession(config, rlvr, method, seed, out, base, data_dir, prompts_dir)
-    tokenizer = session.start()
+    session.join()
+    if final_restored(out, config):
+        end_process_group()
+        return {"status": "finished (final/ rebuilt from its last checkpoint)", "final": str(out / "final")}
+    tokenizer = session.load()
     out.mkdir(parents=True, exist_ok=True)
     last = resume_point(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones; rank 0 reads
     run = None  # under `accelerate launch` only the main process writes files and talks to MLflow
@@ -464,6 +526,7 @@ def train(
         prune_finished_checkpoints(out / "checkpoints", config["training"]["finished_checkpoints"])
     if run is not None:
         run.finish()
+    end_process_group()
     return {
         "status": "finished",
         "steps": trainer.state.global_step,
@@ -473,6 +536,21 @@ def train(
         "processes": trainer.accelerator.num_processes,
         "distributed_type": str(trainer.accelerator.distributed_type),
     }
+
+
+def final_restored(out: Path, config: Mapping) -> bool:
+    """Rank 0 rebuilds final/ from the checkpoint saved at ``training.steps`` and prunes the run's checkpoints
+    (:func:`hara.rlvr.checkpoints.restore_final`), every rank learns whether it did: True = the run is finished,
+    with no step trained."""
+    from hara.rlvr.checkpoints import on_rank_zero, prune_finished_checkpoints, restore_final
+
+    def restore() -> bool:
+        if not restore_final(out / "checkpoints", out / "final", config["training"]["steps"]):
+            return False
+        prune_finished_checkpoints(out / "checkpoints", config["training"]["finished_checkpoints"])
+        return True
+
+    return on_rank_zero(restore)
 
 
 def is_main_process() -> bool:

@@ -197,7 +197,8 @@ def test_changed_keys_ignore_other_cells_stages_and_storage_places():
 
 def test_a_finished_run_keeps_its_checkpoints_weights_or_nothing_as_configured(finished_run, tiny_base, tmp_path):
     """training.finished_checkpoints: `weights` drops what only a resume reads (optimizer, scheduler, RNG states)
-    and keeps evaluable weights that pass their rewritten manifest; `delete` leaves final/ and mlflow_run.json."""
+    and keeps evaluable weights that pass their rewritten manifest, marked unresumable; `delete` leaves final/ and
+    mlflow_run.json."""
     run = shutil.copytree(finished_run, tmp_path / "run")
     checkpoints = sorted((run / "checkpoints").glob("checkpoint-*"))
     weights = {c.name: (c / "model.safetensors").read_bytes() for c in checkpoints}
@@ -208,7 +209,8 @@ def test_a_finished_run_keeps_its_checkpoints_weights_or_nothing_as_configured(f
         assert not {n for n in names if n.startswith(("optimizer", "scheduler", "rng_state"))}, names
         assert {"model.safetensors", "config.json", "trainer_state.json", MANIFEST} <= names
         assert (checkpoint / "model.safetensors").read_bytes() == weights[checkpoint.name]
-        assert checkpoint_problem(checkpoint) is None
+        # whole and verified (the manifest is rewritten), but marked: a run never resumes from it
+        assert checkpoint_problem(checkpoint).startswith("pruned to its weights")
     assert main(train_args(tiny_base, run, tmp_path, "--set", "training.finished_checkpoints=delete")) == 0
     assert not list((run / "checkpoints").glob("checkpoint-*"))
     assert (run / "checkpoints" / "mlflow_run.json").is_file() and (run / "final" / "model.safetensors").is_file()

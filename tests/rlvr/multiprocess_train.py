@@ -25,6 +25,11 @@ class StartWeights(TrainerCallback):
 
 
 def build_trainer_recording_start(*args, callbacks=None, **kwargs):
+    from transformers.distributed.fsdp import is_fsdp_enabled
+
+    # whether transformers loaded the weights in local rank 0 only (asked while the run's process group exists: the
+    # run ends it)
+    START_DIGEST["rank_zero_loading"] = is_fsdp_enabled()
     return _build_trainer(*args, callbacks=[*(callbacks or []), StartWeights()], **kwargs)
 
 
@@ -50,11 +55,12 @@ if __name__ == "__main__":
     summary = train(config, "tiny-s", "grpo", "hara_tok", 5, out, base_model=base, reward_funcs=[parity_reward])
     import os
 
-    from transformers.distributed.fsdp import is_fsdp_enabled
+    import torch.distributed as dist
 
     summary.update(
         start_weights=START_DIGEST.get("sha256"),
         rank=int(os.environ["RANK"]),
-        read_weights_from_disk=not is_fsdp_enabled() or int(os.environ["LOCAL_RANK"]) == 0,
+        read_weights_from_disk=not START_DIGEST.get("rank_zero_loading") or int(os.environ["LOCAL_RANK"]) == 0,
+        group_ended=not dist.is_initialized(),
     )
     print("SUMMARY " + json.dumps(summary), flush=True)

@@ -75,6 +75,7 @@ def test_two_gloo_processes_train_data_parallel(uninterrupted, tiny_base):
     # data parallel over gloo (MULTI_CPU), which is what this test can exercise here
     assert {s["distributed_type"] for s in summaries} == {"DistributedType.MULTI_CPU"}
     assert [s["mlflow_run_id"] is not None for s in summaries].count(True) == 1  # rank 0 only
+    assert all(s["group_ended"] for s in summaries)  # every rank ends the process group with its run
     final = load_file(tmp / "run" / "final" / "model.safetensors")
     base = load_file(tiny_base / "model.safetensors")
     assert any(not torch.equal(final[k], base[k]) for k in base), "no parameter moved"

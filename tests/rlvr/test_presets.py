@@ -138,7 +138,7 @@ def test_vllm_settings_and_the_policy_dtype_follow_the_config(tmp_path, monkeypa
             "training.vllm.enable_sleep_mode=true",
         ],
     )
-    args = grpo_args(config, get_preset("grpo", config["rlvr"]["grpo"]), tmp_path, seed=0)
+    args = grpo_args(config, get_preset("grpo", config["rlvr"]["grpo"]), tmp_path, seed=0, params=10**6)
     assert (args.vllm_gpu_memory_utilization, args.vllm_max_model_length, args.vllm_enable_sleep_mode) == (
         0.45,
         4096,

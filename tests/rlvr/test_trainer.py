@@ -295,6 +295,43 @@ def test_the_extra_forward_runs_under_the_accelerators_autocast(tiny_base, tmp_p
     assert entered and trainer.state.log_history[0]["hara/capture_from_generation"] == 0.0
 
 
+def test_the_trainer_reduce_scatters_every_micro_batch_and_waits_out_a_checkpoint_save(tiny_base, tmp_path):
+    """accelerate's sync_each_batch reaches the trainer through the GRPOConfig it builds (under FSDP2 transformers'
+    no_sync would otherwise hold a whole unsharded gradient per GPU across the micro-batches), and the collective
+    timeout is sized for rank 0's FULL_STATE_DICT save at training.checkpoint_write_mb_s."""
+    from hara.rlvr.checkpoints import collective_timeout_s
+
+    data = Dataset.from_list([{"prompt": "Question: 1+1?\nAnswer:", "answer": "2"}])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    config = smoke_config()
+    trainer = build_trainer(config, "grpo", "none", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward])
+    assert trainer.args.accelerator_config.gradient_accumulation_kwargs["sync_each_batch"] is True
+    assert trainer.accelerator.gradient_state.plugin_kwargs["sync_each_batch"] is True
+    params = sum(p.numel() for p in model.parameters())
+    assert trainer.args.ddp_timeout == collective_timeout_s(params, config["training"]["checkpoint_write_mb_s"])
+    assert collective_timeout_s(8_190_735_360, 200) > 1800  # 8B: torch's 30 minutes are too short at 200 MB/s
+
+
+def test_the_process_group_starts_with_the_save_sized_timeout(tiny_base, monkeypatch):
+    """Under `accelerate launch` the group starts before the trainer exists (so that only rank 0 reads the weights):
+    the timeout goes to that PartialState, since the trainer's ddp_timeout cannot reach a group already started."""
+    import accelerate
+
+    from hara.rlvr.checkpoints import collective_timeout_s
+    from hara.rlvr.train import start_process_group, stored_params
+
+    started = []
+    monkeypatch.setattr(accelerate, "PartialState", lambda **kwargs: started.append(kwargs))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    config = smoke_config()
+    start_process_group(tiny_base, config)
+    params = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True).num_parameters()
+    assert stored_params(tiny_base) == params
+    expected = collective_timeout_s(params, config["training"]["checkpoint_write_mb_s"])
+    assert [kwargs["timeout"].total_seconds() for kwargs in started] == [expected]
+
+
 @pytest.mark.parametrize("method", ["hara_tok", "gtpo"])
 def test_trainer_takes_context_from_generation_like_an_extra_forward(tiny_base, tmp_path, method):
     """One training step captured during generation and one with the extra forward give the same advantages."""
@@ -537,6 +574,42 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tiny_base, tmp_path):
     assert json.loads((killed / "run_info.json").read_text())["resumed_from"].endswith("checkpoint-2")
 
 
+def test_a_finished_run_that_lost_final_after_the_prune_rebuilds_it_without_training(tiny_base, tmp_path, monkeypatch):
+    """A job that exits non-zero after final/ is written and its checkpoints are pruned to their weights (a teardown
+    crash, a TIMEOUT in the MLflow flush) loses final/ to Snakemake; FSDP cannot resume a pruned checkpoint, so
+    before, every retry failed. Now the pruned checkpoint is marked unresumable, and the rerun rebuilds final/ from
+    the checkpoint saved at training.steps: the same weights, no trainer built, and the process group ended."""
+    import shutil
+
+    import torch.distributed as dist
+
+    from hara.evaluation.models import checkpoint_fingerprint
+    from hara.hashing import file_sha256
+    from hara.rlvr.checkpoints import checkpoint_problem
+
+    out = tmp_path / "run"
+    args = [*train_args(tiny_base, out, tmp_path, method="none"), "--set", "training.finished_checkpoints=weights"]
+    assert main(args) == 0
+    digest, metrics = file_sha256(out / "final" / "model.safetensors"), (out / "metrics.jsonl").read_text()
+    fingerprint = checkpoint_fingerprint(out / "final")
+    last = out / "checkpoints" / "checkpoint-4"
+    assert not (last / "optimizer.pt").exists()
+    assert "pruned to its weights" in checkpoint_problem(last)
+    shutil.rmtree(out / "final")  # Snakemake deletes the declared output of a job that failed
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a trainer was built for a run that had finished")
+
+    monkeypatch.setattr("hara.rlvr.train.build_trainer", no_training)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
+    assert main(args) == 0
+    assert not dist.is_initialized()  # ended with the run (an NCCL group left alive can hang the exit)
+    assert file_sha256(out / "final" / "model.safetensors") == digest
+    assert checkpoint_fingerprint(out / "final") == fingerprint  # the evaluation's caches still apply
+    assert (out / "metrics.jsonl").read_text() == metrics
+    AutoTokenizer.from_pretrained(out / "final", local_files_only=True)
+
+
 def test_kl_override_builds_a_reference_model_and_logs_kl(tiny_base, tmp_path):
     config = smoke_config()
     config["rlvr"]["grpo"]["beta"] = 0.04  # GRPO paper's KL, off in the preset
@@ -591,7 +664,7 @@ def test_method_none_reproduces_plain_trl_exactly(tiny_base, tmp_path, rlvr):
             processing_class=tokenizer,
             reward_funcs=[parity_reward],
             train_dataset=data,
-            args=grpo_args(config, preset, tmp_path, seed=0),
+            args=grpo_args(config, preset, tmp_path, seed=0, params=model.num_parameters()),
         )
         trainer.train()
         weights.append({k: v.detach().clone() for k, v in model.named_parameters()})

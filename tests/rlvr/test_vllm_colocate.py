@@ -213,11 +213,11 @@ def test_use_vllm_follows_where_vllm_can_run(monkeypatch, tmp_path):
     preset = get_preset("grpo", config["rlvr"]["grpo"])
     for usable in (True, False):
         monkeypatch.setattr(vllm_cpu, "vllm_usable", lambda usable=usable: usable)
-        args = grpo_args(config, preset, tmp_path, 0)
+        args = grpo_args(config, preset, tmp_path, 0, params=10**6)
         assert args.use_vllm is usable
         assert set(args.generation_kwargs) == ({"stop"} if usable else {"stop_strings"})
     config["training"]["use_vllm"] = False
-    assert grpo_args(config, preset, tmp_path, 0).use_vllm is False
+    assert grpo_args(config, preset, tmp_path, 0, params=10**6).use_vllm is False
 
 
 def test_engine_arguments_and_environment_on_the_cpu(monkeypatch):

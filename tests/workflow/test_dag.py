@@ -10,6 +10,7 @@ import yaml
 
 from hara.config import load_config, validate_config
 from hara.methods import methods
+from hara.planning import slurm_resources
 from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import METHOD_SECTIONS
 from tests.helpers import REPO, merged, read
@@ -101,18 +102,21 @@ def test_slurm_profile_dry_run_requests_gpus_for_train_and_evaluate(tmp_path):
     config = paper_config()
     workers = job_blocks(output, "sweep_worker")
     # alpha.yaml: 3 points (2 values + the reference) x 3 seeds = 9 training runs over 2 workers: 5 each at most
-    runtime = config["resources"]["train"]["runtime"]["qwen3-1.7b"] * 5
+    runtime = slurm_resources(config)["train"]["runtime"]["qwen3-1.7b"] * 5  # paper.yaml: `plan`
     assert len(workers) == 2 and all(gpus_of(b) == 1 and resources_of(b)["runtime"] == str(runtime) for b in workers)
     cells = expected_counts(config)["train"]
     for rule, jobs in (("train", cells), ("evaluate", cells), ("evaluate_base", len(config["models"]["sizes"]))):
         blocks = job_blocks(output, rule)
         assert len(blocks) == jobs
         assert all(gpus_of(b) >= 1 for b in blocks), rule
-    # a training job holds models.train_gpus[size] GPUs and runs one process per GPU
+    # a training job holds models.train_gpus[size] GPUs, runs one process per GPU and asks what `hara plan` plans
+    planned = slurm_resources(config)["train"]
     for block in job_blocks(output, "train"):
         size = re.search(r"wildcards: size=([^,\s]+)", block).group(1)
         gpus = config["models"]["train_gpus"].get(size, 1)
         assert gpus_of(block) == gpus and f"--processes {gpus} " in block, size
+        asked = resources_of(block)
+        assert (asked["mem_mb"], asked["runtime"]) == (str(planned["mem_mb"][size]), str(planned["runtime"][size]))
     assert {gpus_of(b) for b in job_blocks(output, "train")} == {2, 4, 8}
     for rule in ("prepare_data", "base_model", "report"):
         blocks = job_blocks(output, rule)
