@@ -167,6 +167,8 @@ def _components(config: Mapping, results: str | Path | None):
 def power_section(config: Mapping, results: str | Path | None = None) -> dict:
     """MDEs per benchmark and on the average (one comparison, and the largest secondary family), and each claim's
     primary endpoint: its MDE at the grid's design against the paper's effect."""
+    if results is None and components_from_config(config) is None:
+        return {"note": "no declared run variance (report.run_variance: null): nothing to plan power with"}
     components = _components(config, results)
     benchmarks, min_seeds = config["data"]["benchmarks"], int(config["report"]["min_seeds"])
     design = design_of(config, config["grid"]["methods"])
@@ -227,6 +229,8 @@ def _pts(value: float | None) -> str:
 
 def format_power(section: Mapping) -> str:
     """The section as text: a table of MDEs and one line per claim's primary endpoint."""
+    if "note" in section:
+        return f"\nPower: {section['note']}; declare one (docs/comparisons.md, 'One seed, honestly')"
     lines = [
         "",
         (
