@@ -4,6 +4,8 @@
 
 
 rule tracking_store:
+    input:
+        preflight=preflight_gate(),
     output:
         store=f"{RESULTS}/mlflow_store.json",
     log:

@@ -418,6 +418,53 @@ def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env, tracking
 
 
 # ----------------------------------------------------------------------------------------------------- on Slurm
+
+
+def preflight_cases(tmp_path: Path, env: dict) -> dict[str, tuple[list[str], dict]]:
+    """`hara preflight` arguments and environment: the clean case, then each planted failure by the check it fails.
+    Too little disk: the 8B architecture under the rehearsal's model and as many seeds as make its plan outgrow this
+    disk; no compiler: PATH holds the Slurm commands only."""
+    slurm_only = tmp_path / "bin"
+    slurm_only.mkdir()
+    for name in ("sbatch", "scontrol", "sinfo", "squeue", "scancel", "sacctmgr"):
+        (slurm_only / name).symlink_to(shutil.which(name, path=env["PATH"]))
+    seeds = list(range(1 + shutil.disk_usage(tmp_path).free // 10**12))  # a seed of the 8B grid: ~2.4 TB at peak
+    return {
+        "clean": ([], {}),
+        "compiler": ([], {"PATH": str(slurm_only), "CC": ""}),
+        "max_time": (["--partition", "short"], {}),  # the local cluster's 30-minute partition
+        "gpus_per_node": (["--set", "plan.gpus_per_node=16", "--set", "evaluation.vllm.tensor_parallel_size=16"], {}),
+        "tracking": ([], {"MLFLOW_TRACKING_URI": "https://127.0.0.1:9"}),  # nothing listens on the discard port
+        "disk": (["--set", "models.hub_ids.qwen3-1.7b=Qwen/Qwen3-8B-Base", "--set", f"grid.seeds={seeds}"], {}),
+    }
+
+
+def test_preflight_on_the_cluster_passes_and_names_each_planted_failure(slurm_cluster, rehearsal_env, tmp_path):
+    """The rehearsal config on the local cluster: six `hara preflight` runs at once, each sending its node checks as
+    a Slurm job. The clean one passes every check (rc 0); each planted failure fails its own check only, in one
+    line, with rc 1."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(merged(read(PAPER), read(REHEARSAL))), encoding="utf-8")
+    env = {**rehearsal_env, **slurm_cluster}
+    cases = preflight_cases(tmp_path, env)
+    runs = {
+        name: subprocess.Popen(
+            [str(BIN / "hara"), "preflight", "--config", str(config), "--set", f"results_dir={tmp_path / name}", *args],
+            env={**env, **planted},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, (args, planted) in cases.items()
+    }
+    for name, proc in runs.items():
+        output = proc.communicate(timeout=300)[0]
+        lines = output.splitlines()
+        failed = [line.split()[1].rstrip(":") for line in lines if line.startswith("FAIL")]
+        assert len(lines) == 6 and failed == ([] if name == "clean" else [name]), output
+        assert proc.returncode == (0 if name == "clean" else 1), output
+
+
 def checkpoint_hashes(workdir: Path) -> dict[str, str]:
     """sha256 of every run's final weights."""
     root = workdir / "results" / "train"
