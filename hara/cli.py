@@ -446,6 +446,25 @@ def run_plan(args: argparse.Namespace, config: dict) -> int:
     return 0
 
 
+def base_sanity_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", required=True, help="model size of the Base model")
+    parser.add_argument("--scores", required=True, help="its scores.json (evaluate_base)")
+    parser.add_argument("--out", help="write the summary here when it passes")
+
+
+@register_command(
+    "base-sanity",
+    "a Base model's evaluation against evaluation.base_sanity: boxed answers and stops (one line when short)",
+    base_sanity_arguments,
+    skip_checks=("check_local_folders",),
+)
+def run_base_sanity(args: argparse.Namespace, config: dict) -> int:
+    from hara.evaluation.cli import base_sanity_command
+
+    print(json.dumps(base_sanity_command(args, config)))
+    return 0
+
+
 def preflight_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="write the check lines here when every check passes (the DAG's first rule)")
     parser.add_argument("--account", help="Slurm account of the jobs (default: $SBATCH_ACCOUNT)")

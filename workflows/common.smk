@@ -68,6 +68,12 @@ def preflight_gate():
     return ancient(PREFLIGHT_REPORT) if GATES else []
 
 
+def base_sanity_gate(wildcards):
+    """The Base model's sanity summary of a training job's size (workflows/evaluate.smk; nothing without
+    cluster.gates)."""
+    return ancient(f"{BASE_EVAL_DIR}/sanity.json".format(size=wildcards.size)) if GATES else []
+
+
 def preflight_args(wildcards, resources):
     """`hara preflight`'s site options: the account and partition its resources name (the profile's), the jobs
     Snakemake runs at once (the runs in flight that the disk check counts)."""

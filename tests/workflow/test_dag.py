@@ -38,6 +38,7 @@ def expected_counts(config: dict) -> dict[str, int]:
         counts["fetch_data"] = 1  # `hara fetch-data`, a local rule before prepare_data
     if config["cluster"]["gates"]:
         counts["preflight"] = 1  # `hara preflight`, before every rule without an input of its own
+        counts["base_sanity"] = len(sizes)  # the Base model's sanity, before any training job of its size
     return counts
 
 
@@ -152,17 +153,20 @@ def test_the_profiles_site_example_keeps_cpu_jobs_off_the_gpu_partition_and_pins
             else:
                 assert res["slurm_partition"] == "cpu" and "constraint" not in res, rule
             assert res["slurm_account"] == "my-project", rule
-    assert_preflight_comes_first(output, "--account my-project --partition gpu --jobs 50")
+    assert_gates(output, "--account my-project --partition gpu --jobs 50")
 
 
-def assert_preflight_comes_first(output: str, site_args: str) -> None:
+def assert_gates(output: str, site_args: str) -> None:
     """cluster.gates: `hara preflight` with the profile's account, partition and jobs, and every rule without an
-    input of its own waits for its report."""
+    input of its own waits for its report; every training job waits for its size's Base-model sanity check."""
     (block,) = job_blocks(output, "preflight")
     assert f"hara preflight --config results/workflow_config.yaml {site_args} --out" in block
     for rule in ("fetch_data", "download_model", "tracking_store", "prepare_data"):
         blocks = job_blocks(output, rule)
         assert blocks and all("results/preflight/preflight.txt" in b.split("output:")[0] for b in blocks), rule
+    for block in job_blocks(output, "train"):
+        size = re.search(r"wildcards: size=([^,\s]+)", block).group(1)
+        assert f"results/eval/{size}/base/sanity.json" in block.split("output:")[0], size
 
 
 def resources_of(block: str) -> dict[str, str]:
