@@ -521,7 +521,9 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     config = rehearsal_config()
     history = slurm_history(output, slurm_cluster)
     local_rules = set(re.findall(r"^localrule (\w+):", output, re.MULTILINE))
-    assert local_rules == {"download_model", "fetch_data"}  # the hub downloads run where the hub is reachable
+    # the hub downloads run where the hub is reachable; the gates on the login node (preflight sends its own job)
+    gates = {"preflight", "base_sanity"} if config["cluster"]["gates"] else set()
+    assert local_rules == {"download_model", "fetch_data", *gates}
     assert {rule: len(jobs) for rule, jobs in history.items()} == {
         rule: n for rule, n in slurm_counts(config).items() if rule not in local_rules
     }
@@ -538,7 +540,8 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     assert hashes == {name: local_hashes[name] for name in hashes}  # the preempted run's too
     check_preempted_run(workdir, rehearsals["preempted"], env)
     local_scores, slurm_scores = scores_files(local_workdir), scores_files(workdir)
-    assert sorted(slurm_scores) == sorted(f"{cell}/scores.json" for cell in slurm_cells(config))
+    base = [f"{size}/base/scores.json" for size in config["models"]["sizes"]] if gates else []  # the gate's
+    assert sorted(slurm_scores) == sorted([*(f"{cell}/scores.json" for cell in slurm_cells(config)), *base])
     for name in slurm_scores:
         assert comparable_scores(slurm_scores[name]) == comparable_scores(local_scores[name]), name
     for cell in slurm_cells(config):  # the same checkpoint selected, from the same validation scores
