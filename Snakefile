@@ -42,6 +42,11 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+if GATES:
+
+    include: "workflows/preflight.smk"
+
+
 include: "workflows/data.smk"
 include: "workflows/models.smk"
 include: "workflows/train.smk"

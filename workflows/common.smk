@@ -58,6 +58,34 @@ DATA_DIR = f"{RESULTS}/{layout.DATA}"
 BASE_MODEL_DIR = f"{RESULTS}/{layout.BASE_MODEL}"
 
 
+# Gates of a cluster run (cluster.gates): `hara preflight` before every first rule, the Base models' sanity before
+# training. Read through ancient(): a rerun gate never makes the jobs behind it look outdated.
+GATES = config["cluster"]["gates"]
+PREFLIGHT_REPORT = f"{RESULTS}/preflight/preflight.txt"
+
+
+def preflight_gate():
+    """The preflight report as an input of a rule with no other input (nothing without cluster.gates)."""
+    return ancient(PREFLIGHT_REPORT) if GATES else []
+
+
+def base_sanity_gate(wildcards):
+    """The Base model's sanity summary of a training job's size (workflows/evaluate.smk; nothing without
+    cluster.gates)."""
+    return ancient(f"{BASE_EVAL_DIR}/sanity.json".format(size=wildcards.size)) if GATES else []
+
+
+def preflight_args(wildcards, resources):
+    """`hara preflight`'s site options: the account and partition its resources name (the profile's), the jobs
+    Snakemake runs at once (the runs in flight that the disk check counts)."""
+    options = {
+        "--account": resources.get("slurm_account"),
+        "--partition": resources.get("slurm_partition"),
+        "--jobs": workflow.resource_settings.nodes,
+    }
+    return "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in options.items() if value)
+
+
 def alternatives(values):
     """A wildcard regex matching exactly these names (so a path can never match the wrong rule)."""
     return "|".join(sorted((re.escape(str(value)) for value in values), key=len, reverse=True))

@@ -5,6 +5,8 @@
 # data.local_dir. A local rule like download_model: the login node running Snakemake has hub access, compute nodes
 # often do not. Only the hub source reaches it; an existing fetch (its manifest) is not repeated.
 rule fetch_data:
+    input:
+        preflight=preflight_gate(),
     output:
         manifest=f"{HUB_DATA}/fetch_manifest.json",
     log:
@@ -26,6 +28,7 @@ rule fetch_data:
 rule prepare_data:
     input:
         fetched=rules.fetch_data.output.manifest if FETCH_DATA else [],
+        preflight=preflight_gate(),
     output:
         manifest=f"{RESULTS}/{layout.MANIFEST}",
         train=f"{DATA_DIR}/train.jsonl",

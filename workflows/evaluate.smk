@@ -44,3 +44,28 @@ use rule evaluate as evaluate_base with:
         f"{LOGS}/evaluate_base/{{size}}.log",
     params:  # merged into evaluate's; no selection files declared, so no selection flags (selection_args)
         settings=settings_digest("evaluation", "prompt"),
+
+
+# The Base model's completions checked before any training job (cluster.gates: train waits for it): `hara base-sanity`
+# stops the grid in one line when too few of them box an answer or stop (evaluation.base_sanity), so no GPU-hour is
+# spent on a prompt the model does not follow. A local rule: it reads one JSON file. Its line goes to the console too.
+rule base_sanity:
+    input:
+        scores=rules.evaluate_base.output.scores,
+    output:
+        summary=f"{BASE_EVAL_DIR}/sanity.json",
+    log:
+        f"{LOGS}/base_sanity/{{size}}.log",
+    params:
+        config=CONFIG_FILE,
+        settings=settings_digest("evaluation"),
+    localrule: True
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        "../environment.yml"
+    shell:
+        "hara base-sanity --config {params.config:q} --size {wildcards.size:q} --scores {input.scores:q}"
+        " --out {output.summary:q} 2>&1 | tee {log:q}"

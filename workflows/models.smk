@@ -5,6 +5,8 @@
 # The DAG's only model download, in a job of its own, so the training and evaluation jobs read local files only.
 # A local rule: cluster compute nodes often have no internet access, the login node running Snakemake does.
 rule download_model:
+    input:
+        preflight=preflight_gate(),
     output:
         snapshot=directory(f"{MODEL_SNAPSHOTS}/{{size}}"),
     log:

@@ -4,6 +4,8 @@
 
 
 rule tracking_store:
+    input:
+        preflight=preflight_gate(),
     output:
         store=f"{RESULTS}/mlflow_store.json",
     log:
@@ -49,6 +51,7 @@ rule train:
         base_model=rules.base_model.output.model,
         manifest=rules.prepare_data.output.manifest,
         prompts=lambda wildcards: PROMPTS_DIR.format(size=wildcards.size) if SELECT_PROMPTS else [],
+        base_sanity=base_sanity_gate,
     output:
         final=directory(f"{RUN_DIR}/final"),
     log:

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["check_benchmarks", "evaluate_command", "fetch_command"]
+__all__ = ["base_sanity_command", "check_benchmarks", "evaluate_command", "fetch_command"]
 
 
 def _user_error(message: str) -> Exception:
@@ -182,3 +182,32 @@ def fetch_command(args: argparse.Namespace, config: dict) -> dict:
     if args.dry_run:
         return {"out": out, "plan": [asdict(item) for item in plan]}
     return {"out": out, "fetched": fetch_datasets(plan, out)}
+
+
+def base_sanity_command(args: argparse.Namespace, config: Mapping) -> dict:
+    """`hara base-sanity`: a Base model's evaluation against evaluation.base_sanity. Passing, its summary (pooled
+    shares, thresholds, ours and the published MATH-500 pass@1) goes to --out; failing, one line naming the share,
+    its key and the completions to read, and nothing is written."""
+    import json
+
+    from hara.evaluation.sanity import base_sanity
+
+    settings = config["evaluation"]["base_sanity"]
+    scores = json.loads(Path(args.scores).read_text(encoding="utf-8"))
+    stats, problems = base_sanity(scores, settings)
+    if problems:
+        raise _user_error(
+            f"{args.size} Base model: {'; '.join(problems)}: read its completions in {args.scores} before training "
+            "(does it follow prompt.template and stop at prompt.stop?)"
+        )
+    ours = scores["benchmarks"].get("math500", {}).get("score")
+    summary = {
+        "size": args.size,
+        **stats,
+        "thresholds": {k: settings[k] for k in ("min_boxed_rate", "min_stop_rate")},
+        "math500": {"ours": ours, "published": settings["published_math500"].get(args.size)},
+    }
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary

@@ -9,9 +9,10 @@ own lighteval model config, since sampling settings can differ between benchmark
 also when a benchmark fails.
 
 The JSON holds, per benchmark, pass@1 (mean over n samples per problem), its standard error over problems, the
-sampling settings, the dataset fingerprint, every problem's completions with its own pass@1 and the evaluation
-fingerprint (what must be equal for two scores to be compared: :func:`evaluation_fingerprint`), plus the checkpoint
-fingerprint, the backend and the versions of lighteval, math-verify, transformers, torch and hara.
+sampling settings, the dataset fingerprint, every problem's completions with how each ended (stop / length) and its
+own pass@1, the completions' finish reasons and boxed share (``completion_stats``, :mod:`hara.evaluation.sanity`)
+and the evaluation fingerprint (what must be equal for two scores to be compared: :func:`evaluation_fingerprint`),
+plus the checkpoint fingerprint, the backend and the versions of lighteval, math-verify, transformers, torch and hara.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from hara.evaluation.models import (
     load_engine,
     make_model_config,
 )
+from hara.evaluation.sanity import completion_stats, finish_reason
 from hara.evaluation.scoring import METRIC_NAME
 from hara.evaluation.settings import SamplingSettings, benchmark_settings
 from hara.evaluation.tasks import EvalTask, benchmark_records, build_task, records_fingerprint
@@ -90,18 +92,20 @@ def model_info(checkpoint: str | Path) -> dict:
     return {key: config.get(key) for key in keys}
 
 
-def predictions(tracker, task: EvalTask) -> list[dict]:
-    """Per-problem records: id, gold answer, the n completions and lighteval's per-problem pass@1, in dataset order."""
+def predictions(tracker, task: EvalTask, max_new_tokens: int) -> list[dict]:
+    """Per-problem records: id, gold answer, the n completions, how each ended (stop / length) and lighteval's
+    per-problem pass@1, in dataset order."""
     rows = []
     for detail in tracker.details_logger.details[task.config.full_name]:
-        doc = detail.doc
+        doc, response = detail.doc, detail.model_response
         rows.append(
             {
                 "id": doc.specific["record_id"],
                 "problem": doc.specific["problem"],
                 "prompt": doc.query,
                 "gold": doc.get_golds()[0],
-                "completions": list(detail.model_response.text),
+                "completions": list(response.text),
+                "finish_reasons": [finish_reason(ids, max_new_tokens) for ids in response.output_tokens],
                 METRIC_NAME: float(detail.metric[METRIC_NAME]),
             }
         )
@@ -138,6 +142,7 @@ def evaluate_benchmark(
     tracker = run_pipeline([task], model, str(work_dir))
     aggregated = tracker.metrics_logger.metric_aggregated[task.config.full_name]
     stderr = aggregated.get(f"{METRIC_NAME}_stderr")
+    rows = predictions(tracker, task, settings.max_new_tokens)
     return {
         "task": task.name,
         "metric": METRIC_NAME,
@@ -148,7 +153,8 @@ def evaluate_benchmark(
         "dataset_fingerprint": records_fingerprint(task.records),
         "cache_model_name": getattr(model.config, "model_name", None),
         "seconds": time.perf_counter() - start,
-        "predictions": predictions(tracker, task),
+        "completion_stats": completion_stats(rows),
+        "predictions": rows,
         **({"eval_fingerprint": dict(fingerprint)} if fingerprint is not None else {}),
     }
 

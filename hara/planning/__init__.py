@@ -29,7 +29,16 @@ from __future__ import annotations
 from hara.methods import methods
 from hara.planning.architecture import PAPER_ARCHITECTURES, Architecture, architecture_from_hf_config, architecture_of
 from hara.planning.cost import by_size, evaluation_tokens, generated_tokens, selection_tokens, training_device_hours
-from hara.planning.grid import CellPlan, GridPlan, JobPlans, plan_cell, plan_grid, size_jobs, slurm_resources
+from hara.planning.grid import (
+    CellPlan,
+    GridPlan,
+    JobPlans,
+    peak_disk_bytes,
+    plan_cell,
+    plan_grid,
+    size_jobs,
+    slurm_resources,
+)
 from hara.planning.memory import (
     GB,
     EnginePlan,
@@ -65,6 +74,7 @@ __all__ = [
     "evaluation_tokens",
     "format_plan_table",
     "generated_tokens",
+    "peak_disk_bytes",
     "plan_cell",
     "plan_grid",
     "scoring_terms",

@@ -267,3 +267,15 @@ def slurm_resources(config: Mapping) -> dict:
     """The Slurm request of every job kind (``resources`` with every ``plan`` value planned; the config's own when
     none is, without planning anything): what workflows/common.smk asks for."""
     return plan_grid(config).resources if uses_plan(config) else dict(config["resources"])
+
+
+def peak_disk_bytes(config: Mapping, grid: GridPlan, concurrent_runs: int | None = None) -> float:
+    """The results folder's disk at its peak: the snapshots, every run's checkpoints once finished, and on top the
+    checkpoints of the ``concurrent_runs`` runs with the largest in-flight excess (run_peak - kept) training at once
+    (None: every run at once, the upper bound). Snakemake's ``jobs`` bounds the runs in flight."""
+    seeds = {method: len(method_seeds(config, method)) for method in config["grid"]["methods"]}
+    excess = sorted(
+        (c.disk["run_peak"] - c.disk["kept"] for c in grid.cells for _ in range(seeds[c.method])), reverse=True
+    )
+    in_flight = sum(max(e, 0.0) for e in excess[: len(excess) if concurrent_runs is None else concurrent_runs])
+    return grid.totals["snapshot_disk_bytes"] + grid.totals["checkpoint_disk_bytes"] + in_flight

@@ -25,8 +25,8 @@ from hara.report.repro import (
     NOISE,
     REPRODUCED,
     Evidence,
-    primary_difference,
     load_claims,
+    primary_difference,
     primary_weights,
 )
 from hara.results.collect import collect_runs, seed_runs

@@ -180,6 +180,28 @@ def main_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
     )
 
 
+def base_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table | None:
+    """Each Base model's MATH-500 pass@1 (evaluate_base) beside the published one and its source
+    (evaluation.base_sanity.published_math500); None where the config states none or MATH-500 is not evaluated."""
+    published = config["evaluation"]["base_sanity"]["published_math500"]
+    if not published or "math500" not in config["data"]["benchmarks"]:
+        return None
+    rows = []
+    for size in config["models"]["sizes"]:
+        reference = published.get(size, {"pass_at_1": None, "source": "not stated in the config"})
+        figure = reference["pass_at_1"]
+        ours = (base_scores or {}).get(size, {}).get("math500")
+        rows.append([size, _plain_pct(ours), NA if figure is None else f"{figure:.1f}", reference["source"]])
+    return Table(
+        "base_models",
+        "Base models on MATH-500: ours and published",
+        "pass@1 (%) of each Base model before RL, our evaluation (prompt, sampling and token budget of this config) "
+        "beside the published figure; a gap beyond a few points means our prompt or scoring is not the publication's.",
+        ["size", "ours", "published", "source"],
+        rows,
+    )
+
+
 def method_label(method: str) -> str:
     """A method's row label: a positive control says so, it is a reference row, not a contender."""
     return f"{method} (positive control)" if is_control(method) else method
@@ -419,6 +441,7 @@ def _selected_minus_final(config: Mapping, run: Run):
 #: trained runs only.
 TABLES: list[Callable[[Mapping, Mapping[Cell, Run], BaseScores | None], Table | None]] = [
     main_table,
+    base_table,
     control_table,
     rlvr_table,
     seq_tok_table,

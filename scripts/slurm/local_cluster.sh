@@ -119,6 +119,8 @@ SchedulerType=sched/backfill
 $([ -n "$CPUS" ] && echo "SlurmdParameters=config_overrides")
 $(node_line) Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# A partition with a site MaxTime (30 min) on the same node, for hara preflight --partition short.
+PartitionName=short Nodes=ALL MaxTime=30 State=UP
 EOF
 }
 

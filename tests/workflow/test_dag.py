@@ -38,6 +38,9 @@ def expected_counts(config: dict) -> dict[str, int]:
         counts["download_model"] = len(sizes)  # one snapshot download per size; the tiny family builds its own
     if config["data"]["source"] == "hub":
         counts["fetch_data"] = 1  # `hara fetch-data`, a local rule before prepare_data
+    if config["cluster"]["gates"]:
+        counts["preflight"] = 1  # `hara preflight`, before every rule without an input of its own
+        counts["base_sanity"] = len(sizes)  # the Base model's sanity, before any training job of its size
     return counts
 
 
@@ -150,9 +153,25 @@ def test_the_profiles_site_example_keeps_cpu_jobs_off_the_gpu_partition_and_pins
             res = resources_of(block)
             if rule in gpu_rules:
                 assert (res["slurm_partition"], res["constraint"]) == ("gpu", "h100"), rule
+            elif rule == "preflight":  # a local rule checking the GPU partition, where it sends its node job
+                assert res["slurm_partition"] == "gpu" and "constraint" not in res
             else:
                 assert res["slurm_partition"] == "cpu" and "constraint" not in res, rule
             assert res["slurm_account"] == "my-project", rule
+    assert_gates(output, "--account my-project --partition gpu --jobs 50")
+
+
+def assert_gates(output: str, site_args: str) -> None:
+    """cluster.gates: `hara preflight` with the profile's account, partition and jobs, and every rule without an
+    input of its own waits for its report; every training job waits for its size's Base-model sanity check."""
+    (block,) = job_blocks(output, "preflight")
+    assert f"hara preflight --config results/workflow_config.yaml {site_args} --out" in block
+    for rule in ("fetch_data", "download_model", "tracking_store", "prepare_data"):
+        blocks = job_blocks(output, rule)
+        assert blocks and all("results/preflight/preflight.txt" in b.split("output:")[0] for b in blocks), rule
+    for block in job_blocks(output, "train"):
+        size = re.search(r"wildcards: size=([^,\s]+)", block).group(1)
+        assert f"results/eval/{size}/base/sanity.json" in block.split("output:")[0], size
 
 
 def resources_of(block: str) -> dict[str, str]:
@@ -199,6 +218,7 @@ def test_embedded_configs_request_no_gpu(tmp_path):
     blocks = job_blocks(output, "train")
     assert blocks and all(gpus_of(b) == 0 for b in blocks)
     assert not job_blocks(output, "download_model")  # the CPU path never downloads a model
+    assert not job_blocks(output, "preflight")  # nor checks a site
 
 
 def test_seeds_overlay_and_sweeps_add_only_their_jobs(tmp_path):

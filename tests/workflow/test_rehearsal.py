@@ -65,6 +65,8 @@ SCALE_KEYS = {
     "evaluation.benchmarks.*.n": "any",
     # a CPU stand-in, not a path change: `auto` then picks vLLM (its CPU build) as it does on the GPU nodes
     "evaluation.vllm_on_cpu": "any",
+    # what a tiny random model can show (it never boxes nor stops): the gate still runs, on the paper's path
+    "evaluation.base_sanity.min_*_rate": "any",
     "grid.methods": "subset",
     "grid.seeds": "subset",
     "training.group_size": "any",
@@ -262,10 +264,12 @@ def slurm_targets(config: dict) -> list[str]:
 
 
 def slurm_counts(config: dict) -> dict[str, int]:
-    """Jobs per rule of the Slurm run (its targets: no report, no Base model evaluation, no `all`)."""
+    """Jobs per rule of the Slurm run (its targets: no report, no `all`)."""
     cells, counts = len(slurm_cells(config)), expected_counts(config)
+    # with cluster.gates, training waits for the Base model's sanity check, so evaluate_base runs on Slurm too
+    skipped = ("report", "all") if config["cluster"]["gates"] else ("report", "evaluate_base", "all")
     return {
-        **{rule: n for rule, n in counts.items() if rule not in ("report", "evaluate_base", "all")},
+        **{rule: n for rule, n in counts.items() if rule not in skipped},
         "train": cells,
         "evaluate": cells,
     }
@@ -421,6 +425,53 @@ def test_the_paper_dag_runs_on_the_rehearsal(rehearsals, rehearsal_env, tracking
 
 
 # ----------------------------------------------------------------------------------------------------- on Slurm
+
+
+def preflight_cases(tmp_path: Path, env: dict) -> dict[str, tuple[list[str], dict]]:
+    """`hara preflight` arguments and environment: the clean case, then each planted failure by the check it fails.
+    Too little disk: the 8B architecture under the rehearsal's model and as many seeds as make its plan outgrow this
+    disk; no compiler: PATH holds the Slurm commands only."""
+    slurm_only = tmp_path / "bin"
+    slurm_only.mkdir()
+    for name in ("sbatch", "scontrol", "sinfo", "squeue", "scancel", "sacctmgr"):
+        (slurm_only / name).symlink_to(shutil.which(name, path=env["PATH"]))
+    seeds = list(range(1 + shutil.disk_usage(tmp_path).free // 10**12))  # a seed of the 8B grid: ~2.4 TB at peak
+    return {
+        "clean": ([], {}),
+        "compiler": ([], {"PATH": str(slurm_only), "CC": ""}),
+        "max_time": (["--partition", "short"], {}),  # the local cluster's 30-minute partition
+        "gpus_per_node": (["--set", "plan.gpus_per_node=16", "--set", "evaluation.vllm.tensor_parallel_size=16"], {}),
+        "tracking": ([], {"MLFLOW_TRACKING_URI": "https://127.0.0.1:9"}),  # nothing listens on the discard port
+        "disk": (["--set", "models.hub_ids.qwen3-1.7b=Qwen/Qwen3-8B-Base", "--set", f"grid.seeds={seeds}"], {}),
+    }
+
+
+def test_preflight_on_the_cluster_passes_and_names_each_planted_failure(slurm_cluster, rehearsal_env, tmp_path):
+    """The rehearsal config on the local cluster: six `hara preflight` runs at once, each sending its node checks as
+    a Slurm job. The clean one passes every check (rc 0); each planted failure fails its own check only, in one
+    line, with rc 1."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(merged(read(PAPER), read(REHEARSAL))), encoding="utf-8")
+    env = {**rehearsal_env, **slurm_cluster}
+    cases = preflight_cases(tmp_path, env)
+    runs = {
+        name: subprocess.Popen(
+            [str(BIN / "hara"), "preflight", "--config", str(config), "--set", f"results_dir={tmp_path / name}", *args],
+            env={**env, **planted},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, (args, planted) in cases.items()
+    }
+    for name, proc in runs.items():
+        output = proc.communicate(timeout=300)[0]
+        lines = output.splitlines()
+        failed = [line.split()[1].rstrip(":") for line in lines if line.startswith("FAIL")]
+        assert len(lines) == 6 and failed == ([] if name == "clean" else [name]), output
+        assert proc.returncode == (0 if name == "clean" else 1), output
+
+
 def checkpoint_hashes(workdir: Path) -> dict[str, str]:
     """sha256 of every run's final weights."""
     root = workdir / "results" / "train"
@@ -473,7 +524,9 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     config = rehearsal_config()
     history = slurm_history(output, slurm_cluster)
     local_rules = set(re.findall(r"^localrule (\w+):", output, re.MULTILINE))
-    assert local_rules == {"download_model", "fetch_data"}  # the hub downloads run where the hub is reachable
+    # the hub downloads run where the hub is reachable; the gates on the login node (preflight sends its own job)
+    gates = {"preflight", "base_sanity"} if config["cluster"]["gates"] else set()
+    assert local_rules == {"download_model", "fetch_data", *gates}
     assert {rule: len(jobs) for rule, jobs in history.items()} == {
         rule: n for rule, n in slurm_counts(config).items() if rule not in local_rules
     }
@@ -490,7 +543,8 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
     assert hashes == {name: local_hashes[name] for name in hashes}  # the preempted run's too
     check_preempted_run(workdir, rehearsals["preempted"], env)
     local_scores, slurm_scores = scores_files(local_workdir), scores_files(workdir)
-    assert sorted(slurm_scores) == sorted(f"{cell}/scores.json" for cell in slurm_cells(config))
+    base = [f"{size}/base/scores.json" for size in config["models"]["sizes"]] if gates else []  # the gate's
+    assert sorted(slurm_scores) == sorted([*(f"{cell}/scores.json" for cell in slurm_cells(config)), *base])
     for name in slurm_scores:
         assert comparable_scores(slurm_scores[name]) == comparable_scores(local_scores[name]), name
     for cell in slurm_cells(config):  # the same checkpoint selected, from the same validation scores
