@@ -91,6 +91,7 @@ def comparison_summary(cell: Cell, comparisons: Iterable[Mapping]) -> tuple[dict
         metrics[f"{prefix}/avg_mde_pts"] = points(average["corrected"]["mde"])
         tags[f"{prefix}.verdict"] = average["corrected"]["verdict"]
         tags[f"{prefix}.low_power"] = str(average["corrected"]["low_power"]).lower()
+        tags[f"{prefix}.interval"] = average["basis"]  # crossed / declared run variance / problems only
     return metrics, tags
 
 
@@ -111,7 +112,17 @@ def _comparison_line(found: Mapping) -> str:
         f"**vs {found['b']}**: {_signed(avg['difference'])} [{_signed(avg['ci_low'])}, {_signed(avg['ci_high'])}] "
         f"points (raw 95% interval), **{fixed['verdict']}** after correction over {fixed['family_size']} "
         f"comparisons, minimum detectable effect {100 * fixed['mde']:.{DIGITS}f} points{power}; paired over "
-        f"{avg['seeds']} seed(s) x {avg['problems']} problems, the same for every seed of the cell."
+        f"{avg['seeds']} seed(s) x {avg['problems']} problems, the same for every seed of the cell"
+        + (
+            f"; the interval adds the run variance declared in {avg['run_variance']}."
+            if avg.get("run_variance")
+            else "."
+        )
+        + (
+            " It covers the problems only (no run variance declared) and decides no claim."
+            if avg["basis"] == "problems only"
+            else ""
+        )
     )
 
 
