@@ -175,15 +175,16 @@ def largest_gpu_job(config: Mapping) -> tuple[str, int]:
 def requested_runtimes(config: Mapping) -> dict[str, float]:
     """Every runtime the DAG asks Slurm for, in minutes: resources.<job>.runtime, per size of models.sizes where it
     is a table (a size missing from it asks the table's largest value, as workflows/common.smk does)."""
-    from hara.planning.grid import asked
+    from hara.planning import slurm_resources
+    from hara.planning.slurm import requested
 
-    asks = {}
-    for job, settings in config["resources"].items():
+    resources, asks = slurm_resources(config), {}  # `plan` requests resolved as workflows/common.smk asks them
+    for job, settings in resources.items():
         if not isinstance(settings["runtime"], Mapping):
             asks[f"resources.{job}.runtime"] = settings["runtime"]
             continue
         sizes = config["models"]["sizes"]
-        asks |= {f"resources.{job}.runtime.{size}": asked(config, job, "runtime", size) for size in sizes}
+        asks |= {f"resources.{job}.runtime.{size}": requested(resources, job, "runtime", size) for size in sizes}
     return asks
 
 

@@ -36,14 +36,17 @@ TORCH_STACK = {"torch", "triton"}
 #: has (torch: its documented one; a declared requirement the check never imports, e.g. MLflow's server packages, is
 #: on neither and is left to the imports), and each module's import
 PROBE = r"""
-import importlib, json, re, sys
+import importlib, json, re, sys, sysconfig
 from importlib import metadata
 from packaging.requirements import Requirement
 image, modules = json.loads(sys.argv[1]), sys.argv[2:]
 norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
-installed = {norm(d.metadata["Name"]): d.version for d in metadata.distributions()}
+# what the venv installed, not what PYTHONPATH shows (the checkout's own hara.egg-info: the device runs the carried
+# source tree, it installs no hara)
+dists = list(metadata.distributions(path=[sysconfig.get_paths()["purelib"]]))
+installed = {norm(d.metadata["Name"]): d.version for d in dists}
 broken = []
-for dist in metadata.distributions():
+for dist in dists:
     for text in dist.requires or []:
         req = Requirement(text)
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):

@@ -23,7 +23,8 @@ def stack():
 
 def test_toy_run_on_cpu_trains_then_resumes_the_launched_run_after_its_final_is_deleted(tmp_path, stack):
     out = tmp_path / "stack_check.json"
-    args = ["--device", "cpu", "--scale", "toy", "--methods", "hara_tok", "--fsdp-method", "none"]
+    # --budget-s: the GPU machine's 9-minute call is not CI's limit; a loaded CI box must not skip the FSDP stage
+    args = ["--device", "cpu", "--scale", "toy", "--methods", "hara_tok", "--fsdp-method", "none", "--budget-s", "3600"]
     run = subprocess.run(
         [sys.executable, str(SCRIPT), *args, "--work", str(tmp_path / "work"), "--out", str(out)],
         capture_output=True,

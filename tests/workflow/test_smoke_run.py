@@ -138,7 +138,14 @@ def test_repro_check_gives_every_claim_a_status_on_the_dags_results(smoke_run, c
     status = {key: found for found, key in re.findall(r"^\[(.+?)\] (\S+)$", printed, re.MULTILINE)}
     assert list(status) == [claim.key for claim in claims]
     assert set(status.values()) <= {"reproduced", "within noise", "contradicted", "not measured"}
-    assert status["gain_vs_grpo"] != "not measured" and "largest: hara_tok vs none (tiny-s, grpo) " in printed
+    # one seed and no declared run variance (smoke.yaml): the primary covers the problems only and decides nothing
+    assert status["gain_vs_grpo"] == "not measured" and "problems only" in printed
+    assert "largest: hara_tok vs none (tiny-s, grpo) " in printed  # the secondary family is still described
+    declared = ["--set", f"report.run_variance={REPO / 'config' / 'variance' / 'embedded.yaml'}"]
+    assert main(["repro-check", "--config", str(SMOKE), "--results", str(results), *declared]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"^\[(reproduced|within noise|contradicted)\] gain_vs_grpo$", printed, re.MULTILINE)
+    assert "one seed; run variance declared from" in printed
     tables = {t["key"]: t for t in json.loads((results / "report" / "tables.json").read_text(encoding="utf-8"))}
     assert [row[0] for row in tables["paper"]["rows"]] == [claim.key for claim in claims]
 
