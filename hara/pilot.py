@@ -61,10 +61,14 @@ def pilot_config(files: list[str], workdir: Path) -> dict:
     for name in files:
         raw = merged(raw, read_yaml(name))
     config = validate_config(raw, source=" + ".join(files), skip_checks=("check_local_folders",))
-    for key in ("results_dir",):
-        config[key] = str(workdir / config[key])
     config["models"]["local_dir"] = str(workdir / config["models"]["local_dir"])
     return config
+
+
+def results_path(config: Mapping, workdir: Path) -> Path:
+    """results_dir as this process reads it (the DAG's targets keep the config's own spelling: Snakemake matches a
+    target against the rules' outputs as written)."""
+    return workdir / config["results_dir"]
 
 
 def pilot_targets(config: Mapping, evaluate_base: list[str]) -> list[str]:
@@ -105,9 +109,14 @@ def interrupt_after_checkpoint(run: Path, step: int, env: Mapping, found: dict, 
     checkpoint = run / "checkpoints" / f"checkpoint-{step}"
     while not stop.is_set() and not (checkpoint / MANIFEST).is_file():
         time.sleep(0.05)
+    if stop.is_set():
+        found["skipped"] = f"the DAG ended before {checkpoint.name} was complete"
+        return
     job = owner_job(run)
-    if stop.is_set() or job is None:
-        found["skipped"] = "the run ended before its checkpoint" if job is None else "the DAG ended first"
+    if job is None:  # the run finished (its claim is removed at the end) before this thread saw the checkpoint
+        found["skipped"] = (
+            f"{checkpoint.name} was written, but no Slurm job claims the run (owner.json: ended, or not Slurm)"
+        )
         return
     cancel = subprocess.run(["scancel", job], env=dict(env), capture_output=True, text=True, timeout=60, check=False)
     found.update(job_id=job, checkpoint=checkpoint.name, scancel_rc=cancel.returncode, scancel_stderr=cancel.stderr)
@@ -243,16 +252,16 @@ def run_figures(config: Mapping, cell: Cell, run: Path) -> dict:
 def pilot_summary(config: Mapping, workdir: Path, env: Mapping, evaluate_base: list[str], interrupt: dict) -> dict:
     """The pilot's summary: every finished training run's figures and Slurm jobs, the Base evaluations' jobs and
     sanity summaries, the interruption."""
-    runs = []
+    runs, results = [], results_path(config, workdir)
     for cell in grid_cells(config):
-        run = run_dir(config["results_dir"], cell)
+        run = run_dir(results, cell)
         if (run / "final").is_dir():
             wildcards = f"{cell.size}_{cell.rlvr}_{cell.method}_{cell.seed}"
             jobs = job_records(job_ids(workdir, "train", wildcards), env)
             runs.append({**run_figures(config, cell, run), "slurm": jobs})
     bases = []
     for size in evaluate_base:
-        sanity = base_eval_dir(config["results_dir"], size) / "sanity.json"
+        sanity = base_eval_dir(results, size) / "sanity.json"
         bases.append(
             {
                 "size": size,
@@ -304,7 +313,7 @@ def run_pilot(args: Any, env: Mapping) -> int:
     stop = threading.Event()
     watcher = threading.Thread(
         target=interrupt_after_checkpoint,
-        args=(run_dir(config["results_dir"], cell), config["training"]["save_steps"], env, found, stop),
+        args=(run_dir(results_path(config, workdir), cell), config["training"]["save_steps"], env, found, stop),
         daemon=True,
     )
     watcher.start()

@@ -92,10 +92,14 @@ def calibration_overlay(rates: Mapping[str, Mapping[str, float]]) -> dict:
     the table's smallest value, i.e. the slowest measured)."""
     return {
         "plan": {
-            "generation_tokens_per_s": {size: round(r["generation_tokens_per_s"], 1) for size, r in rates.items()},
-            "mfu": {size: round(r["mfu"], 4) for size, r in rates.items()},
+            key: {size: significant(r[key]) for size, r in rates.items()} for key in ("generation_tokens_per_s", "mfu")
         }
     }
+
+
+def significant(value: float) -> float:
+    """Four significant digits: a figure measured over a few steps has no more, and a tiny one stays above 0."""
+    return float(f"{value:.4g}")
 
 
 def stated(value: float | Mapping, size: str) -> float | None:
@@ -118,13 +122,13 @@ def rate_lines(plan: Mapping, rates: Mapping[str, Mapping[str, float]], sizes: l
     measured = [
         f"{size}: generation {_figure(stated(plan['generation_tokens_per_s'], size), 0)} tokens/s per GPU stated, "
         f"{r['generation_tokens_per_s']:,.0f} measured; mfu {_figure(stated(plan['mfu'], size), 3)} stated, "
-        f"{r['mfu']:.3f} measured"
+        f"{r['mfu']:.3g} measured"
         for size, r in rates.items()
     ]
     slowest = {key: min(r[key] for r in rates.values()) for key in ("generation_tokens_per_s", "mfu")}
     unmeasured = [
         f"{size}: not in the pilot: plans with the slowest measured figures ({slowest['generation_tokens_per_s']:,.0f} "
-        f"tokens/s per GPU, mfu {slowest['mfu']:.3f}); run the pilot with it for its own"
+        f"tokens/s per GPU, mfu {slowest['mfu']:.3g}); run the pilot with it for its own"
         for size in sizes
         if size not in rates
     ]
