@@ -188,7 +188,10 @@ def job_records(ids: list[str], env: Mapping) -> list[dict]:
     records = []
     for job_id in ids:
         if job_id in accounted:
-            records.append({"job_id": job_id, **accounted[job_id]})
+            record = {"job_id": job_id, **accounted[job_id]}
+            if record["max_rss_mb"] is None:  # accounted, but no step sampled its memory (JobAcctGatherType=none)
+                record["max_rss_mb"] = "not available: sacct lists the job without a MaxRSS"
+            records.append(record)
         else:
             records.append({"job_id": job_id, **scontrol_record(job_id, env), "max_rss_mb": why or "not available"})
     return records

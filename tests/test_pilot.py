@@ -183,3 +183,19 @@ def test_the_pilot_overlay_shrinks_the_paper_grid_only():
         ours = {k: v for k, v in config[section].items() if k not in ("steps", "save_steps")}
         assert ours == {k: v for k, v in paper[section].items() if k not in ("steps", "save_steps")}, section
     assert yaml.safe_load((REPO / "config" / "pilot.yaml").read_text())["cluster"] == {"gates": False}
+
+
+def test_the_pilot_targets_keep_the_configs_results_dir_and_name_a_wrong_size(tmp_path):
+    """Snakemake matches targets against the rules' outputs as written: results/..., not the absolute path."""
+    from hara.errors import UserError
+    from hara.pilot import interrupted_cell, pilot_config, pilot_targets
+
+    config = pilot_config([str(PAPER), str(REPO / "config" / "pilot.yaml")], tmp_path)
+    assert pilot_targets(config, ["qwen3-1.7b"]) == [
+        "results/eval/qwen3-1.7b/base/sanity.json",
+        "results/train/qwen3-1.7b/grpo/none/seed0/final",
+        "results/train/qwen3-8b/grpo/none/seed0/final",
+    ]
+    assert interrupted_cell(config, None).size == "qwen3-8b"
+    with pytest.raises(UserError, match="--evaluate-base qwen3-4b: not in models.sizes"):
+        pilot_targets(config, ["qwen3-4b"])
