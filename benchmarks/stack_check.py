@@ -227,7 +227,8 @@ def plan_of(config: dict, method: str) -> dict:
         "context": setup.context,
         "flops_per_step": setup.rollouts * setup.context * arch.forward_flops_per_token(setup.context) * passes,
         "generation_tokens_per_s": planning.by_size(resolved_config["plan"]["generation_tokens_per_s"], SIZE),
-        "planned_tflops": resolved_config["plan"]["peak_tflops"] * resolved_config["plan"]["mfu"],
+        "planned_tflops": resolved_config["plan"]["peak_tflops"]
+        * planning.by_size(resolved_config["plan"]["mfu"], SIZE),
     }
 
 

@@ -454,7 +454,14 @@ def plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overlay",
         default=None,
-        help="where --design writes its overlay config (default: <results_dir>/design.yaml)",
+        help="where --design or --calibrate writes its overlay config (default: <results_dir>/design.yaml, "
+        "<results_dir>/calibrated.yaml)",
+    )
+    parser.add_argument(
+        "--calibrate",
+        metavar="SUMMARY",
+        help="plan with the generation tokens/s and MFU a pilot measured (`hara pilot --out SUMMARY`): each beside "
+        "the stated one, the runtimes both give, and the overlay config that sets them",
     )
 
 
@@ -476,6 +483,13 @@ def run_plan(args: argparse.Namespace, config: dict) -> int:
         write_variance_file,
     )
 
+    if args.calibrate and args.design:
+        raise ConfigError("--calibrate and --design: one at a time (each writes its own --overlay)")
+    if args.calibrate:
+        from hara.pilot import calibrate
+
+        overlay = Path(args.overlay or Path(config["results_dir"]) / "calibrated.yaml")
+        config = calibrate(config, args.calibrate, overlay)
     if args.results and not Path(args.results).is_dir():
         raise ConfigError(f"--results {args.results}: not a folder (the results folder of a finished run)")
     if args.write_variance:
@@ -556,6 +570,39 @@ def run_preflight(args: argparse.Namespace, config: dict) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return 0 if passed else 1
+
+
+def pilot_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        required=True,
+        help="the DAG's config files in order, as Snakemake merges them (config/paper.yaml config/pilot.yaml)",
+    )
+    parser.add_argument("--out", required=True, help="the pilot summary JSON (what `hara plan --calibrate` reads)")
+    parser.add_argument("--profile", default="slurm", help="Snakemake profile (default: slurm)")
+    parser.add_argument("--snakefile", default="Snakefile", help="the workflow (default: ./Snakefile)")
+    parser.add_argument("--workdir", default=".", help="where the DAG runs (results/, logs/; default: here)")
+    parser.add_argument(
+        "--evaluate-base", nargs="+", metavar="SIZE", help="sizes whose Base model is evaluated (default: the first)"
+    )
+    parser.add_argument(
+        "--interrupt", metavar="SIZE", help="scancel this size's first run after its first checkpoint (default: last)"
+    )
+    parser.add_argument("--snakemake-args", default="", help="more Snakemake arguments, one shell-quoted string")
+
+
+@register_command(
+    "pilot",
+    "the one-node pilot: Base evaluation, a few steps of each size through Slurm with a scancel and its resume, "
+    "then one summary of memory and time for `hara plan --calibrate` (docs/cluster.md)",
+    pilot_arguments,
+    own_config=True,
+)
+def run_pilot(args: argparse.Namespace, config: dict) -> int:
+    from hara.pilot import run_pilot as pilot
+
+    return pilot(args, os.environ)
 
 
 def ui_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ LAYERS = [
     {"evaluation"},
     {"planning", "analysis", "sweeps", "power"},
     {"report"},
-    {"power_plan", "mlflow_ui", "preflight"},
+    {"power_plan", "mlflow_ui", "preflight", "pilot"},
     {"cli"},
 ]
 LEVEL = {unit: level for level, units in enumerate(LAYERS) for unit in units}

@@ -28,7 +28,14 @@ from __future__ import annotations
 
 from hara.methods import methods
 from hara.planning.architecture import PAPER_ARCHITECTURES, Architecture, architecture_from_hf_config, architecture_of
-from hara.planning.cost import by_size, evaluation_tokens, generated_tokens, selection_tokens, training_device_hours
+from hara.planning.cost import (
+    by_size,
+    evaluation_tokens,
+    generated_tokens,
+    selection_tokens,
+    step_flops,
+    training_device_hours,
+)
 from hara.planning.grid import (
     CellPlan,
     GridPlan,
@@ -83,6 +90,7 @@ __all__ = [
     "site_problems",
     "size_jobs",
     "slurm_resources",
+    "step_flops",
     "training_device_hours",
     "training_host_bytes",
     "training_memory",

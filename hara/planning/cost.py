@@ -47,12 +47,18 @@ def by_size(value: Any, size: str) -> float:
     return value
 
 
+def step_flops(arch: Architecture, s: Setup, context: int) -> float:
+    """FLOPs of one optimizer step's passes over ``context`` tokens a rollout (prompt + completion): forward,
+    backward (2 forwards), checkpointing's recompute, the no-grad old-log-prob and capture forwards."""
+    passes = 3 + s.checkpointing + s.old_logps_pass + s.capture_forward
+    return s.rollouts * context * arch.forward_flops_per_token(context) * passes
+
+
 def training_device_hours(arch: Architecture, s: Setup, plan: Mapping, size: str) -> dict[str, float]:
     """Generation at plan.generation_tokens_per_s per GPU; the passes over prompt + completion (forward, backward
-    = 2 forwards, checkpointing's recompute, the no-grad old-log-prob and capture forwards) at plan.mfu x
-    plan.peak_tflops per GPU. Perfect scaling over the job's GPUs, so device-hours do not depend on them."""
+    = 2 forwards, checkpointing's recompute, the no-grad old-log-prob and capture forwards) at plan.mfu (a number or
+    a table by size, as `hara plan --calibrate` writes it) x plan.peak_tflops per GPU. Perfect scaling over the job's GPUs, so device-hours do not depend on them."""
     generation_s = generated_tokens(s) / by_size(plan["generation_tokens_per_s"], size)
-    passes = 3 + s.checkpointing + s.old_logps_pass + s.capture_forward
-    flops = s.steps * s.rollouts * s.context * arch.forward_flops_per_token(s.context) * passes
-    compute_s = flops / (plan["peak_tflops"] * 1e12 * plan["mfu"])
+    flops = s.steps * step_flops(arch, s, s.context)
+    compute_s = flops / (plan["peak_tflops"] * 1e12 * by_size(plan["mfu"], size))
     return {"generation": generation_s / 3600, "compute": compute_s / 3600, "total": (generation_s + compute_s) / 3600}

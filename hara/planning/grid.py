@@ -245,13 +245,20 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
         extra_seeds={m: n - len(grid["seeds"]) for m, n in seeds.items() if n > len(grid["seeds"])},
         gpu_model=(
             f"{config['plan']['gpu_model']} ({config['plan']['peak_tflops']:g} bf16 TFLOP/s at "
-            f"{config['plan']['mfu']:g} MFU)"
+            f"{_mfu_text(config['plan']['mfu'])} MFU)"
         )
         if gpu
         else None,
         resources=resources,
         site_problems=site_problems(config, resources),
     )
+
+
+def _mfu_text(mfu: float | Mapping) -> str:
+    """plan.mfu as stated: one number, or the table by size."""
+    if isinstance(mfu, Mapping):
+        return ", ".join(f"{size} {value:g}" for size, value in mfu.items())
+    return f"{mfu:g}"
 
 
 def _set_requests(cells: list[CellPlan], jobs: Mapping[str, JobPlans], resources: Mapping) -> None:

@@ -589,3 +589,60 @@ def test_failing_slurm_job_is_resubmitted_per_retries_and_reported(slurm_runs, s
         report = output.split(f"external_jobid: {job_id}\n")[0].rsplit("Error in rule ", 1)[1]
         assert report.startswith("broken:") and str(log) in report, report  # names the rule and its Slurm log
         assert "broken: failing on every attempt" in log.read_text(encoding="utf-8")
+
+
+# --- The pilot (hara pilot, config/pilot.yaml) on the cluster, at the rehearsal's scale ---------------------------
+
+PILOT = REPO / "config" / "pilot.yaml"
+
+
+def test_the_pilot_on_the_cluster_resumes_its_cancelled_job_and_calibrates_the_plan(
+    slurm_cluster, rehearsal_env, tmp_path
+):
+    """`hara pilot` with config/paper.yaml, config/pilot.yaml and the rehearsal's scale (one size, one method, its 4
+    steps with a checkpoint each): the Base evaluation and its gate, the training job cancelled after checkpoint-1
+    and resumed from it by Snakemake's retry, a summary without MaxRSS (no slurmdbd here: "not available") that
+    `hara plan --calibrate` reads into an overlay of the paper config."""
+    overlay = tmp_path / "one_method.yaml"
+    overlay.write_text(yaml.safe_dump({"grid": {"methods": ["none"]}}), encoding="utf-8")
+    summary_path, started = tmp_path / "pilot_summary.json", time.perf_counter()
+    pilot = subprocess.run(
+        [
+            str(BIN / "hara"),
+            "pilot",
+            *("--configfile", str(PAPER), str(PILOT), str(REHEARSAL), str(overlay)),
+            *("--out", str(summary_path), "--profile", str(PROFILE), "--snakefile", str(SNAKEFILE)),
+            *("--workdir", str(tmp_path), "--snakemake-args", " ".join(LOCAL_CLUSTER_ARGS)),
+        ],
+        env={**rehearsal_env, **slurm_cluster},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    print(f"pilot on Slurm: {time.perf_counter() - started:.0f} s")
+    assert pilot.returncode == 0, (pilot.stdout + pilot.stderr)[-6000:]
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    (run,) = summary["runs"]
+    assert (run["size"], run["method"], run["resumed_from"]) == ("qwen3-1.7b", "none", "checkpoint-1")
+    assert summary["interrupt"]["scancel_rc"] == 0 and summary["interrupt"]["checkpoint"] == "checkpoint-1"
+    assert [job["state"] for job in run["slurm"]] == ["CANCELLED", "COMPLETED"]
+    assert run["slurm"][0]["job_id"] == summary["interrupt"]["job_id"]
+    assert all(job["max_rss_mb"].startswith("not available: ") for job in run["slurm"])
+    assert run["steps"] == 4 and run["steady_steps"] == [3, 4] and run["peak_gib"] is None  # no CUDA counters
+    assert 0 < run["phase_s"]["generation"] < run["step_s"] and run["flops_per_step"] > 0
+    (base,) = summary["evaluate_base"]
+    assert base["sanity"] is not None and [job["state"] for job in base["slurm"]] == ["COMPLETED"]
+    calibrated = tmp_path / "calibrated.yaml"
+    plan = subprocess.run(
+        [str(BIN / "hara"), "plan", "--config", str(PAPER), "--calibrate", str(summary_path)]
+        + ["--overlay", str(calibrated)],
+        env=rehearsal_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "qwen3-1.7b: generation 6,000 tokens/s per GPU stated" in plan.stdout
+    assert set(read(calibrated)["plan"]["generation_tokens_per_s"]) == {"qwen3-1.7b"}
