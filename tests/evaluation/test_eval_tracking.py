@@ -171,3 +171,28 @@ def test_an_unreachable_tracking_server_keeps_the_scores_and_names_the_store(
 
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
     assert os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == "0"
+
+
+def test_a_dataset_insert_lost_to_a_concurrent_job_is_logged_again():
+    """Two evaluate jobs logging the same benchmark at once: MLflow's SQL store checks, then inserts, and the
+    second insert fails its unique constraint (sqlite3.IntegrityError through the server, seen in a loaded suite).
+    The dataset then exists: the inputs are logged once more; any other refusal still stops."""
+    from mlflow.exceptions import MlflowException
+
+    from hara.evaluation.tracking import log_benchmark_inputs
+
+    class RacingClient:
+        def __init__(self, message: str):
+            self.calls, self.message = 0, message
+
+        def log_inputs(self, run_id, datasets):
+            self.calls += 1
+            if self.calls == 1:
+                raise MlflowException(self.message)
+
+    entry = {"eval_fingerprint": {"benchmark_sha256": "ab" * 32}, "n_problems": 3}
+    racing = RacingClient("BAD_REQUEST: (sqlite3.IntegrityError) UNIQUE constraint failed: datasets.dataset_uuid")
+    log_benchmark_inputs(racing, "run", {"mini_math500": entry})
+    assert racing.calls == 2
+    with pytest.raises(MlflowException, match="RESOURCE_DOES_NOT_EXIST"):
+        log_benchmark_inputs(RacingClient("RESOURCE_DOES_NOT_EXIST: no run"), "run", {"mini_math500": entry})
