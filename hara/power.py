@@ -45,7 +45,6 @@ __all__ = [
     "design_of",
     "mde",
     "primary_contrast",
-    "samples_needed",
     "seeds_needed",
 ]
 
@@ -188,17 +187,6 @@ def seeds_needed(
     for seeds in range(max(design.seeds + 1, 2), SEARCH_LIMIT + 1):
         if mde(c, Design(seeds, design.problems, design.samples), benchmarks, family, min_seeds) <= effect:
             return seeds
-    return None
-
-
-def samples_needed(
-    c, design: Design, benchmarks: Sequence[str], family: int, effect: float, min_seeds: int = 1
-) -> int | None:
-    """The fewest samples per problem on every benchmark (at the design's seeds) whose MDE is at most ``effect``."""
-    for k in range(1, SEARCH_LIMIT + 1):
-        samples = dict.fromkeys(design.samples, k)
-        if mde(c, Design(design.seeds, design.problems, samples), benchmarks, family, min_seeds) <= effect:
-            return k
     return None
 
 

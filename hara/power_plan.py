@@ -25,6 +25,7 @@ import yaml
 from hara.errors import ConfigError
 from hara.power import (
     ALPHA,
+    SEARCH_LIMIT,
     Contrast,
     components_from_config,
     contrast_mde,
@@ -50,7 +51,6 @@ AVERAGE = "average"
 #: Multipliers of every benchmark's samples per problem the design search tries (evaluation is a few percent of the
 #: grid's device-hours: more samples are cheap variance against the sampling part, never against a run's luck).
 SAMPLE_MULTIPLIERS = (1, 2, 4, 8)
-SEED_LIMIT = 64
 
 
 def primary_claims(config: Mapping) -> list[dict]:
@@ -79,10 +79,6 @@ def primary_claims(config: Mapping) -> list[dict]:
             }
         )
     return found
-
-
-def _contrast(config: Mapping, claim: dict, seeds: Mapping[str, int] | None = None) -> Contrast:
-    return primary_contrast(config, claim["weights"], seeds)
 
 
 def power_of(components, contrast: Contrast, effect: float) -> float:
@@ -197,7 +193,7 @@ def power_section(config: Mapping, results: str | Path | None = None) -> dict:
     )
     primaries = []
     for claim in claims:
-        contrast = _contrast(config, claim)
+        contrast = primary_contrast(config, claim["weights"])
         found = {**claim, "seeds": dict(contrast.seeds), "mde": contrast_mde(components, contrast)}
         found["secondary_mde"] = mde(components, design_of(config, list(claim["weights"])), benchmarks, claim["family"])
         if claim["effect"] is not None:
@@ -307,7 +303,7 @@ def _total(costs: Mapping, seeds: Mapping[str, int]) -> float:
 
 
 def _fewest_seeds(components, contrast: Contrast, effect: float, floor: int) -> int | None:
-    for seeds in range(floor, SEED_LIMIT + 1):
+    for seeds in range(floor, SEARCH_LIMIT + 1):
         if contrast_mde(components, contrast.with_seeds(dict.fromkeys(contrast.weights, seeds))) <= effect:
             return seeds
     return None
@@ -327,21 +323,23 @@ def design_section(config: Mapping, results: str | Path | None = None) -> dict:
     best = None
     for multiplier in SAMPLE_MULTIPLIERS:
         scaled = _with_samples(config, multiplier)
-        costs = _costs(scaled)
+        costs = _costs(scaled) if multiplier != 1 else base_costs  # the configured samples: planned once
         rows, seeds = [], dict.fromkeys(config["grid"]["methods"], floor)
         for claim in claims:
-            contrast = _contrast(scaled, claim)
+            contrast = primary_contrast(scaled, claim["weights"])
             needed = _fewest_seeds(components, contrast, claim["effect"], floor)
             rows.append({"claim": claim, "seeds": needed, "samples": dict(contrast.samples)})
             for method in claim["weights"]:
-                seeds[method] = max(seeds[method], needed or SEED_LIMIT)
+                seeds[method] = max(seeds[method], needed or SEARCH_LIMIT)
         total = _total(costs, seeds)
         feasible = all(r["seeds"] for r in rows) and total <= budget
         candidate = {"multiplier": multiplier, "rows": rows, "seeds": seeds, "total": total, "feasible": feasible}
         if best is None or (feasible, -total) > (best["feasible"], -best["total"]):
             best = {**candidate, "config": scaled, "costs": costs}
     for row in best["rows"]:
-        contrast = _contrast(best["config"], row["claim"], {m: best["seeds"][m] for m in row["claim"]["weights"]})
+        contrast = primary_contrast(
+            best["config"], row["claim"]["weights"], {m: best["seeds"][m] for m in row["claim"]["weights"]}
+        )
         row["mde"] = contrast_mde(components, contrast)
         row["power"] = power_of(components, contrast, row["claim"]["effect"])
         row["device_hours"] = sum(best["costs"]["per_method"][m] * best["seeds"][m] for m in row["claim"]["weights"])
@@ -367,7 +365,7 @@ def _best_within_budget(components, config: Mapping, claims: list[dict], budget:
     costs, out = _costs(config), []
     for claim in claims:
         seeds, best = dict.fromkeys(config["grid"]["methods"], floor), None
-        for count in range(floor, SEED_LIMIT + 1):
+        for count in range(floor, SEARCH_LIMIT + 1):
             trial = {**seeds, **dict.fromkeys(claim["weights"], count)}
             if _total(costs, trial) > budget:
                 break
@@ -375,7 +373,9 @@ def _best_within_budget(components, config: Mapping, claims: list[dict], budget:
         power = None
         if best is not None:
             power = power_of(
-                components, _contrast(config, claim, dict.fromkeys(claim["weights"], best)), claim["effect"]
+                components,
+                primary_contrast(config, claim["weights"], dict.fromkeys(claim["weights"], best)),
+                claim["effect"],
             )
         out.append({"claim": claim["claim"], "seeds": best, "power": power})
     return out
@@ -390,7 +390,7 @@ def staged_design(components, contrast: Contrast, effect: float, costs: Mapping,
 
     fixed = _fewest_seeds(components, contrast, effect, floor)
     if fixed is None:
-        return {"note": f"no design up to {SEED_LIMIT} seeds has the power"}
+        return {"note": f"no design up to {SEARCH_LIMIT} seeds has the power"}
     per_seed = sum(costs["per_method"][m] for m in contrast.weights)
     stages = list(plan.get("stages") or [])
     if fixed <= floor and not stages:
@@ -432,7 +432,7 @@ def _proposed_stages(floor: int, fixed: int) -> list[list[int]]:
     """Three stages from the minimum: halfway, then a final count from the fixed design's up (the sequential test
     needs a little more information at the end than the fixed one)."""
     out = []
-    for final in range(max(fixed, floor + 2), SEED_LIMIT + 1):
+    for final in range(max(fixed, floor + 2), SEARCH_LIMIT + 1):
         out.append([floor, (floor + final + 1) // 2, final])
     return out
 

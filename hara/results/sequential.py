@@ -63,8 +63,9 @@ def _simpson(n: int, width: float) -> np.ndarray:
 
 def _first_crossings(
     bounds: Sequence[float], fractions: Sequence[float], drift: float = 0.0, futility: float | None = None
-) -> list[tuple[float, float]]:
-    """(P(first Z_k >= bounds_k), P(first Z_k <= -bounds_k)) at each stage k, with the interim continuation region
+) -> list[tuple[float, float, float]]:
+    """(P(first Z_k >= bounds_k), P(first Z_k <= -bounds_k), P(still running after stage k)) at each stage k, with
+    the interim continuation region
     cut below at ``futility`` when given, by the recursive numerical integration of Armitage, McPherson and Rowe
     (1969) over the Brownian motion B(t) = sqrt(t) Z with ``drift`` per unit information (E[Z_k] = drift
     sqrt(t_k)): deterministic, Simpson's rule on GRID_POINTS points per stage."""
@@ -74,16 +75,13 @@ def _first_crossings(
     for k, (bound, now) in enumerate(zip(bounds, fractions)):
         high, sd = bound * math.sqrt(now), math.sqrt(now - previous)
         mean = grid + drift * (now - previous)
-        crossings.append(
-            (
-                float(np.sum(density * stats.norm.sf(high, mean, sd))),
-                float(np.sum(density * stats.norm.cdf(-high, mean, sd))),
-            )
-        )
+        up = float(np.sum(density * stats.norm.sf(high, mean, sd)))
+        down = float(np.sum(density * stats.norm.cdf(-high, mean, sd)))
         low = -high if futility is None or k == len(fractions) - 1 else max(-high, futility * math.sqrt(now))
         new_grid = np.linspace(low, high, GRID_POINTS)
         kernel = stats.norm.pdf(new_grid[:, None], mean[None, :], sd)
         grid, density, previous = new_grid, (kernel @ density) * _simpson(len(new_grid), high - low), now
+        crossings.append((up, down, float(density.sum())))  # the mass still inside: the runs that go on
     return crossings
 
 
@@ -100,7 +98,10 @@ def _spending_bounds(fractions: tuple[float, ...], alpha: float) -> tuple[float,
         spent = obrien_fleming_spending(fractions[k], alpha) if k < len(fractions) - 1 else alpha
         # the bound at which the chance of a first crossing by stage k is the alpha spent by then
         bounds.append(
-            _solve(lambda c, k=k: sum(sum(p) for p in _first_crossings([*bounds, c], fractions[: k + 1])), spent)
+            _solve(
+                lambda c, k=k: sum(up + down for up, down, _ in _first_crossings([*bounds, c], fractions[: k + 1])),
+                spent,
+            )
         )
     return tuple(bounds)
 
@@ -118,7 +119,9 @@ def classical_obrien_fleming(stages: int, alpha: float = 0.05) -> list[float]:
     two-sided type I error is ``alpha`` (K = 3, 0.05: 3.471, 2.454, 2.004)."""
     fractions = [k / stages for k in range(1, stages + 1)]
     shape = [math.sqrt(stages / k) for k in range(1, stages + 1)]
-    constant = _solve(lambda c: sum(sum(p) for p in _first_crossings([c * s for s in shape], fractions)), alpha)
+    constant = _solve(
+        lambda c: sum(up + down for up, down, _ in _first_crossings([c * s for s in shape], fractions)), alpha
+    )
     return [constant * s for s in shape]
 
 
@@ -150,26 +153,6 @@ def operating_characteristics(bounds: Boundaries, drift: float) -> dict:
     probability that the design declares "better" (an upper crossing), and of stopping after each stage (either
     crossing, or an interim z under the futility bound), by numerical integration."""
     crossings = _first_crossings(bounds.efficacy, bounds.fractions, drift, bounds.futility)
-    reached, stops = 1.0, []
-    with_futility = _continuing(bounds, drift)
-    for k, (up, down) in enumerate(crossings):
-        stop = reached - with_futility[k] if k < len(crossings) - 1 else reached
-        stops.append(stop)
-        reached -= stop
-    return {"better": float(sum(up for up, _ in crossings)), "stop_after": stops}
-
-
-def _continuing(bounds: Boundaries, drift: float) -> list[float]:
-    """P(still running after stage k): the mass left in the continuation region."""
-    from scipy import stats
-
-    left, grid, density, previous = [], np.zeros(1), np.ones(1), 0.0
-    for k, (bound, now) in enumerate(zip(bounds.efficacy, bounds.fractions)):
-        high, sd = bound * math.sqrt(now), math.sqrt(now - previous)
-        low = max(-high, bounds.futility * math.sqrt(now))
-        new_grid = np.linspace(low, high, GRID_POINTS)
-        kernel = stats.norm.pdf(new_grid[:, None], grid[None, :] + drift * (now - previous), sd)
-        density = (kernel @ density) * _simpson(len(new_grid), high - low)
-        left.append(float(density.sum()))
-        grid, previous = new_grid, now
-    return left
+    running = [1.0] + [left for _, _, left in crossings[:-1]]
+    stops = [before - after for before, after in zip(running, [*running[1:], 0.0])]
+    return {"better": float(sum(up for up, _, _ in crossings)), "stop_after": stops}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -111,9 +110,3 @@ def claim(key: str):
 def outcome(config: Mapping, runs: Mapping[Cell, Run], key: str = "gain_vs_grpo"):
     ((_, found),) = check_claims(config, "/nonexistent", runs, [claim(key)])
     return found
-
-
-def logit_to_points(run_sd: float) -> float:
-    """About how many pass@1 points a logit shift of ``run_sd`` moves a run's benchmark average."""
-    p = expit(world())
-    return 100 * run_sd * float(np.mean(p * (1 - p))) * math.sqrt(1)
