@@ -91,7 +91,11 @@ _BUILT_IN = [
     MethodSpec("grpo_s", "baseline", "entropy_shaping", _ENTROPY, "grpo_s/"),
     MethodSpec("position", "baseline", "position"),
     MethodSpec("shear", "baseline", "shear", _HIDDEN, "shear/"),
-    MethodSpec("oracle_steps", "oracle", "oracle_steps", frozenset({"steps"}), "oracle/"),
+    # the step oracle's modes (hara/weighting/oracle.py): suffix (the first control), step, reversed, process
+    *(
+        MethodSpec(name, "oracle", "oracle_steps", frozenset({"steps"}), "oracle/")
+        for name in ("oracle_steps", "oracle_step", "oracle_reversed", "oracle_process")
+    ),
 ]
 _REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in _BUILT_IN}
 _PLUGINS_LOADED = False

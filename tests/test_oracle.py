@@ -1,6 +1,6 @@
-"""The positive control: the synthetic world's step checker (hara/data/steps.py) on hand-written rollouts and on every
-skill's reference solutions, and the oracle_steps transform (hara/weighting/oracle.py): where it puts an incorrect
-rollout's advantage, and that each outcome group's advantage mass stays the host algorithm's."""
+"""The step oracle's controls: the synthetic world's step checker (hara/data/steps.py) on hand-written rollouts and on
+every skill's reference solutions, and the oracle transforms (hara/weighting/oracle.py): where each mode puts an
+incorrect rollout's advantage, and which mass it keeps."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from hara.config import ConfigError, validate_config
 from hara.data.format import format_completion
-from hara.data.steps import evaluate, first_wrong_step, first_wrong_token
+from hara.data.steps import WrongSpan, evaluate, first_wrong_span, first_wrong_step
 from hara.data.synthetic import generate_problems
 from hara.weighting import WeightingContext, apply_weighting, host_token_weights
 
@@ -86,10 +86,30 @@ def test_every_skills_reference_solution_checks_right_and_a_changed_result_is_fo
     assert perturbed > 1000
 
 
-def test_the_token_of_the_first_wrong_step():
-    pieces = [" 3", " *", " 4", " =", " 12.", " 12", " +", " 6", " =", " 18."]
-    assert first_wrong_token(pieces, "17", REFERENCE) == 5
-    assert first_wrong_token([" 3 * 4 = 12."], "17", REFERENCE) == -1
+def test_the_tokens_of_the_first_wrong_step():
+    pieces = [
+        " 3",
+        " *",
+        " 4",
+        " =",
+        " 12.",
+        " 12",
+        " +",
+        " 6",
+        " =",
+        " 18.",
+        " The",
+        " answer",
+        " is",
+        " \\boxed{18}.",
+    ]
+    # a wrong worked step runs to the next step's start: the answer template is not part of it
+    assert first_wrong_span(pieces, "17", REFERENCE) == WrongSpan(5, 10, 1)
+    # a wrong answer step after right steps: its token holding the boxed value
+    right = [" 3 * 4 = 12.", " 12 + 5 = 17.", " The answer is ", "\\boxed{", "71", "}."]
+    assert first_wrong_span(right, "17", REFERENCE) == WrongSpan(4, 5, 2)
+    assert first_wrong_span([" 3 * 4 = 12."], "17", REFERENCE) == WrongSpan()
+    assert first_wrong_span([], "17", REFERENCE) == WrongSpan()
 
 
 def _batch():
@@ -134,6 +154,92 @@ def test_oracle_steps_caps_the_weight_of_a_late_mistake():
     token, info = apply_weighting("oracle_steps", advantages, mask, groups, rewards, context)
     ratio = token / (advantages[:, None] * mask).where(mask, torch.ones(()))
     assert ratio[mask].max() <= 2.0 + 1e-5 and info["oracle/capped_tokens"] > 0
+
+
+# the wrong step's end (one past its last token) and its index in the chain, for the rows of _batch()
+ENDS = torch.tensor([-1, 4, 6, -1, -1, 2, 5, 8])
+STEPS = torch.tensor([-1, 1, 2, -1, -1, 0, 1, 3])
+
+
+def _run(method, loss_type="grpo", batch=None, **params):
+    advantages, mask, groups, rewards, starts = batch or _batch()
+    context = WeightingContext(
+        error_starts=starts, error_ends=ENDS, error_steps=STEPS, loss_type=loss_type, params=params
+    )
+    token, info = apply_weighting(method, advantages, mask, groups, rewards, context)
+    return token, info, advantages[:, None] * mask, mask
+
+
+def _span_map(starts, ends, length=8):
+    """(B, T) bool masks of the tokens before and inside each row's wrong step (rows with start -1: none)."""
+    positions = torch.arange(length)[None, :]
+    located = starts[:, None] >= 0
+    before = located & (positions < starts[:, None])
+    inside = located & (positions >= starts[:, None]) & (positions < ends[:, None])
+    return before, inside
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("method,placed", [("oracle_step", "inside"), ("oracle_reversed", "before")])
+def test_the_span_modes_put_each_rollouts_own_penalty_on_their_span_only(method, placed, loss_type):
+    token, info, plain, mask = _run(method, loss_type, span_max_weight=100.0)
+    _, _, _, rewards, starts = _batch()
+    before, inside = _span_map(starts, ENDS)
+    span = {"inside": inside, "before": before}[placed]
+    kept = (rewards > 0.5) | (starts < 0)
+    assert torch.equal(token[kept], plain[kept])  # correct and unlocated rollouts keep the host's advantage
+    moved = ~kept
+    assert torch.all(token[moved][~span[moved]] == 0)  # nothing off the span
+    assert torch.all(token[moved][span[moved] & mask[moved]] < 0)  # the whole span penalised
+    omega = host_token_weights(mask, loss_type)
+    for row in moved.nonzero().flatten().tolist():
+        expected = (omega * plain)[row].sum() if span[row].any() else torch.tensor(0.0)
+        assert torch.allclose((omega * token)[row].sum(), expected, atol=1e-6), row  # each rollout keeps its mass
+    # the sabotage drops the penalty of the rollout wrong from its first step (row 5): nothing right to blame
+    assert info["oracle/mass_kept"] == pytest.approx(1.0 if placed == "inside" else 4 / 5, abs=0.05)
+
+
+def test_the_span_modes_cap_a_short_spans_weight_and_say_how_much_mass_is_left():
+    token, info, plain, mask = _run("oracle_step", span_max_weight=2.0)
+    ratio = token / plain.where(mask, torch.ones(()))
+    assert ratio[mask].max() <= 2.0 + 1e-5 and info["oracle/capped_tokens"] > 0 and info["oracle/mass_kept"] < 1.0
+
+
+def test_the_process_mode_rewards_the_right_steps_penalises_the_wrong_one_and_credits_groups_without_signal():
+    advantages, mask, groups, rewards, starts = _batch()
+    rewards[4] = 0.0  # prompt 1: every rollout wrong, so the host's advantage there is 0
+    advantages = torch.where(groups == 1, torch.zeros(()), advantages)
+    token, info, plain, _ = _run("oracle_process", batch=(advantages, mask, groups, rewards, starts), process_scale=0.5)
+    before, inside = _span_map(starts, ENDS)
+    size = torch.where(advantages != 0, advantages.abs(), torch.full_like(advantages, 0.5))
+    located = (rewards <= 0.5) & (starts >= 0)
+    expected = torch.where(located[:, None], size[:, None] * (before.float() - inside.float()), plain) * mask
+    assert torch.allclose(token, expected)
+    assert token[5, 0:2].eq(-0.5).all() and token[7, :6].eq(0.5).all()  # the silent group gets step credit
+    assert info["oracle/silent_rollouts_credited"] == 3.0
+
+
+def test_the_oracle_logs_where_the_mistakes_are_and_how_many_groups_carry_no_signal():
+    _, info, _, _ = _run("oracle_step")
+    histogram = [info[f"oracle/first_wrong_step_{k}"] for k in range(10)]
+    assert histogram[:4] == pytest.approx([1 / 5, 2 / 5, 1 / 5, 1 / 5]) and sum(histogram) == pytest.approx(1.0)
+    assert info["oracle/no_signal_groups"] == 0.0
+    advantages, mask, groups, rewards, starts = _batch()
+    rewards[4] = 0.0
+    _, info, _, _ = _run("oracle_step", batch=(advantages, mask, groups, rewards, starts))
+    assert info["oracle/no_signal_groups"] == 0.5
+
+
+def test_the_gradient_share_counts_what_a_token_can_still_learn_not_the_tokens():
+    from hara.rlvr.trainer import gradient_moved
+
+    host, mask = torch.tensor([-1.0]), torch.ones(1, 2, dtype=torch.bool)
+    # the advantage moved onto a copied token (p = 1) moves half the tokens but none of the gradient
+    copied = gradient_moved(host, torch.tensor([[-3.0, -1.0]]), mask, torch.log(torch.tensor([[1.0, 0.5]])))
+    assert copied == {"oracle/gradient_moved": 0.0, "oracle/token_moved": 0.5}
+    # half of each token's advantage moved: half of the gradient
+    half = gradient_moved(host, torch.tensor([[-1.5, -0.5]]), mask, torch.log(torch.tensor([[0.9, 0.1]])))
+    assert half["oracle/gradient_moved"] == pytest.approx(0.5) and half["oracle/token_moved"] == 1.0
 
 
 def test_oracle_steps_is_refused_for_problems_from_the_hub():

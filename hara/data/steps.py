@@ -17,8 +17,9 @@ against the problem's reference solution, which is what :func:`first_wrong_step`
 
 The first wrong step is the oracle's answer; a completion with no checkable step and no box (malformed, cut off)
 has none (:attr:`StepCheck.first_wrong` is None). Pure Python, no torch: the trainer maps the step's character
-offset to a token index (hara/rlvr/trainer.py) and the ``oracle_steps`` transform (hara/weighting/oracle.py) moves
-the rollout's advantage there. Problems from the hub have no reference steps in this form and are refused.
+span to token indices (:func:`first_wrong_span`, called by hara/rlvr/trainer.py) and the oracle transforms
+(hara/weighting/oracle.py) move the rollout's advantage there. Problems from the hub have no reference steps in this
+form and are refused.
 """
 
 from __future__ import annotations
@@ -27,8 +28,18 @@ import ast
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import accumulate
 
-__all__ = ["Step", "StepCheck", "evaluate", "first_wrong_step", "first_wrong_token", "reference_values", "split_steps"]
+__all__ = [
+    "Step",
+    "StepCheck",
+    "WrongSpan",
+    "evaluate",
+    "first_wrong_span",
+    "first_wrong_step",
+    "reference_values",
+    "split_steps",
+]
 
 # a sentence ends at . , ; or a newline followed by whitespace or the end of the text ("3.5" and "1,000" are one
 # number); the answer step starts at "The answer is" or at a "\boxed" with no such phrase before it
@@ -185,17 +196,49 @@ def first_wrong_step(completion: str, answer: str, reference: str | None = None)
     return StepCheck(steps, wrong)
 
 
-def first_wrong_token(pieces: list[str], answer: str, reference: str | None = None) -> int:
-    """The index of the token where the first wrong step of a completion starts, -1 where none is found.
+@dataclass(frozen=True)
+class WrongSpan:
+    """Where a completion's first wrong step lies, in token indices: ``start`` (its first token), ``end`` (one past
+    its last token: the next step's start, so the answer template after a wrong worked step is not part of it; for a
+    wrong answer step, the boxed value only) and ``step`` (its index among the completion's steps). All -1 where no
+    wrong step was found."""
+
+    start: int = -1
+    end: int = -1
+    step: int = -1
+
+
+def _span_chars(completion: str, check: StepCheck) -> tuple[int, int]:
+    """Character span [start, end) of the first wrong step (see :class:`WrongSpan`)."""
+    index = check.first_wrong
+    step = check.steps[index]
+    if step.answer:
+        boxed = list(_BOXED.finditer(completion, step.start))
+        return (boxed[-1].start(1), boxed[-1].end(1)) if boxed else (step.start, len(completion))
+    end = check.steps[index + 1].start if index + 1 < len(check.steps) else len(completion)
+    return step.start, end
+
+
+def _token_at(ends: list[int], char: int) -> int:
+    """Index of the token holding character ``char``, given each token's end offset (cumulative lengths)."""
+    return next((index for index, end in enumerate(ends) if end > char), len(ends) - 1)
+
+
+def first_wrong_span(pieces: list[str], answer: str, reference: str | None = None) -> WrongSpan:
+    """The tokens of the first wrong step of a completion (:class:`WrongSpan`; all -1 where none is found).
 
     ``pieces``: the completion's tokens decoded one by one (their concatenation is the text that is checked, so
     offsets and tokens always agree)."""
-    start = first_wrong_step("".join(pieces), answer, reference).start
-    if start is None:
-        return -1
-    end = 0
-    for index, piece in enumerate(pieces):
-        end += len(piece)
-        if end > start:
-            return index
-    return -1
+    completion = "".join(pieces)
+    check = first_wrong_step(completion, answer, reference)
+    if check.first_wrong is None or not pieces:
+        return WrongSpan()
+    ends = list(accumulate(len(piece) for piece in pieces))
+    start, end = _span_chars(completion, check)
+    if start >= ends[-1]:
+        return WrongSpan()
+    first = _token_at(ends, start)
+    # the token holding the next step's first character starts the next step (a token straddling the boundary
+    # goes with it); a span is at least its first token
+    last = _token_at(ends, end) if end < ends[-1] else len(pieces)
+    return WrongSpan(first, max(last, first + 1), check.first_wrong)

@@ -28,8 +28,8 @@ PINNED = {"trl": "1.16.0", "transformers": "5.17.0", "vllm": "0.31.0"}
 
 #: The private GRPOTrainer methods HaraGRPOTrainer overrides, with TRL's parameters as pinned (the override may take
 #: ``*args, **kwargs`` for the tail it forwards): generation (stop strings, the hidden-state recorder),
-#: rewards (per-rollout scores for the step oracle), advantages (the reweighting), and the log-prob pass that the
-#: capture rides on.
+#: rewards (per-rollout scores for the step oracle), advantages (the reweighting), the log-prob pass that the
+#: capture rides on, and the loss (the oracle's gradient diagnostic reads its log-probs).
 TRL_OVERRIDES: dict[str, tuple[str, ...]] = {
     "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
     "_generate_and_score_completions": ("self", "inputs"),
@@ -42,6 +42,7 @@ TRL_OVERRIDES: dict[str, tuple[str, ...]] = {
         "has_tool_images",
     ),
     "_get_per_token_logps_and_entropies": ("self", "model", "input_ids", "attention_mask", "logits_to_keep"),
+    "_compute_loss": ("self", "model", "inputs"),
 }
 
 

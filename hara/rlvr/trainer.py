@@ -47,7 +47,15 @@ from hara.models.capture import ENTROPY_CHUNK, FINAL_NORM, GenerationRecorder, P
 from hara.rlvr.phases import StepPhases, StepPhasesCallback, probe_for
 from hara.weighting import WeightingContext, apply_weighting, get_weighting
 
-__all__ = ["CONTEXT_NEEDS", "HOST_WEIGHTING", "HaraGRPOTrainer", "equal_reward_groups", "group_ids_of"]
+__all__ = [
+    "CONTEXT_NEEDS",
+    "HOST_ADVANTAGES",
+    "HOST_WEIGHTING",
+    "HaraGRPOTrainer",
+    "equal_reward_groups",
+    "gradient_moved",
+    "group_ids_of",
+]
 
 LOGGER = logging.getLogger(__name__)
 
@@ -66,6 +74,10 @@ torch.serialization.register_package(99, lambda obj: None, _restore_indexed_cpu_
 #: What the hooks capture for each method: "hidden" (one layer's hidden states), "entropy" (token entropies), from
 #: the method registry (hara/methods.py, built-ins and installed plug-ins; "steps" comes from the problems).
 CONTEXT_NEEDS: dict[str, frozenset[str]] = {name: spec.captures for name, spec in methods().items()}
+
+#: The batch key carrying the host algorithm's advantages (B,) next to the method's token advantages, for the oracle's
+#: gradient diagnostic: a (B,) tensor rides along TRL's split and shuffle of the generation batch into micro-batches.
+HOST_ADVANTAGES = "hara_host_advantages"
 
 #: TRL loss_type -> the host token weighting hara.weighting normalises against (bnpo is a token mean like DAPO).
 HOST_WEIGHTING: dict[str, str] = {"grpo": "grpo", "dr_grpo": "dr_grpo", "dapo": "dapo", "bnpo": "dapo"}
@@ -131,6 +143,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         self._rewards_per_func: Tensor | None = None
         self._recorded: tuple[int, tuple[Tensor | None, Tensor | None]] | None = None  # (rows, a recorder's result)
         self._record_logprob_pass = False
+        self._loss_logps: list[Tensor] | None = None  # the loss pass's log-probs while the gradient diagnostic runs
         self.last_advantages: dict[str, Tensor] = {}  # the latest step's (B,) and (B, T) advantages, for tests
         self._warned_unconverged = False
         # time and peak device memory of each phase of hara plan: time/<phase>_s, memory/<phase>_peak_gib (CUDA)
@@ -178,9 +191,12 @@ class HaraGRPOTrainer(GRPOTrainer):
         """TRL's log-prob pass; the no-grad one inside ``_generate_and_score_completions`` also records the
         captured layer (and entropies through the LM head in chunks) at the positions that predict the completion."""
         if not (self._record_logprob_pass and not torch.is_grad_enabled()):
-            return super()._get_per_token_logps_and_entropies(
+            result = super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
             )
+            if self._loss_logps is not None and torch.is_grad_enabled():
+                self._loss_logps.append(result[0].detach())
+            return result
         recorder = PassRecorder(
             self.accelerator.unwrap_model(model), self.hidden_layer, self.needs, logits_to_keep, self.entropy_chunk
         )
@@ -191,6 +207,21 @@ class HaraGRPOTrainer(GRPOTrainer):
         self._recorded = (input_ids.shape[0], recorder.result())
         self._record_logprob_pass = False  # one pass per generation batch
         return result
+
+    def _compute_loss(self, model, inputs):
+        """TRL's loss; for the oracle's controls also the share of the gradient the method moved (see
+        :func:`gradient_moved`), from this micro-batch's own log-probs (no extra pass)."""
+        host = inputs.get(HOST_ADVANTAGES)
+        self._loss_logps = [] if host is not None else None
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            logps, self._loss_logps = self._loss_logps, None
+        if logps:
+            mask = inputs["completion_mask"].bool()
+            for key, value in gradient_moved(host, inputs["advantages"], mask, logps[0]).items():
+                self._metrics["train"][key].append(value)
+        return loss
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's generation, recording hidden states / entropies on the way when the method needs them, and
@@ -283,10 +314,11 @@ class HaraGRPOTrainer(GRPOTrainer):
         rows = slice(self.accelerator.process_index * batch, (self.accelerator.process_index + 1) * batch)
         return self._rewards_per_func[rows, self.outcome_reward].nan_to_num(0.0)
 
-    def _error_starts(self, output: dict[str, Any], inputs: list[dict[str, Any]], outcome: Tensor) -> Tensor:
-        """The step oracle's answer (B,) for the "steps" need: the completion token where each incorrect rollout's
-        first wrong step starts (hara/data/steps.py), -1 for correct rollouts and where none is found."""
-        from hara.data.steps import first_wrong_token
+    def _wrong_spans(self, output: dict[str, Any], inputs: list[dict[str, Any]], outcome: Tensor) -> Tensor:
+        """The step oracle's answer (3, B) for the "steps" need: for each incorrect rollout the completion tokens
+        [start, end) of its first wrong step and its index in the chain (hara/data/steps.py), -1 for correct
+        rollouts and where none is found."""
+        from hara.data.steps import WrongSpan, first_wrong_span
         from hara.methods import NEED_SOURCES
 
         foreign = sorted({str(row.get("source")) for row in inputs} - set(NEED_SOURCES["steps"]))
@@ -297,14 +329,16 @@ class HaraGRPOTrainer(GRPOTrainer):
             )
         lengths = output["completion_mask"].sum(-1).tolist()
         incorrect = (outcome <= 0.5).tolist()  # the outcome reward is 0/1 (hara.reward.math_reward); one host read
-        starts = [-1] * len(inputs)
+        spans = [WrongSpan()] * len(inputs)
         for row, (record, ids) in enumerate(zip(inputs, output["completion_ids"].tolist())):
             if incorrect[row]:
                 pieces = self.processing_class.batch_decode(
                     [[token] for token in ids[: int(lengths[row])]], skip_special_tokens=True
                 )
-                starts[row] = first_wrong_token(pieces, record["answer"], record["solution"] or None)
-        return torch.tensor(starts, device=outcome.device)
+                spans[row] = first_wrong_span(pieces, record["answer"], record["solution"] or None)
+        return (
+            torch.tensor([[span.start, span.end, span.step] for span in spans], device=outcome.device).reshape(-1, 3).T
+        )
 
     def _reweight_advantages(self, output: dict[str, Any], inputs: list[dict[str, Any]]) -> None:
         """The HarA hook: replace ``output["advantages"]`` (B,) with the method's token advantages (B, T)."""
@@ -321,16 +355,20 @@ class HaraGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         hidden, entropies = self._capture(output, needs)
         capture_s = time.perf_counter() - start
-        starts = self._error_starts(output, inputs, outcome) if self.reads_steps else None
+        starts, ends, steps = self._wrong_spans(output, inputs, outcome) if self.reads_steps else (None,) * 3
         context = WeightingContext(
             hidden_states=hidden,
             token_entropies=entropies,
             error_starts=starts,
+            error_ends=ends,
+            error_steps=steps,
             loss_type=HOST_WEIGHTING[self.loss_type],
             params=self.method_params,
         )
         token_adv, info = apply_weighting(self.method, advantages, mask, group_ids, outcome, context)
         output["advantages"] = token_adv.to(advantages.dtype)
+        if self.reads_steps:
+            output[HOST_ADVANTAGES] = advantages.detach().float()
         self.last_advantages = {
             "sequence": advantages.detach().clone(),
             "token": output["advantages"].detach(),
@@ -365,3 +403,23 @@ class HaraGRPOTrainer(GRPOTrainer):
         output["tool_mask"] = loss_mask
         output["num_items_in_batch"] = self.accelerator.gather((output["completion_mask"] * loss_mask).sum()).sum()
         self._metrics["train"]["train/dynamic_sampling_dropped"].append(float(drop.float().mean()))
+
+
+def gradient_moved(host: Tensor, token: Tensor, mask: Tensor, logps: Tensor) -> dict[str, float]:
+    """How much of the policy gradient a method moved away from the host's advantages, per micro-batch.
+
+    A token's log-prob gradient on its own logit is 1 - p(token), so a token that the policy copies with p near 1
+    carries almost none: the advantage a method moves there moves almost no gradient. ``oracle/gradient_moved`` is
+    sum |token - host| (1 - p) / sum |host| (1 - p) over the completion tokens (it can exceed 1 where a method gives
+    credit that the host did not give: oracle_process in groups with no outcome signal); ``oracle/token_moved`` is
+    the share of tokens whose advantage changed, for contrast."""
+    host_tokens = host.float()[:, None].expand_as(token)
+    weight = (1.0 - logps.float().exp()).clamp_min(0.0) * mask
+    delta = (token.float() - host_tokens).abs()
+    base = float((host_tokens.abs() * weight).sum())
+    moved = float((delta * weight).sum())
+    changed = (delta > 1e-6 * host_tokens.abs().clamp_min(1e-6)) & mask
+    return {
+        "oracle/gradient_moved": moved / base if base > 0 else 0.0,
+        "oracle/token_moved": float(changed.sum()) / max(float(mask.sum()), 1.0),
+    }

@@ -18,7 +18,8 @@ A negative). No single weight exceeds ``max_weight``.
 
 The package: registry.py (the registry and the one signature), host.py (the host losses' token weighting omega),
 hara.py (HarA's formulas, normalisation and transforms), baselines.py (`none` and the credit-assignment baselines),
-oracle.py (`oracle_steps`, the positive control: step-level credit from the synthetic world's step oracle);
+oracle.py (the step oracle's controls, `oracle_steps` and its modes: step-level credit from the synthetic world's
+step oracle);
 group operations shared with hara.novelty and the trainer live in hara/groups.py. Importing the package registers
 every built-in transform; plug-in methods register on first use (hara/methods.py).
 """

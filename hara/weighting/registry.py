@@ -28,7 +28,9 @@ class WeightingContext:
     hidden_states (B, T, d): one layer's hidden states aligned with the completion tokens (HarA, shear).
     token_entropies (B, T): sampling-policy entropy per token at temperature 1 (forking_tokens, gtpo, grpo_s).
     error_starts (B,): completion token where each rollout's first wrong step starts, -1 where none was located
-    (the synthetic world's step oracle, hara/data/steps.py; oracle_steps).
+    (the synthetic world's step oracle, hara/data/steps.py; the oracle methods, hara/weighting/oracle.py).
+    error_ends (B,): one past that step's last token (-1 where none; absent: the span runs to the completion's end).
+    error_steps (B,): that step's index in the rollout's chain of steps (-1 where none).
     loss_type: the host loss, a key of :data:`hara.weighting.host.HOST_TOKEN_WEIGHTS` ("grpo", "dr_grpo", "dapo").
     params: the method's knobs (flat dict; see each method's parameter dataclass for names and defaults).
     """
@@ -36,6 +38,8 @@ class WeightingContext:
     hidden_states: Tensor | None = None
     token_entropies: Tensor | None = None
     error_starts: Tensor | None = None
+    error_ends: Tensor | None = None
+    error_steps: Tensor | None = None
     loss_type: str = "grpo"
     params: dict[str, Any] = field(default_factory=dict)
 

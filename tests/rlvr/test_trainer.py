@@ -398,7 +398,7 @@ def oracle_trainer(tiny_base, tmp_path):
     )
 
 
-def test_the_step_oracle_reaches_the_method_as_the_token_where_the_wrong_step_starts(tiny_base, tmp_path):
+def test_the_step_oracle_reaches_the_method_as_the_tokens_of_the_wrong_step(tiny_base, tmp_path):
     trainer = oracle_trainer(tiny_base, tmp_path)
     assert trainer.needs == frozenset() and trainer.reads_steps  # nothing is captured from the model for it
     texts = [
@@ -413,11 +413,14 @@ def test_the_step_oracle_reaches_the_method_as_the_token_where_the_wrong_step_st
     for i, row in enumerate(rows):
         ids[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1
     inputs = [{"prompt": "p", "answer": "17", "solution": "3 * 4 = 12. 12 + 5 = 17.", "source": "synthetic"}] * 4
-    starts = trainer._error_starts(
+    starts, ends, steps = trainer._wrong_spans(
         {"completion_ids": ids, "completion_mask": mask}, inputs, torch.tensor([0.0, 1.0, 0.0, 0.0])
     )
-    # the char tokenizer: one token per character, so the token index is the character offset of the wrong step
-    assert starts.tolist() == [texts[0].index("12 + 5"), -1, texts[2].index("The answer"), -1]
+    # the char tokenizer: one token per character, so token indices are the character offsets of the wrong step:
+    # a worked step runs to the next step's start, a wrong answer step is its boxed value only
+    assert starts.tolist() == [texts[0].index("12 + 5"), -1, texts[2].index("9"), -1]
+    assert ends.tolist() == [texts[0].index("The answer"), -1, texts[2].index("9") + 1, -1]
+    assert steps.tolist() == [1, -1, 0, -1]
 
 
 def test_the_step_oracle_refuses_problems_from_the_hub_in_one_line(tiny_base, tmp_path):
@@ -429,9 +432,35 @@ def test_the_step_oracle_refuses_problems_from_the_hub_in_one_line(tiny_base, tm
         match="^method 'oracle_steps' needs the synthetic world's reference steps; "
         "training problems from source 'HuggingFaceH4/MATH-500' have none",
     ):
-        trainer._error_starts(
+        trainer._wrong_spans(
             {"completion_ids": ids, "completion_mask": torch.ones_like(ids)}, inputs, torch.tensor([0.0])
         )
+
+
+def test_the_oracles_step_logs_the_gradient_it_moved_from_the_loss_pass(tiny_base, tmp_path, monkeypatch):
+    """The host advantages ride along TRL's batch split into the loss, whose own log-probs weigh what moved."""
+    data = Dataset.from_list(
+        [
+            {"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a), "solution": "", "source": "synthetic"}
+            for a in (3, 5)
+        ]
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    config = smoke_config()
+    config["training"]["steps"] = 2
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    trainer = build_trainer(
+        config, "grpo", "oracle_step", 0, model, tokenizer, data, tmp_path, reward_funcs=[parity_reward]
+    )
+    # a random model writes no steps: every incorrect rollout is said to go wrong on its first two tokens
+    monkeypatch.setattr(
+        trainer, "_wrong_spans", lambda output, inputs, outcome: torch.tensor([[0, 2, 0]] * len(inputs)).T
+    )
+    trainer.train()
+    logged = [line for line in trainer.state.log_history if "oracle/gradient_moved" in line]
+    assert len(logged) == 2
+    assert all(0 < line["oracle/gradient_moved"] and 0 < line["oracle/token_moved"] < 1 for line in logged)
+    assert all(line["oracle/first_wrong_step_0"] == 1.0 for line in logged)
 
 
 def test_method_without_context_captures_and_logs_nothing(tiny_base, tmp_path):
