@@ -12,6 +12,7 @@ import pytest
 from hara.data.format import format_completion
 from hara.data.steps import first_wrong_step, reference_values
 from hara.data.synthetic import LEVELS, format_number, make_record
+from tests.helpers import DEFAULT
 
 PROBLEM = re.compile(r"^(?:Start at|From|Take) (\d+), (?:then |apply )(.+?)(?: in order)?\. What is the [a-z ]+\?$")
 APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
@@ -76,7 +77,7 @@ def test_every_warm_up_example_of_a_chain_fits_the_defaults_budgets():
     from hara.models.tokenizer import build_char_tokenizer
     from hara.models.warmup import encode_records
 
-    config = load_config("config/default.yaml")
+    config = load_config(DEFAULT)
     encoded = encode_records(RECORDS, build_char_tokenizer(), config["warmup"]["max_length"], direct_fraction=1.0)
     assert len(encoded) == 2 * len(RECORDS)
     longest = max(len(ids) - prompt_length - 1 for ids, prompt_length in encoded)
