@@ -207,7 +207,7 @@ def benchmarks_of_source(source: str) -> list[str]:
 
 def check_benchmarks(config: Mapping) -> str | None:
     """Benchmarks must belong to the chosen data source (mini benchmarks offline, hub benchmarks from local folders);
-    per-benchmark evaluation settings must name registered benchmarks."""
+    per-benchmark evaluation settings must name registered benchmarks, and per-benchmark sizes embedded ones."""
     from hara.data.catalog import benchmarks
 
     source = config["data"]["source"]
@@ -218,6 +218,10 @@ def check_benchmarks(config: Mapping) -> str | None:
     for name in config["evaluation"]["benchmarks"]:
         if name not in benchmarks():
             return f"evaluation.benchmarks.{name}: unknown benchmark (valid: {', '.join(benchmarks())})"
+    embedded = list(benchmarks("synthetic"))
+    for name in config["data"]["benchmark_sizes"]:
+        if name not in embedded:
+            return f"data.benchmark_sizes.{name}: not an embedded benchmark (valid: {', '.join(embedded)})"
     return None
 
 

@@ -29,6 +29,13 @@ MALFORMED = [
     ("benchmark-unknown", "data:\n  benchmarks: [gsm8k]\n", "data.benchmarks[0]:"),
     ("benchmark-duplicate", "data:\n  benchmarks: [mini_math500, mini_math500]\n", "data.benchmarks:"),
     ("benchmark-wrong-source", "data:\n  benchmarks: [mini_math500, math500]\n", "data.benchmarks[1]:"),
+    ("benchmark-size-not-embedded", "data:\n  benchmark_sizes: {math500: 5}\n", "data.benchmark_sizes.math500:"),
+    (
+        "benchmark-size-zero",
+        "data:\n  benchmark_sizes: {in_distribution: 0}\n",
+        "data.benchmark_sizes.in_distribution:",
+    ),
+    ("skill-unknown", "data:\n  skills: [chains]\n", "data.skills[0]:"),
     ("data-not-mapping", "data: [1, 2]\n", "data:"),
     ("family-unknown", "models:\n  family: huge\n", "models.family:"),
     ("size-unknown", "models:\n  sizes: [tiny-s, tiny-xl]\n", "models.sizes[1]:"),
@@ -99,6 +106,32 @@ def test_shipped_configs_are_valid(name, tmp_path, monkeypatch):
         raw["data"]["local_dir"] = str(tmp_path)
     resolved = validate_config(raw, source=name)
     assert resolved["seed"] == raw.get("seed", 0)
+
+
+def test_the_chain_overlay_trains_the_oracle_modes_on_long_chains_and_evaluates_in_distribution():
+    """config/control_chain.yaml after the default and the control: chain problems only, RL prompts of levels 4-5
+    (7-8 steps), a worked-only warm-up, the in-distribution benchmark beside the five, GRPO with groups of 8, its own
+    results folder and tracking store. The methods are checked apart: the oracle modes come with the oracle's modes
+    (issue 51), which this check does not yet see registered."""
+    from tests.helpers import merged, read
+
+    raw = {}
+    for name in ("default", "control", "control_chain"):
+        raw = merged(raw, read(REPO / "config" / f"{name}.yaml"))
+    config = validate_config(raw, source="control_chain", skip_checks=("check_methods",))
+    assert config["data"]["skills"] == ["chain"] and config["data"]["benchmarks"][-1] == "in_distribution"
+    assert config["training"]["prompt_selection"] == {
+        **config["training"]["prompt_selection"],
+        "enabled": True,
+        "levels": [4, 5],
+    }
+    assert config["warmup"]["direct_fraction"] == 0 and config["training"]["group_size"] == 8
+    assert config["grid"]["rlvr"] == ["grpo"] and config["grid"]["seeds"] == [0, 1, 2]
+    assert config["grid"]["methods"] == ["none", "oracle_step", "oracle_reversed", "oracle_process"]
+    assert (
+        config["results_dir"] == "results/control_chain"
+        and "results/control_chain/" in config["tracking"]["mlflow_uri"]
+    )
 
 
 def test_defaults_are_filled_from_the_schema():

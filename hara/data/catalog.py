@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import hara.data.hub as hub  # noqa: PLR0402 - `from hara.data import hub` would import the package from inside it
 from hara.data.embedded import BENCHMARKS as MINI_BENCHMARKS
+from hara.data.embedded import embedded_size
 from hara.data.hub import HubSchema, answer_list, solution_list
 
 __all__ = [
@@ -44,12 +45,13 @@ class Benchmark:
     source: str  # a key of SOURCES
     hub_id: str | None = None
     schema: HubSchema | None = None
-    problems: int | None = None  # problems of a hub benchmark (hara plan); embedded ones have data.benchmark_size
+    problems: int | None = None  # problems of a hub benchmark (hara plan); embedded ones: embedded_size
 
     def size(self, config: Mapping) -> int:
         """How many problems an evaluation of this benchmark scores under ``config`` (the planner's count)."""
         if self.source == "embedded":
-            return config["data"]["benchmark_size"]
+            data = config["data"]
+            return embedded_size(self.name, data["benchmark_size"], data["benchmark_sizes"])
         if self.problems is None:
             raise ValueError(f"benchmark {self.name!r}: its number of problems is not declared (Benchmark.problems)")
         return self.problems

@@ -1,12 +1,17 @@
-"""The embedded data world: a synthetic training set and five held-out mini benchmarks.
+"""The embedded data world: a synthetic training set and held-out mini benchmarks.
 
-The five mini benchmarks stand in for the paper's MATH-500, Minerva, OlympiadBench, AMC23 and AIME24, in that order of
+Five mini benchmarks stand in for the paper's MATH-500, Minerva, OlympiadBench, AMC23 and AIME24, in that order of
 increasing difficulty: each is a mix of synthetic skills and levels (see :data:`BENCHMARKS`). Benchmarks are drawn
-first, in registry order, and every later set excludes the normalized text of every earlier problem, so no
+first, in the order listed, and every later set excludes the normalized text of every earlier problem, so no
 benchmark problem appears in another benchmark or in the training set.
 
 Each set has its own seed derived from the run seed and the set's name (``random.Random`` seeded with a string is
-stable across runs and platforms), so adding a benchmark or resizing one does not reshuffle the others.
+stable across runs and platforms), so adding a benchmark or resizing one does not reshuffle the others. Only the
+benchmarks a config lists are drawn, so a registered benchmark it does not list takes no problem from its training set.
+
+``in_distribution`` is drawn from the RL prompts' own skills and levels (``data.skills`` and
+``training.prompt_selection.levels``), 1,000 problems by default: the in-distribution endpoint of a control, where a
+credit-assignment effect on what RL trains on is not diluted by other skills and levels.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from pathlib import Path
 
 import hara
 from hara.data.io import lookup, write_jsonl
-from hara.data.synthetic import SKILLS, generate_problems, normalize_problem
+from hara.data.synthetic import LEVELS, SKILLS, generate_problems, normalize_problem
 from hara.hashing import file_sha256
 
 __all__ = [
@@ -28,6 +33,7 @@ __all__ = [
     "BenchmarkSpec",
     "benchmark_spec",
     "build_embedded_datasets",
+    "embedded_size",
     "write_datasets",
 ]
 
@@ -38,16 +44,22 @@ VALIDATION = "validation"
 
 @dataclass(frozen=True)
 class BenchmarkSpec:
-    """How one mini benchmark is drawn: which levels with which weights, from which skills."""
+    """How one mini benchmark is drawn: which levels with which weights, from which skills, how many problems.
+
+    ``levels`` None: the RL prompts' levels, uniformly (``prompt_levels`` of :func:`build_embedded_datasets`);
+    ``skills`` None: the run's skills (``data.skills``); ``size`` None: ``data.benchmark_size``."""
 
     description: str
-    levels: tuple[int, ...]
-    level_weights: tuple[float, ...]
-    skills: tuple[str, ...] = field(default_factory=lambda: tuple(SKILLS))
+    levels: tuple[int, ...] | None
+    level_weights: tuple[float, ...] | None
+    skills: tuple[str, ...] | None = field(default_factory=lambda: tuple(SKILLS))
+    size: int | None = None
 
     @property
-    def mean_level(self) -> float:
-        """Expected difficulty level, used to check the benchmarks are ordered by difficulty."""
+    def mean_level(self) -> float | None:
+        """Expected difficulty level, used to check the benchmarks are ordered by difficulty (None: the RL prompts')."""
+        if self.levels is None:
+            return None
         return sum(l * w for l, w in zip(self.levels, self.level_weights)) / sum(self.level_weights)
 
 
@@ -63,6 +75,8 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
     ),
     "mini_amc23": BenchmarkSpec("all skills, medium to hard (AMC23)", (3, 4, 5), (2, 4, 4)),
     "mini_aime24": BenchmarkSpec("all skills, hardest (AIME24)", (4, 5), (1, 4)),
+    # large, so a few points between methods on what RL trains on stay above the problems' sampling noise
+    "in_distribution": BenchmarkSpec("the RL prompts' own skills and levels", None, None, None, 1000),
 }
 
 
@@ -86,22 +100,35 @@ def _set_seed(seed: int, name: str) -> str:
     return f"hara-embedded:{seed}:{name}"
 
 
+def embedded_size(name: str, benchmark_size: int, sizes: Mapping[str, int] | None = None) -> int:
+    """Problems of one benchmark: ``sizes[name]`` (``data.benchmark_sizes``), else its own size, else
+    ``benchmark_size`` (``data.benchmark_size``)."""
+    own = benchmark_spec(name).size
+    return (sizes or {}).get(name, benchmark_size if own is None else own)
+
+
 def build_embedded_datasets(
     seed: int,
     train_size: int = 12000,
     benchmark_size: int = 200,
     benchmarks: Sequence[str] | None = None,
     skills: Sequence[str] | None = None,
+    *,
+    prompt_levels: Sequence[int] = (),
+    benchmark_sizes: Mapping[str, int] | None = None,
 ) -> dict[str, list[dict]]:
     """The training set (key ``"train"``) and the mini benchmarks, all disjoint by normalized problem text.
 
     Args:
         seed: run seed; same seed, identical datasets.
         train_size: number of training problems (all skills, levels 1..5 uniformly).
-        benchmark_size: problems per benchmark.
-        benchmarks: names to build (default: all of :data:`BENCHMARKS`, in registry order).
+        benchmark_size: problems per benchmark that declares no size of its own.
+        benchmarks: names to build, drawn in this order (default: all of :data:`BENCHMARKS`, in registry order).
         skills: restrict every set to these skills (default: all of :data:`SKILLS`). A benchmark keeps the
             intersection with its own skill mix, or all of ``skills`` when the two do not meet.
+        prompt_levels: the RL prompts' levels (``training.prompt_selection.levels``; empty: all), drawn by the
+            benchmarks that follow them (``levels`` None).
+        benchmark_sizes: problems of named benchmarks, above their own size and ``benchmark_size``.
 
     Raises:
         UnknownNameError: for a benchmark name not in :data:`BENCHMARKS`.
@@ -112,9 +139,9 @@ def build_embedded_datasets(
     datasets: dict[str, list[dict]] = {}
     for name, spec in specs.items():
         records = generate_problems(
-            benchmark_size,
+            embedded_size(name, benchmark_size, benchmark_sizes),
             _set_seed(seed, name),
-            spec.levels,
+            spec.levels if spec.levels is not None else tuple(prompt_levels) or LEVELS,
             restrict_skills(spec.skills, skills),
             level_weights=spec.level_weights,
             exclude=taken,

@@ -19,15 +19,30 @@ from hara.data.io import DataError, read_jsonl
 REQUIRED_KEYS = ("id", "problem", "answer")
 
 
+def rl_prompt_levels(config: Mapping) -> list[int]:
+    """The levels the RL prompts are drawn from (empty: all): ``training.prompt_selection.levels``, which only
+    applies when the selection is on."""
+    selection = config["training"]["prompt_selection"]
+    return list(selection["levels"]) if selection["enabled"] else []
+
+
+def embedded_options(config: Mapping) -> dict:
+    """How a config's mini benchmarks are drawn (build_embedded_datasets' keywords): the data stage and evaluation
+    without a data folder pass the same, so they score the same problems."""
+    data = config["data"]
+    return {
+        "benchmark_size": data["benchmark_size"],
+        "benchmark_sizes": data["benchmark_sizes"],
+        "skills": data["skills"],
+        "prompt_levels": rl_prompt_levels(config),
+    }
+
+
 def synthetic_datasets(config: Mapping) -> dict[str, list[dict]]:
     """The embedded world: seeded synthetic train set and mini benchmarks, disjoint by problem text."""
     data = config["data"]
     return build_embedded_datasets(
-        config["seed"],
-        train_size=data["train_size"],
-        benchmark_size=data["benchmark_size"],
-        benchmarks=data["benchmarks"],
-        skills=data["skills"],
+        config["seed"], train_size=data["train_size"], benchmarks=data["benchmarks"], **embedded_options(config)
     )
 
 

@@ -420,6 +420,56 @@ def gcd_lcm(rng: random.Random, level: int) -> Problem:
     return f"Find lcm({a}, {b}, {c}).", sol, str(lcm)
 
 
+#: The running value of a chain stays in this range, so every step reads as small whole-number arithmetic.
+CHAIN_RANGE = range(100)
+#: One chain operation: (running value, digit) -> the new value, or None where the digit does not apply (a product
+#: or quotient by 1 or of 0 would be a step with nothing to compute; a quotient must be exact).
+_CHAIN_OPS: dict[str, Callable[[int, int], int | None]] = {
+    "+": lambda value, digit: value + digit,
+    "-": lambda value, digit: value - digit,
+    "*": lambda value, digit: value * digit if value and digit > 1 else None,
+    "/": lambda value, digit: value // digit if value and digit > 1 and value % digit == 0 else None,
+}
+_CHAIN_ASK = (
+    "Start at {start}, then {ops}. What is the result?",
+    "From {start}, apply {ops} in order. What is the result?",
+    "Take {start}, then {ops}. What is the final value?",
+)
+
+
+def chain_moves(value: int) -> dict[str, list[tuple[int, int]]]:
+    """Every single-digit operation that keeps ``value`` an integer in :data:`CHAIN_RANGE`: op -> [(digit, result)]."""
+    moves: dict[str, list[tuple[int, int]]] = {}
+    for op, apply in _CHAIN_OPS.items():
+        results = [(digit, apply(value, digit)) for digit in range(1, 10)]
+        kept = [(digit, result) for digit, result in results if result in CHAIN_RANGE]
+        if kept:
+            moves[op] = kept
+    return moves
+
+
+# computed once: a chain world draws tens of thousands of problems and every step would otherwise try 36 moves
+_CHAIN_TABLE = {value: chain_moves(value) for value in CHAIN_RANGE}
+
+
+def chain(rng: random.Random, level: int) -> Problem:
+    """A long chain: ``level + 3`` single-digit operations on a running value in 0..99, one sentence per operation.
+
+    Many steps, each easy: the world where a mistake can come late in a right-looking solution (issue 51). The
+    operation is drawn uniformly among those that apply, then its digit, so no kind of step dominates a chain."""
+    value = start = rng.randint(10, 99)
+    ops, steps = [], []
+    for _ in range(level + 3):
+        moves = _CHAIN_TABLE[value]
+        op = _pick(rng, list(moves))
+        digit, result = moves[op][rng.randrange(len(moves[op]))]
+        ops.append(f"{op} {digit}")
+        steps.append(f"{value} {op} {digit} = {result}.")
+        value = result
+    problem = _pick(rng, _CHAIN_ASK).format(start=start, ops=", ".join(ops))
+    return problem, " ".join(steps), str(value)
+
+
 SKILLS: dict[str, SkillFn] = {
     "arithmetic": arithmetic,
     "linear_equation": linear_equation,
@@ -430,6 +480,7 @@ SKILLS: dict[str, SkillFn] = {
     "powers": powers,
     "sequence": sequence,
     "gcd_lcm": gcd_lcm,
+    "chain": chain,
 }
 
 

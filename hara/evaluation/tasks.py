@@ -1,4 +1,5 @@
-"""lighteval custom tasks for the ten benchmarks: the paper's five (local folders) and the embedded five (generated).
+"""lighteval custom tasks for the registered benchmarks: the paper's five (local folders) and the embedded ones
+(generated).
 
 Every task is built from canonical problem records (``id``, ``problem``, ``answer``, ...):
 
@@ -71,13 +72,12 @@ def load_mini(config: Mapping, benchmark: str) -> list[dict]:
     """A mini benchmark generated like the data stage (order matters: later benchmarks exclude earlier problems, so
     the config's own benchmark list is used)."""
     from hara.data.embedded import build_embedded_datasets
+    from hara.data.pipeline import embedded_options
 
     names = list(config["data"]["benchmarks"])
     names = names if benchmark in names else [*names, benchmark]
-    data = config["data"]
-    return build_embedded_datasets(
-        config["seed"], train_size=0, benchmark_size=data["benchmark_size"], benchmarks=names, skills=data["skills"]
-    )[benchmark]
+    datasets = build_embedded_datasets(config["seed"], train_size=0, benchmarks=names, **embedded_options(config))
+    return datasets[benchmark]
 
 
 def load_hub(config: Mapping, benchmark: str) -> list[dict]:

@@ -76,6 +76,7 @@ RESUME_IGNORED = (
     "models.train_gpus",
     "data.benchmarks",
     "data.benchmark_size",
+    "data.benchmark_sizes",
     "data.local_dir",
     "training.progress",
     "training.vllm.gpu_memory_utilization",

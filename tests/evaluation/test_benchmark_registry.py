@@ -82,9 +82,11 @@ def test_unknown_and_misdeclared_benchmarks_are_refused(toy_registered, tmp_path
 def test_the_planner_reads_each_benchmarks_size_from_its_declaration():
     """hara plan counted a hub benchmark's problems from a table of its own, which gave a benchmark missing there
     data.benchmark_size without a word; now the declaration holds the size and a missing one is an error."""
-    config = {"data": {"benchmark_size": 8}}
+    config = {"data": {"benchmark_size": 8, "benchmark_sizes": {"mini_aime24": 5}}}
     hub_sizes = {"math500": 500, "aime24": 30, "amc23": 40, "minerva": 272, "olympiadbench": 674}
     assert {name: get_benchmark(name).size(config) for name in hub_sizes} == hub_sizes
     assert get_benchmark("mini_math500").size(config) == 8
+    assert get_benchmark("mini_aime24").size(config) == 5  # data.benchmark_sizes
+    assert get_benchmark("in_distribution").size(config) == 1000  # its own declared size
     with pytest.raises(ValueError, match="'toy_arith': its number of problems is not declared"):
         TOY.size(config)

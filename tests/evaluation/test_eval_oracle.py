@@ -1,4 +1,4 @@
-"""Must-show 1: a stand-in that boxes every gold answer scores 1.0 on each of the ten tasks, a wrong one 0.0.
+"""Must-show 1: a stand-in that boxes every gold answer scores 1.0 on each registered task, a wrong one 0.0.
 
 Hub fixtures are written in each dataset's own schema (conftest.HUB_ROWS) and read through the tasks; the oracle's
 answers are written by hand per row (never taken from the mapped records), and the mini benchmarks' answers come
@@ -23,6 +23,12 @@ def hub_answers(name: str) -> dict[str, str]:
     """prompt -> the hand-written correct answer of each fixture row."""
     problem_key = "problem" if "problem" in HUB_ROWS[name][0][0] else "question"
     return {format_prompt(row[problem_key]): answer for row, answer in HUB_ROWS[name]}
+
+
+def mini_config(*overrides: str) -> dict:
+    """The smoke config with every mini benchmark listed (only the listed ones are drawn), in_distribution at the
+    smoke size."""
+    return smoke_config(f"data.benchmarks=[{', '.join(MINI)}]", "data.benchmark_sizes={in_distribution: 8}", *overrides)
 
 
 def mini_answers(config: dict, name: str) -> dict[str, str]:
@@ -66,7 +72,7 @@ def test_hub_task_oracle_scores_one_and_wrong_scores_zero(name, hub_root, fake_c
 
 @pytest.mark.parametrize("name", list(MINI))
 def test_mini_task_oracle_scores_one_and_wrong_scores_zero(name, fake_checkpoint, tmp_path):
-    config = smoke_config(f"evaluation.n={N}")
+    config = mini_config(f"evaluation.n={N}")
     table = mini_answers(config, name)
     right = run(config, fake_checkpoint, name, oracle(table), tmp_path / "right")
     assert right["n_problems"] == config["data"]["benchmark_size"] == len(table)
@@ -79,7 +85,7 @@ def test_mini_records_from_a_data_folder_equal_the_generated_ones(tmp_path):
     from hara.data.pipeline import write_config_datasets
     from hara.evaluation.tasks import benchmark_records
 
-    config = smoke_config()
+    config = mini_config()
     write_config_datasets(config, tmp_path)
     for name in MINI:
         from_folder, generated = benchmark_records(config, name, tmp_path), benchmark_records(config, name)
