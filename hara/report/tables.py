@@ -377,7 +377,7 @@ def speed_note(config: Mapping, runs: Mapping[Cell, Run], benchmark: str) -> str
     problems = (
         "n/a problems (no run scored yet)"
         if scored is None
-        else f"{scored['problems']} of its {scored['available']} problems ({scored['sample']})"
+        else f"{scored['problems']} of its {scored['available']} problems: {scored['sample']}"
     )
     return (
         f"Credit-assignment effects show as learning speed, which the final benchmarks on a plateau hide. pass@1 (%) "

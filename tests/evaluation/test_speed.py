@@ -115,3 +115,16 @@ def test_hara_evaluate_needs_speed_out_exactly_with_a_speed_benchmark(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "scores.json").exists()
+
+
+def test_the_plan_counts_each_candidate_s_speed_scores():
+    from hara.planning.cost import selection_tokens
+
+    base = smoke_config(*SELECTION)
+    settings = base["evaluation"]
+    per_problem = settings["n"] * settings["max_new_tokens"]
+    for cap, scored in ((5, 5), (None, 8), (99, 8)):  # the smoke benchmarks have 8 problems
+        speed = smoke_config(
+            *SELECTION, "report.speed.benchmark=mini_math500", f"report.speed.problems={cap or 'null'}"
+        )
+        assert selection_tokens(speed) - selection_tokens(base) == 3 * scored * per_problem  # candidates 1, 3, 4
