@@ -128,3 +128,33 @@ def test_the_plan_counts_each_candidate_s_speed_scores():
             *SELECTION, "report.speed.benchmark=mini_math500", f"report.speed.problems={cap or 'null'}"
         )
         assert selection_tokens(speed) - selection_tokens(base) == 3 * scored * per_problem  # candidates 1, 3, 4
+
+
+def test_hara_evaluate_writes_speed_json_beside_the_selection_in_one_process(tmp_path, monkeypatch):
+    """The workflow's evaluate job with report.speed: final/'s engine serves its test benchmark, its validation and
+    its speed scores; each other candidate loads one engine for both of its scores."""
+    from hara.cli import main
+    from hara.data.format import prompt_format
+    from hara.evaluation import models
+    from tests.evaluation.test_selection import KnowsEngine
+
+    overrides = (*SELECTION, *SPEED, f"results_dir={tmp_path / 'results'}")
+    config = smoke_config(*overrides)
+    run, data, datasets = write_run_and_data(tmp_path, config)
+    problems = [row["problem"] for row in SpeedCurve.from_config(config, data).records]
+    knows = {"step-1": set(problems[:2]), "step-3": set(problems[:4]), "final": set(problems)}
+    answers = {row["problem"]: row["answer"] for rows in datasets.values() for row in rows}
+    calls: list = []
+    monkeypatch.setattr(KnowsEngine, "live", set())
+    engine = lambda cfg: KnowsEngine(cfg.checkpoint, knows, answers, prompt_format(config).template, calls)
+    monkeypatch.setitem(models.ENGINES, "transformers", engine)
+    out = tmp_path / "eval"
+    args = ["evaluate", "--config", "config/smoke.yaml", *[a for o in overrides for a in ("--set", o)]]
+    args += ["--backend", "transformers", "--checkpoint", str(run / "final"), "--benchmark", "mini_minerva"]
+    args += ["--data", str(data), "--out", str(out / "scores.json"), "--no-mlflow"]
+    args += ["--selection-out", str(out / "selection.json"), "--selected-scores-out", str(out / "selected.json")]
+    assert main([*args, "--speed-out", str(out / "speed.json")]) == 0
+    assert calls == ["final", "step-1", "step-3"] and not KnowsEngine.live  # final/ selected: no more
+    speed = json.loads((out / "speed.json").read_text(encoding="utf-8"))
+    assert [(c["step"], c["pass_at_1"]) for c in speed["candidates"]] == [(1, 0.4), (3, 0.8), (4, 1.0)]
+    assert (out / "selection.json").is_file()
