@@ -239,6 +239,9 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--selected-scores-out", help="with --selection-out: test result JSON of the selected checkpoint"
     )
+    parser.add_argument(
+        "--speed-out", help="with --selection-out and report.speed: every candidate's speed scores (speed.json)"
+    )
 
 
 @register_command(
@@ -264,6 +267,7 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend", choices=["auto", "transformers", "vllm"], help="generation backend (default: evaluation.backend)"
     )
     parser.add_argument("--cache-dir", help="validation score cache (default: <results_dir>/selection_cache)")
+    parser.add_argument("--speed-out", help="with report.speed: every candidate's speed scores (speed.json)")
 
 
 @register_command(
@@ -272,10 +276,12 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
     selection_arguments,
 )
 def run_select_checkpoint(args: argparse.Namespace, config: dict) -> int:
+    from hara.evaluation.cli import check_speed_out
     from hara.evaluation.selection import write_selection
 
     if not config["selection"]["enabled"]:
         raise UserError("selection.enabled is false: the run kept no candidates and the data no validation split")
+    check_speed_out(config, args.speed_out)
     print(
         json.dumps(
             write_selection(
@@ -285,6 +291,7 @@ def run_select_checkpoint(args: argparse.Namespace, config: dict) -> int:
                 args.final_scores,
                 args.out,
                 args.scores_out,
+                speed_out=args.speed_out,
                 backend=args.backend,
                 cache_dir=args.cache_dir,
             ),

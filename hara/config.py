@@ -225,6 +225,20 @@ def check_benchmarks(config: Mapping) -> str | None:
     return None
 
 
+def check_speed(config: Mapping) -> str | None:
+    """The speed benchmark (report.speed) must be a benchmark of the data source, and the candidates it scores
+    exist only with checkpoint selection on."""
+    name, source = config["report"]["speed"]["benchmark"], config["data"]["source"]
+    if name is None:
+        return None
+    if not config["selection"]["enabled"]:
+        return "report.speed.benchmark: needs selection.enabled (the runs keep their candidate checkpoints only then)"
+    valid = benchmarks_of_source(source)
+    if name not in valid:
+        return f"report.speed.benchmark: {name!r} is not a benchmark of source {source!r} (valid: {', '.join(valid)})"
+    return None
+
+
 def check_methods(config: Mapping) -> str | None:
     """Every grid method must be in the method registry (built-ins and installed plug-ins, hara/methods.py), its
     needs supplied by the data source (the step oracle: synthetic only), and every method given extra seeds must be
@@ -269,6 +283,7 @@ SEMANTIC_CHECKS: list[Callable[[Mapping], str | None]] = [
     check_model_sizes,
     check_methods,
     check_benchmarks,
+    check_speed,
     check_local_folders,
     check_vllm_mode,
 ]

@@ -7,7 +7,8 @@ the sweeps and ``hara train`` call the functions. Below ``results_dir``::
     base_model/<size>/                        the Base model of a size (hara base-model)
     rl_prompts/<size>/                        the RL prompts of a size (hara select-prompts)
     train/<size>/<rlvr>/<method>/seed<k>/     one training run (a grid cell): metrics.jsonl, final/, candidates/step-<s>/
-    eval/<size>/<rlvr>/<method>/seed<k>/      its evaluation: scores.json, selection.json, selected_scores.json
+    eval/<size>/<rlvr>/<method>/seed<k>/      its evaluation: scores.json, selection.json, selected_scores.json,
+                                              speed.json (report.speed: the candidates on the speed benchmark)
     eval/<size>/base/                         the Base model's evaluation (the report's "base" row)
     analysis/<name>/                          one analysis' <name>.csv, <name>.json and figures (hara analysis)
     analysis/train|eval/<study>/<label>/<cell>/  an analysis' extra training run and its evaluation
@@ -40,6 +41,7 @@ __all__ = [
     "MANIFEST",
     "PROMPTS",
     "REPORT",
+    "SPEED_SCORES",
     "SWEEP",
     "SWEEPS",
     "TRAIN",
@@ -66,6 +68,9 @@ CELL = "{size}/{rlvr}/{method}/seed{seed}"
 BASE_EVAL = "{size}/base"
 #: A candidate checkpoint of checkpoint selection, below a run's candidates/ (the last candidate is final/).
 CANDIDATE = "step-{step}"
+#: A cell's evaluation file of the speed endpoint (config report.speed; hara.evaluation.speed writes it, the report
+#: reads it): every candidate checkpoint's per-problem pass@1 on the speed benchmark.
+SPEED_SCORES = "speed.json"
 #: The stage folders below results_dir that a Snakemake pattern or another stage names (a wildcard in braces).
 TRAIN = "train/" + CELL
 EVAL = "eval/" + CELL

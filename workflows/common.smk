@@ -13,6 +13,7 @@ import shlex
 import yaml
 
 from hara import layout
+from hara.data.pipeline import data_benchmarks
 from hara.analysis.workflow import (
     analysis_gpu,
     analysis_inputs,
@@ -43,6 +44,11 @@ MODEL_SNAPSHOTS = config["models"]["local_dir"]  # hub snapshots of the policy m
 HUB_IDS = config["models"]["hub_ids"]
 SELECTION = config["selection"]["enabled"]  # checkpoint selection on a validation split held out of training
 HELD_OUT = config["selection"]["validation_problems"] if SELECTION else 0
+# Speed as an endpoint (report.speed): every candidate also scored on this benchmark (None: off); the data stage
+# writes it even when data.benchmarks does not list it (hara.data.pipeline.data_benchmarks).
+SPEED = config["report"]["speed"]["benchmark"]
+SPEED_SETTINGS = config["report"]["speed"] if SPEED else None
+DATA_BENCHMARKS = data_benchmarks(config)
 SELECT_PROMPTS = config["training"]["prompt_selection"]["enabled"]
 LABELLING = config["analyses"]["interpretability"]
 
@@ -110,23 +116,31 @@ def final_targets():
 
 
 def selection_outputs():
-    """The selection files of a cell's evaluate job (workflows/evaluate.smk), when selection.enabled."""
+    """The selection files of a cell's evaluate job (workflows/evaluate.smk), when selection.enabled; the candidates'
+    speed scores too when report.speed names a benchmark."""
     if not SELECTION:
         return {}
-    return {"selection": f"{EVAL_DIR}/selection.json", "selected_scores": f"{EVAL_DIR}/selected_scores.json"}
+    files = {"selection": f"{EVAL_DIR}/selection.json", "selected_scores": f"{EVAL_DIR}/selected_scores.json"}
+    return files | ({"speed": f"{EVAL_DIR}/{layout.SPEED_SCORES}"} if SPEED else {})
+
+
+#: `hara evaluate`'s flag of each selection file a job declares.
+SELECTION_FLAGS = {"selection": "--selection-out", "selected_scores": "--selected-scores-out", "speed": "--speed-out"}
 
 
 def selection_args(wildcards, output):
     """`hara evaluate`'s selection flags for a job that declares the selection files (evaluate_base does not)."""
-    if "selection" not in output.keys():
-        return ""
-    files = (("--selection-out", output.selection), ("--selected-scores-out", output.selected_scores))
-    return "".join(f" {flag} {shlex.quote(path)}" for flag, path in files)
+    declared = output.keys()
+    return "".join(
+        f" {flag} {shlex.quote(getattr(output, name))}" for name, flag in SELECTION_FLAGS.items() if name in declared
+    )
 
 
 def selection_paths():
-    """Each cell's checkpoint selection (workflows/evaluate.smk, the evaluate job); none unless selection.enabled."""
-    return cell_paths(f"{EVAL_DIR}/selection.json") if SELECTION else []
+    """Each cell's checkpoint selection (workflows/evaluate.smk, the evaluate job) and, with report.speed, its
+    candidates' speed scores; none unless selection.enabled."""
+    names = ("selection", "speed")
+    return [path for name, pattern in selection_outputs().items() if name in names for path in cell_paths(pattern)]
 
 
 def base_score_paths():
@@ -150,10 +164,13 @@ CONFIG_FILE = f"{RESULTS}/workflow_config.yaml"
 _write_if_changed(CONFIG_FILE, yaml.safe_dump(dict(config), sort_keys=False))
 
 
-def settings_digest(*sections):
+def settings_digest(*sections, **values):
     """A short hash of the config sections a stage depends on; used as a param so that changing them (and only
-    them) reruns the stage through Snakemake's params trigger, while a grid change reruns nothing."""
-    payload = json.dumps({name: config[name] for name in sections}, sort_keys=True, default=str)
+    them) reruns the stage through Snakemake's params trigger, while a grid change reruns nothing. ``values``: single
+    settings of other sections it depends on, left out while None, so that a setting added as off changes no digest
+    (results made before it stay up to date)."""
+    chosen = {name: config[name] for name in sections} | {k: v for k, v in values.items() if v is not None}
+    payload = json.dumps(chosen, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

@@ -6,7 +6,9 @@
 # Checkpoint selection (config selection, hara/evaluation/selection.py) runs in the same job, after the final's
 # evaluation (`--selection-out`): the run's candidate checkpoints scored on the validation split held out of the
 # training problems, the best one's test scores beside the final's (the final's own when final/ is selected). A job
-# of its own paid lighteval's import and a scheduler slot again for seconds of work (docs/profile.md).
+# of its own paid lighteval's import and a scheduler slot again for seconds of work (docs/profile.md). With
+# report.speed the same loop scores each candidate on the speed benchmark too, on the engine its validation loads
+# (speed.json: the in-distribution curve the report's speed endpoint pairs by seed and problem).
 
 
 rule evaluate:
@@ -23,7 +25,7 @@ rule evaluate:
         data=lambda wildcards, input: os.path.dirname(input.manifest),
         benchmarks=benchmark_args(),
         selection=selection_args,
-        settings=settings_digest("selection", "evaluation", "prompt"),
+        settings=settings_digest("selection", "evaluation", "prompt", speed=SPEED_SETTINGS),
     threads: THREADS
     resources:
         **gpu_job_resources("evaluate", evaluate_gpus),

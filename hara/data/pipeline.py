@@ -38,11 +38,19 @@ def embedded_options(config: Mapping) -> dict:
     }
 
 
+def data_benchmarks(config: Mapping) -> list[str]:
+    """The benchmarks the data stage writes: data.benchmarks, then the speed benchmark (report.speed.benchmark)
+    when they do not list it. Drawn last, it leaves the final benchmarks' problems as they are; like every set it is
+    kept out of the training problems."""
+    listed, speed = list(config["data"]["benchmarks"]), config["report"]["speed"]["benchmark"]
+    return listed + ([speed] if speed is not None and speed not in listed else [])
+
+
 def synthetic_datasets(config: Mapping) -> dict[str, list[dict]]:
     """The embedded world: seeded synthetic train set and mini benchmarks, disjoint by problem text."""
     data = config["data"]
     return build_embedded_datasets(
-        config["seed"], train_size=data["train_size"], benchmarks=data["benchmarks"], **embedded_options(config)
+        config["seed"], train_size=data["train_size"], benchmarks=data_benchmarks(config), **embedded_options(config)
     )
 
 
@@ -69,7 +77,7 @@ def hub_datasets(config: Mapping) -> dict[str, list[dict]]:
     data = config["data"]
     train = load_local_dataset(data["train_dataset"], hub_folder(config, data["train_dataset"]), split="train")
     datasets = {TRAIN: train[: data["train_size"]]}
-    for name in data["benchmarks"]:
+    for name in data_benchmarks(config):
         datasets[name] = load_local_dataset(HUB_BENCHMARKS[name], hub_folder(config, HUB_BENCHMARKS[name]))
     return datasets
 

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["base_sanity_command", "check_benchmarks", "evaluate_command", "fetch_command"]
+__all__ = ["base_sanity_command", "check_benchmarks", "check_speed_out", "evaluate_command", "fetch_command"]
 
 
 def _user_error(message: str) -> Exception:
@@ -90,6 +90,7 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
                 args.out,
                 args.selection_out,
                 args.selected_scores_out,
+                speed_out=args.speed_out,
                 backend=args.backend,
                 final_engine=engine,
             )
@@ -159,8 +160,9 @@ def check_selection_arguments(args: argparse.Namespace, config: Mapping) -> None
     """--selection-out needs selection.enabled, the selected checkpoint's scores file, the data folder with the
     validation split, and the run's final/ as --checkpoint (the candidates sit beside it): checked before any work."""
     if not args.selection_out:
-        if args.selected_scores_out:
-            raise _user_error("--selected-scores-out: only with --selection-out")
+        for flag, value in (("--selected-scores-out", args.selected_scores_out), ("--speed-out", args.speed_out)):
+            if value:
+                raise _user_error(f"{flag}: only with --selection-out")
         return
     if not config["selection"]["enabled"]:
         raise _user_error("--selection-out: selection.enabled is false (the run kept no candidates)")
@@ -169,6 +171,17 @@ def check_selection_arguments(args: argparse.Namespace, config: Mapping) -> None
             raise _user_error(f"--selection-out needs {flag}")
     if Path(args.checkpoint).name != "final":
         raise _user_error(f"--selection-out: --checkpoint must be a run's final/ folder, got {args.checkpoint}")
+    check_speed_out(config, args.speed_out)
+
+
+def check_speed_out(config: Mapping, speed_out: str | None) -> None:
+    """--speed-out exactly when report.speed names a benchmark: its scores are the selection's to write (scored and
+    not written, their generation would be spent for nothing), and there is nothing to write without one."""
+    named = config["report"]["speed"]["benchmark"] is not None
+    if named and not speed_out:
+        raise _user_error("report.speed.benchmark is set: --speed-out is needed (the candidates' speed scores)")
+    if speed_out and not named:
+        raise _user_error("--speed-out: report.speed.benchmark is null (no speed benchmark to score)")
 
 
 def fetch_command(args: argparse.Namespace, config: dict) -> dict:

@@ -30,14 +30,25 @@ def evaluation_tokens(config: Mapping) -> int:
 
 def selection_tokens(config: Mapping) -> int:
     """Upper bound of checkpoint selection, which a run's evaluate job adds after the final's evaluation: every
-    candidate (final/ included) on the validation split, then the benchmarks again for a selected checkpoint that is
-    not final/ (hara/evaluation/selection.py)."""
+    candidate (final/ included) on the validation split and, with report.speed, on the speed benchmark's scored
+    problems, then the benchmarks again for a selected checkpoint that is not final/ (hara/evaluation/selection.py)."""
     selection = config["selection"]
     if not selection["enabled"]:
         return 0
     candidates, settings = len(candidate_steps(config)), benchmark_settings(config, VALIDATION)
     validation = candidates * selection["validation_problems"] * settings.n * settings.max_new_tokens
-    return validation + (evaluation_tokens(config) if candidates > 1 else 0)
+    return validation + candidates * speed_tokens(config) + (evaluation_tokens(config) if candidates > 1 else 0)
+
+
+def speed_tokens(config: Mapping) -> int:
+    """Upper bound of one candidate's scores on the speed benchmark (report.speed; 0 when off): its scored problems
+    (report.speed.problems, at most the benchmark's) x n x max_new_tokens."""
+    speed = config["report"]["speed"]
+    if speed["benchmark"] is None:
+        return 0
+    settings, problems = benchmark_settings(config, speed["benchmark"]), get_benchmark(speed["benchmark"]).size(config)
+    scored = problems if speed["problems"] is None else min(problems, speed["problems"])
+    return scored * settings.n * settings.max_new_tokens
 
 
 def by_size(value: Any, size: str) -> float:

@@ -13,6 +13,11 @@ every (size, rlvr)) are families by what they compare against: all differences a
 on the average, every size and preset) are one family, corrected together (simultaneous max-T intervals,
 :func:`hara.results.paired.correct_family`); the tables, comparisons.json and the MLflow runs read the same corrected
 verdicts and minimum detectable effects.
+
+With ``report.speed`` each positive control's comparison also has a speed endpoint (:func:`compare_speed`): the
+difference from the baseline on the speed benchmark at every candidate checkpoint step and on the area under that
+curve (:mod:`hara.results.curves`), paired by seed and problem with the same bootstrap, corrected in the control's
+family beside its final benchmarks (``corrected[key]["speed:step <k>"]`` and ``corrected[key]["speed:area"]``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hara.errors import ComparisonError
+from hara.layout import candidate_steps
 from hara.results.collect import Cell, Run, seed_runs
+from hara.results.curves import CurveDifference, curve_difference
 from hara.results.paired import (
     DECLARED,
     PROBLEMS_ONLY,
@@ -42,10 +49,13 @@ __all__ = [
     "LOW_POWER_MARK",
     "MISMATCH_MARK",
     "PROBLEMS_ONLY_MARK",
+    "SPEED_AREA",
     "Comparison",
     "ComparisonError",
     "GridComparisons",
+    "SpeedComparison",
     "compare_cells",
+    "compare_speed",
     "compared_pairs",
     "family_of",
     "fingerprint_differences",
@@ -53,6 +63,7 @@ __all__ = [
     "grid_comparisons",
     "is_control",
     "low_power_threshold",
+    "speed_step",
 ]
 
 LOGGER = logging.getLogger(__name__)
@@ -140,28 +151,36 @@ def _seeds(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[
     return {seed: run for seed, run in seed_runs(runs, size, rlvr, method).items() if run.problems}
 
 
-def _differences(pairs: list[tuple[Run, Run]], benchmark: str, descriptive: bool = False) -> list[str]:
-    """The distinct :func:`fingerprint_differences` of the pairs on one benchmark."""
+FingerprintPair = tuple[Mapping | None, Mapping | None]
+
+
+def _differences(pairs: list[FingerprintPair], descriptive: bool = False) -> list[str]:
+    """The distinct :func:`fingerprint_differences` of the paired evaluations' fingerprints."""
     differing: list[str] = []
     for a, b in pairs:
-        differing += [
-            d
-            for d in fingerprint_differences(a.fingerprints.get(benchmark), b.fingerprints.get(benchmark), descriptive)
-            if d not in differing
-        ]
+        differing += [d for d in fingerprint_differences(a, b, descriptive) if d not in differing]
     return differing
 
 
-def _checked_fingerprints(label: str, pairs: list[tuple[Run, Run]], benchmark: str, allow: bool) -> list[str]:
-    """The differing fields of the pairs' fingerprints on one benchmark; raises unless ``allow``."""
-    differing = _differences(pairs, benchmark)
+def _comparable(label: str, where: str, pairs: list[FingerprintPair], allow: bool) -> tuple[list[str], list[str]]:
+    """The fields in which the paired evaluations of ``where`` (a benchmark) differ, raising unless ``allow``, and
+    the descriptive ones (the GPU model), logged."""
+    differing = _differences(pairs)
     if differing and not allow:
         raise ComparisonError(
-            f"{label} on {benchmark}: evaluations not comparable, they differ in "
+            f"{label} on {where}: evaluations not comparable, they differ in "
             f"{'; '.join(differing)} (hara report --allow-fingerprint-mismatch compares them "
             "anyway, marked)"
         )
-    return differing
+    described = _differences(pairs, descriptive=True)
+    if described:
+        LOGGER.warning(
+            "%s on %s: evaluated on different hardware, %s (compared: the device is not part of comparability)",
+            label,
+            where,
+            "; ".join(described),
+        )
+    return differing, described
 
 
 def compare_cells(
@@ -183,19 +202,12 @@ def compare_cells(
     paired_runs = tuple(tuple((size, rlvr, m, s) for s in seeds) for m in (method, against))
     settings, per_benchmark, mismatched, notes, matrices = Bootstrap.from_config(config), {}, {}, {}, []
     for benchmark in benchmarks:
-        pairs = [(mine[s], theirs[s]) for s in seeds]
-        differing = _checked_fingerprints(label, pairs, benchmark, allow)
+        pairs = [(mine[s].fingerprints.get(benchmark), theirs[s].fingerprints.get(benchmark)) for s in seeds]
+        differing, described = _comparable(label, benchmark, pairs, allow)
         if differing:
             mismatched[benchmark] = differing
-        described = _differences(pairs, benchmark, descriptive=True)
         if described:
             notes[benchmark] = described
-            LOGGER.warning(
-                "%s on %s: evaluated on different hardware, %s (compared: the device is not part of comparability)",
-                label,
-                benchmark,
-                "; ".join(described),
-            )
         try:
             matrix = paired_matrix(
                 {s: mine[s].problems[benchmark] for s in seeds}, {s: theirs[s].problems[benchmark] for s in seeds}
@@ -211,6 +223,81 @@ def compare_cells(
         else bootstrap_difference(matrices, settings, benchmarks, paired_runs)
     )
     return Comparison(method, against, per_benchmark, average, mismatched, notes)
+
+
+#: The speed endpoint's members of a comparison's family, beside its benchmarks (no benchmark name has a colon).
+SPEED_AREA = "speed:area"
+
+
+def speed_step(step: int) -> str:
+    """The family member of the speed endpoint at one candidate step."""
+    return f"speed:step {step}"
+
+
+@dataclass(frozen=True)
+class SpeedComparison:
+    """A - B on the speed benchmark (config report.speed) at every candidate step and on the area under that curve;
+    ``mismatched``: where -> differing fingerprint fields (only when the config allowed comparing them anyway)."""
+
+    benchmark: str
+    curve: CurveDifference
+    mismatched: dict[str, list[str]] = field(default_factory=dict)
+
+    def members(self) -> dict[str, Difference]:
+        """The endpoint's differences by family member (:func:`speed_step`, :data:`SPEED_AREA`)."""
+        steps = {speed_step(step): d for step, d in self.curve.per_step.items()}
+        return steps | ({SPEED_AREA: self.curve.area} if self.curve.area is not None else {})
+
+    def as_dict(self) -> dict:
+        return {
+            "benchmark": self.benchmark,
+            "steps": {str(step): d.as_dict() for step, d in self.curve.per_step.items()},
+            "area": None if self.curve.area is None else self.curve.area.as_dict(),
+            "fingerprint_mismatch": self.mismatched,
+        }
+
+
+def _speed_seeds(config: Mapping, runs: Mapping[Cell, Run], cell: tuple[str, str, str]) -> dict[int, dict]:
+    """{seed: {step: candidate entry}} of one (size, rlvr, method)'s runs scored on the speed benchmark at every
+    candidate step."""
+    benchmark, steps = config["report"]["speed"]["benchmark"], candidate_steps(config)
+    curves = {seed: run.speed_curve(benchmark, steps) for seed, run in seed_runs(runs, *cell).items()}
+    return {seed: curve for seed, curve in curves.items() if curve is not None}
+
+
+def compare_speed(
+    config: Mapping, runs: Mapping[Cell, Run], size: str, rlvr: str, method: str, against: str
+) -> SpeedComparison | None:
+    """``method`` - ``against`` on the speed endpoint within (size, rlvr), paired by seed and problem at each
+    candidate step and on the area (:func:`hara.results.curves.curve_difference`); None without report.speed or
+    without a seed both have scored at every step."""
+    benchmark = config["report"]["speed"]["benchmark"]
+    if benchmark is None:
+        return None
+    mine, theirs = _speed_seeds(config, runs, (size, rlvr, method)), _speed_seeds(config, runs, (size, rlvr, against))
+    seeds = sorted(set(mine) & set(theirs))
+    if not seeds:
+        return None
+    label, allow, mismatched = (
+        f"{method} vs {against} ({size}, {rlvr})",
+        config["report"]["allow_fingerprint_mismatch"],
+        {},
+    )
+    for step in candidate_steps(config):
+        where = f"{benchmark} at step {step}"
+        pairs = [(mine[s][step]["eval_fingerprint"], theirs[s][step]["eval_fingerprint"]) for s in seeds]
+        differing, _ = _comparable(label, where, pairs, allow)
+        if differing:
+            mismatched[where] = differing
+    per_problem = [{s: {k: c["problems"] for k, c in side[s].items()} for s in seeds} for side in (mine, theirs)]
+    paired_runs = tuple(tuple((size, rlvr, m, s) for s in seeds) for m in (method, against))
+    try:
+        curve = curve_difference(
+            *per_problem, candidate_steps(config), Bootstrap.from_config(config), benchmark, paired_runs
+        )
+    except ValueError as error:
+        raise ComparisonError(f"{label} on {benchmark}: {error}") from None
+    return SpeedComparison(benchmark, curve, mismatched)
 
 
 def compared_pairs(config: Mapping) -> list[tuple[str, str]]:
@@ -254,11 +341,13 @@ Key = tuple[str, str, str, str]  # (size, rlvr, method, against)
 @dataclass(frozen=True)
 class GridComparisons:
     """The grid's comparisons, and each difference's correction over its family (comparisons with the same
-    ``against``): ``corrected[(size, rlvr, method, against)][benchmark or None for the average]``."""
+    ``against``): ``corrected[(size, rlvr, method, against)][member]``, a member being a benchmark, None for the
+    average, or a speed endpoint's step or area (:func:`speed_step`, :data:`SPEED_AREA`; ``speed[key]``)."""
 
     found: dict[Key, Comparison]
     corrected: dict[Key, dict[str | None, Corrected]]
     thresholds: dict[str, float | None]
+    speed: dict[Key, SpeedComparison] = field(default_factory=dict)
 
     def get(self, size: str, rlvr: str, method: str, against: str) -> Comparison | None:
         return self.found.get((size, rlvr, method, against))
@@ -267,10 +356,18 @@ class GridComparisons:
         """``+2.1 [+0.4, +3.8] within noise°, MDE 3.1‡``: the raw interval (percentage points), the verdict after
         correction over the family, marks (:data:`CORRECTED_MARK`, :data:`LOW_POWER_MARK`, :data:`MISMATCH_MARK`)
         and the minimum detectable effect."""
-        comparison, corrected = self.found[key], self.corrected[key][benchmark]
+        comparison = self.found[key]
         raw = comparison.average if benchmark is None else comparison.per_benchmark[benchmark]
         mismatched = comparison.mismatched if benchmark is None else benchmark in comparison.mismatched
-        threshold = self.thresholds[key[3]]
+        return self._format(key, benchmark, raw, bool(mismatched))
+
+    def format_speed(self, key: Key, member: str) -> str:
+        """:meth:`format` for a member of the speed endpoint (:func:`speed_step`, :data:`SPEED_AREA`)."""
+        speed = self.speed[key]
+        return self._format(key, member, speed.members()[member], bool(speed.mismatched))
+
+    def _format(self, key: Key, member: str | None, raw: Difference, mismatched: bool) -> str:
+        corrected, threshold = self.corrected[key][member], self.thresholds[key[3]]
         marks = (CORRECTED_MARK if raw.verdict != corrected.verdict else "") + (MISMATCH_MARK if mismatched else "")
         marks += BASIS_MARKS.get(raw.basis, "")
         power = LOW_POWER_MARK if threshold is not None and corrected.mde > threshold else ""
@@ -283,25 +380,41 @@ class GridComparisons:
         }
 
     def records(self) -> list[dict]:
-        """comparisons.json: every comparison's raw numbers, its corrected verdicts, MDEs and low-power flags."""
+        """comparisons.json: every comparison's raw numbers, its corrected verdicts, MDEs and low-power flags (and its
+        speed endpoint's, under ``speed``)."""
         out = []
         for key, comparison in self.found.items():
             record = {"size": key[0], "rlvr": key[1], **comparison.as_dict()}
-            for benchmark, entry in [(None, record["average"]), *record["benchmarks"].items()]:
-                corrected = self.corrected[key][benchmark]
-                threshold = self.thresholds[key[3]]
-                entry["corrected"] = {
-                    **corrected.as_dict(),
-                    "low_power_above": threshold,
-                    "low_power": threshold is not None and corrected.mde > threshold,
-                }
+            entries = [(None, record["average"]), *record["benchmarks"].items()]
+            if key in self.speed:
+                record["speed"] = self.speed[key].as_dict()
+                steps = record["speed"]["steps"].items()
+                entries += [(speed_step(int(step)), entry) for step, entry in steps]
+                entries += [(SPEED_AREA, record["speed"]["area"])] if record["speed"]["area"] else []
+            for member, entry in entries:
+                entry["corrected"] = self._corrected_record(key, member)
             out.append(record)
         return out
+
+    def _corrected_record(self, key: Key, member: str | None) -> dict:
+        corrected, threshold = self.corrected[key][member], self.thresholds[key[3]]
+        return {
+            **corrected.as_dict(),
+            "low_power_above": threshold,
+            "low_power": threshold is not None and corrected.mde > threshold,
+        }
+
+
+def _members(comparison: Comparison, speed: SpeedComparison | None) -> list[tuple[str | None, Difference]]:
+    """A comparison's differences in its family: the benchmark average, each benchmark, its speed endpoint's."""
+    speed_members = list(speed.members().items()) if speed is not None else []
+    return [(None, comparison.average), *comparison.per_benchmark.items(), *speed_members]
 
 
 def grid_comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> GridComparisons:
     """Every comparison of :func:`compared_pairs` in every (size, rlvr) where both have per-problem predictions,
-    corrected over their families (:func:`family_of`)."""
+    corrected over their families (:func:`family_of`); a positive control's speed endpoint (report.speed) is
+    corrected in its family too."""
     found: dict[Key, Comparison] = {}
     for size in config["models"]["sizes"]:
         for rlvr in config["grid"]["rlvr"]:
@@ -309,15 +422,18 @@ def grid_comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> GridCompariso
                 comparison = compare_cells(config, runs, size, rlvr, method, against)
                 if comparison is not None:
                     found[(size, rlvr, method, against)] = comparison
+    speed = {
+        key: curve for key in found if is_control(key[2]) and (curve := compare_speed(config, runs, *key)) is not None
+    }
     confidence, corrected = Bootstrap.from_config(config).confidence, {key: {} for key in found}
     for family in {family_of(key[2], key[3]) for key in found}:
         members = [
-            (key, benchmark, diff)
+            (key, member, diff)
             for key, comparison in found.items()
             if family_of(key[2], key[3]) == family
-            for benchmark, diff in [(None, comparison.average), *comparison.per_benchmark.items()]
+            for member, diff in _members(comparison, speed.get(key))
         ]
-        for (key, benchmark, _), fixed in zip(members, correct_family([d for _, _, d in members], confidence)):
-            corrected[key][benchmark] = fixed
+        for (key, member, _), fixed in zip(members, correct_family([d for _, _, d in members], confidence)):
+            corrected[key][member] = fixed
     thresholds = {against: low_power_threshold(config, against) for _, against in compared_pairs(config)}
-    return GridComparisons(found, corrected, thresholds)
+    return GridComparisons(found, corrected, thresholds, speed)

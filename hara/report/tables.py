@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from hara.analysis.claims import PAPER_NUMBERS
-from hara.layout import method_seeds
+from hara.layout import candidate_steps, method_seeds
 from hara.report.compare import (
     BASELINE,
     CORRECTED_MARK,
@@ -20,11 +20,14 @@ from hara.report.compare import (
     LOW_POWER_MARK,
     MISMATCH_MARK,
     PROBLEMS_ONLY_MARK,
+    SPEED_AREA,
     GridComparisons,
     grid_comparisons,
     is_control,
+    speed_step,
 )
 from hara.results.collect import Cell, Run, seed_runs
+from hara.results.curves import trapezoid_weights
 from hara.results.paired import Bootstrap, bootstrap_difference, correct_family, paired_matrix
 from hara.results.stats import (
     NA,
@@ -287,9 +290,20 @@ def control_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseSc
         "control",
         "Positive control: can this grid see a credit-assignment effect?",
         f"Benchmark-average pass@1 differences from {BASELINE} (points), {seeds_note(config, order)}. "
-        f"{control_finding(config, found, controls)} {paired_note(config)} {family_note(found)}",
+        f"{control_finding(config, found, controls)}{speed_pointer(config)} {paired_note(config)} "
+        f"{family_note(found)}",
         ["size", "rlvr", *(f"{method_label(m)} − {BASELINE}" for m in order)],
         rows,
+    )
+
+
+def speed_pointer(config: Mapping) -> str:
+    """Where the controls' speed endpoint is, when report.speed names one."""
+    if config["report"]["speed"]["benchmark"] is None:
+        return ""
+    return (
+        " The speed table gives the same controls on the curve of the candidate checkpoints and its area, "
+        "corrected in this family."
     )
 
 
@@ -313,6 +327,78 @@ def control_finding(config: Mapping, found: GridComparisons, controls: list[str]
         f"The control is better than {BASELINE} in {len(better)} of its {len(keys)} cells after correction "
         f"(gains {min(gains):+.1f} to {max(gains):+.1f} points): the grid can see a credit-assignment effect of "
         f"that size, and a method 'within noise' there has no effect as large as its own MDE."
+    )
+
+
+def speed_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table | None:
+    """The speed endpoint (config report.speed) of each positive control beside the baseline, per size and preset:
+    pass@1 on the speed benchmark at every candidate step and the area under that curve, each control's with its
+    paired difference from the baseline (corrected in the control's family with its final benchmarks). None without
+    report.speed or a control."""
+    benchmark, methods = config["report"]["speed"]["benchmark"], config["grid"]["methods"]
+    controls = [m for m in methods if is_control(m)]
+    if benchmark is None or not controls or BASELINE not in methods:
+        return None
+    found, steps = grid_comparisons(config, runs), candidate_steps(config)
+    members = [speed_step(step) for step in steps] + ([SPEED_AREA] if len(steps) > 1 else [])
+    rows = []
+    for size in config["models"]["sizes"]:
+        for rlvr in config["grid"]["rlvr"]:
+            for method in [BASELINE, *controls]:
+                levels = speed_levels(config, runs_of(runs, size, rlvr, method))
+                key, seeds = (size, rlvr, method, BASELINE), seed_count(config, method)
+                cells = [pct(level, seeds) for level in levels]
+                if key in found.speed:
+                    cells = [f"{cell}; Δ {found.format_speed(key, m)}" for cell, m in zip(cells, members)]
+                rows.append([size, rlvr, method_label(method), *cells])
+    return Table(
+        "speed",
+        f"Speed: {benchmark} pass@1 at the candidate checkpoints",
+        f"{speed_note(config, runs, benchmark)} {speed_finding(found, controls)} {paired_note(config)} "
+        f"{family_note(found)}",
+        ["size", "rlvr", "method", *(f"step {step}" for step in steps), *(["area"] if len(steps) > 1 else [])],
+        rows,
+    )
+
+
+def speed_levels(config: Mapping, group: list[Run]) -> list[Estimate]:
+    """pass@1 on the speed benchmark over the runs' seeds at each candidate step, then the area under the curve."""
+    benchmark, steps = config["report"]["speed"]["benchmark"], candidate_steps(config)
+    curves = [curve for run in group if (curve := run.speed_curve(benchmark, steps)) is not None]
+    values = [[c[step]["pass_at_1"] for step in steps] for c in curves]
+    areas = [float(trapezoid_weights(steps) @ v) for v in values] if len(steps) > 1 else []
+    per_step = [mean_se([v[k] for v in values]) for k in range(len(steps))]
+    return per_step + ([mean_se(areas)] if len(steps) > 1 else [])
+
+
+def speed_note(config: Mapping, runs: Mapping[Cell, Run], benchmark: str) -> str:
+    """What the speed table measures, and on how many of the benchmark's problems."""
+    scored = next((run.speed for run in runs.values() if run.speed.get("benchmark") == benchmark), None)
+    problems = (
+        "n/a problems (no run scored yet)"
+        if scored is None
+        else f"{scored['problems']} of its {scored['available']} problems: {scored['sample']}"
+    )
+    return (
+        f"Credit-assignment effects show as learning speed, which the final benchmarks on a plateau hide. pass@1 (%) "
+        f"on {benchmark} ({problems}) of every candidate checkpoint a run keeps (selection.candidates; the last "
+        f"is final/), mean ± standard error over {seeds_note(config, config['grid']['methods'])}, and the area "
+        f"under that curve: the trapezoid over the steps divided by their span, i.e. the curve's mean height in "
+        f"pass@1 (every run at the same steps on the same problems: none censored). Each control's cell then gives "
+        f"its paired difference from {BASELINE} (Δ, by seed and problem)."
+    )
+
+
+def speed_finding(found: GridComparisons, controls: list[str]) -> str:
+    """One reading of the controls' areas: where they differ from the baseline after correction."""
+    keys = [key for key in found.speed if key[2] in controls and SPEED_AREA in found.corrected[key]]
+    if not keys:
+        return "The controls have no paired speed results yet."
+    verdicts = [found.corrected[key][SPEED_AREA].verdict for key in keys]
+    mdes = [100 * found.corrected[key][SPEED_AREA].mde for key in keys]
+    return (
+        f"On the area, after correction, the controls are better than {BASELINE} in {verdicts.count('better')} and "
+        f"worse in {verdicts.count('worse')} of their {len(keys)} cells (MDE {min(mdes):.1f}-{max(mdes):.1f} points)."
     )
 
 
@@ -443,6 +529,7 @@ TABLES: list[Callable[[Mapping, Mapping[Cell, Run], BaseScores | None], Table | 
     main_table,
     base_table,
     control_table,
+    speed_table,
     rlvr_table,
     seq_tok_table,
     efficiency_table,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hara.layout import Cell, base_eval_dir, eval_dir, grid_cells, run_dir
+from hara.layout import SPEED_SCORES, Cell, base_eval_dir, eval_dir, grid_cells, run_dir
 
 __all__ = ["Cell", "Run", "collect_runs", "grid_cells", "read_base_scores", "read_run", "seed_runs"]
 
@@ -32,6 +32,17 @@ class Run:
     #: the selected checkpoint's per-problem test pass@1 (selected_scores.json); empty without selection
     selection: dict = field(default_factory=dict)
     selected_problems: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the candidates' scores on the speed benchmark (eval_dir/speed.json, config report.speed; layout in
+    #: hara.evaluation.speed); empty without it
+    speed: dict = field(default_factory=dict)
+
+    def speed_curve(self, benchmark: str, steps: list[int]) -> dict[int, dict] | None:
+        """{step: candidate entry} of the speed scores on ``benchmark`` at every one of ``steps``; None when the run
+        has none there (another benchmark, other candidate steps, not scored)."""
+        if self.speed.get("benchmark") != benchmark:
+            return None
+        found = {c["step"]: c for c in self.speed["candidates"]}
+        return {step: found[step] for step in steps} if all(step in found for step in steps) else None
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -65,21 +76,27 @@ def problem_scores(evaluation: Mapping[str, dict]) -> dict[str, dict[str, float]
 
 def read_run(cell: Cell, train_dir: Path, eval_dir: Path) -> Run:
     """One run's metrics (train_dir/metrics.jsonl) and evaluation (eval_dir/scores.json: scores, per-problem pass@1
-    from the saved predictions, fingerprints; selection.json and selected_scores.json when selection ran)."""
+    from the saved predictions, fingerprints; selection.json and selected_scores.json when selection ran, speed.json
+    with report.speed)."""
     evaluation = read_evaluation(eval_dir / "scores.json")
     fingerprints = {
         name: entry["eval_fingerprint"] for name, entry in evaluation.items() if "eval_fingerprint" in entry
     }
-    selection = eval_dir / "selection.json"
     return Run(
         cell,
         read_metrics(train_dir / "metrics.jsonl"),
         {name: float(entry["score"]) for name, entry in evaluation.items()},
         problem_scores(evaluation),
         fingerprints,
-        json.loads(selection.read_text(encoding="utf-8")) if selection.is_file() else {},
+        read_json(eval_dir / "selection.json"),
         problem_scores(read_evaluation(eval_dir / "selected_scores.json")),
+        read_json(eval_dir / SPEED_SCORES),
     )
+
+
+def read_json(path: Path) -> dict:
+    """A stage's JSON file ({} when absent)."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def seed_runs(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[int, Run]:

@@ -148,7 +148,7 @@ def test_changing_the_test_answers_cannot_change_the_selected_checkpoint(tmp_pat
     final_scores = tmp_path / "final_scores.json"
     final_scores.write_text(json.dumps({"benchmarks": {}, "checkpoint": "final"}))
     calls: list = []
-    selection, test = run_selection(config, run, data, datasets, knows, calls, final_scores)
+    selection, test, _ = run_selection(config, run, data, datasets, knows, calls, final_scores)
     assert selection["selected_step"] == test["selected_step"] == 3
     assert [c["validation_pass_at_1"] for c in selection["candidates"]] == [0.25, 0.75, 0.5]
     assert all(entry["score"] == 0.0 for entry in test["benchmarks"].values())
@@ -162,7 +162,7 @@ def test_changing_the_test_answers_cannot_change_the_selected_checkpoint(tmp_pat
         datasets[name] = rows
     knows["step-3"] |= tests
     calls.clear()
-    again, test_again = run_selection(config, run, data, datasets, knows, calls, final_scores)
+    again, test_again, _ = run_selection(config, run, data, datasets, knows, calls, final_scores)
     assert again["selected_step"] == 3
     assert [c["validation_pass_at_1"] for c in again["candidates"]] == [0.25, 0.75, 0.5]
     assert all(c["cached"] for c in again["candidates"]) and calls == ["step-3"]
@@ -177,7 +177,7 @@ def test_when_final_wins_its_own_test_scores_are_used(tmp_path):
     final_scores = tmp_path / "final_scores.json"
     final_scores.write_text(json.dumps({"benchmarks": {"x": {"score": 0.5}}, "checkpoint": "final"}))
     calls: list = []
-    selection, test = run_selection(config, run, data, datasets, knows, calls, final_scores)
+    selection, test, _ = run_selection(config, run, data, datasets, knows, calls, final_scores)
     assert selection["selected_step"] == selection["final_step"] == 4
     assert test == {"benchmarks": {"x": {"score": 0.5}}, "checkpoint": "final", "selected_step": 4}
     assert calls == ["step-1", "step-3", "final"]

@@ -293,6 +293,28 @@ def test_control_overlay_trains_the_oracle_beside_none_and_hara_tok_in_its_own_f
     }
 
 
+def test_the_speed_endpoint_adds_its_benchmark_and_files_and_nothing_else(tmp_path):
+    """report.speed on the control overlay, naming a benchmark that data.benchmarks does not list: the data job writes
+    it, every evaluate job declares speed.json and passes --speed-out, the report reads them; the evaluate jobs still
+    evaluate only data.benchmarks, and no job is added."""
+    overlay = tmp_path / "speed.yaml"
+    overlay.write_text(
+        "data: {benchmarks: [mini_math500, mini_minerva]}\nreport: {speed: {benchmark: mini_aime24, problems: 40}}\n"
+    )
+    configs = [str(REPO / "config" / "default.yaml"), str(REPO / "config" / "control.yaml")]
+    output = output_of(snakemake(tmp_path, "-n", "-p", "--configfile", *configs, str(overlay)))
+    assert job_counts(output) == job_counts(output_of(snakemake(tmp_path, "-n", "--configfile", *configs)))
+    (data,) = job_blocks(output, "prepare_data")
+    assert "results/control/data/benchmarks/mini_aime24.jsonl" in data
+    evaluations = job_blocks(output, "evaluate")
+    assert len(evaluations) == 27
+    for block in evaluations:
+        speed = re.search(r"output: .*(results/control/eval/\S+/speed\.json)", block).group(1)
+        assert f"--speed-out {speed}" in block and "--benchmark mini_aime24" not in block
+    (report,) = job_blocks(output, "report")
+    assert re.search(r"input: .*", report).group(0).count("/speed.json") == 27
+
+
 def test_bare_slurm_profile_name_resolves_from_the_repository_root(monkeypatch):
     from snakemake.cli import get_profile_dir
 
