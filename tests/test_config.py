@@ -108,30 +108,37 @@ def test_shipped_configs_are_valid(name, tmp_path, monkeypatch):
     assert resolved["seed"] == raw.get("seed", 0)
 
 
-def test_the_chain_overlay_trains_the_oracle_modes_on_long_chains_and_evaluates_in_distribution():
-    """config/control_chain.yaml after the default and the control: chain problems only, RL prompts of levels 4-5
-    (7-8 steps), a worked-only warm-up, the in-distribution benchmark beside the five, GRPO with groups of 8, its own
-    results folder and tracking store. The methods are checked apart: the oracle modes come with the oracle's modes
-    (issue 51), which this check does not yet see registered."""
+@pytest.mark.parametrize(
+    "overlays,methods",
+    [
+        (("control_chain",), ["none", "oracle_step", "oracle_reversed", "oracle_process"]),
+        (("control_levels", "control_reversed"), ["none", "oracle_reversed"]),
+    ],
+)
+def test_the_credit_worlds_overlays_score_the_speed_endpoint_in_distribution(overlays, methods):
+    """config/control_chain.yaml (chain problems only, 7-8 steps, GRPO with groups of 8) and
+    config/control_reversed.yaml (the sabotage in the levels 4-5 world), each after the default and the control: RL
+    prompts of levels 4-5, a worked-only warm-up, every candidate scored on the in-distribution benchmark (kept out of
+    the final benchmarks' average), their own results folder and tracking store."""
     from tests.helpers import merged, read
 
     raw = {}
-    for name in ("default", "control", "control_chain"):
+    for name in ("default", "control", *overlays):
         raw = merged(raw, read(REPO / "config" / f"{name}.yaml"))
-    config = validate_config(raw, source="control_chain", skip_checks=("check_methods",))
-    assert config["data"]["skills"] == ["chain"] and config["data"]["benchmarks"][-1] == "in_distribution"
-    assert config["training"]["prompt_selection"] == {
-        **config["training"]["prompt_selection"],
-        "enabled": True,
-        "levels": [4, 5],
-    }
+    config = validate_config(raw, source=overlays[-1])
+    assert config["report"]["speed"]["benchmark"] == "in_distribution"
+    assert "in_distribution" not in config["data"]["benchmarks"]
+    assert config["training"]["prompt_selection"]["enabled"] and config["training"]["prompt_selection"]["levels"] == [
+        4,
+        5,
+    ]
     assert config["warmup"]["direct_fraction"] == 0 and config["training"]["group_size"] == 8
     assert config["grid"]["rlvr"] == ["grpo"] and config["grid"]["seeds"] == [0, 1, 2]
-    assert config["grid"]["methods"] == ["none", "oracle_step", "oracle_reversed", "oracle_process"]
-    assert (
-        config["results_dir"] == "results/control_chain"
-        and "results/control_chain/" in config["tracking"]["mlflow_uri"]
-    )
+    assert config["grid"]["methods"] == methods
+    folder = f"results/{overlays[-1]}"
+    assert config["results_dir"] == folder and f"{folder}/" in config["tracking"]["mlflow_uri"]
+    if overlays == ("control_chain",):
+        assert config["data"]["skills"] == ["chain"]
 
 
 def test_defaults_are_filled_from_the_schema():
