@@ -74,6 +74,7 @@ def main() -> None:
         json.dumps(
             {
                 "rollouts": len(texts),
+                "pass_rate": kinds["correct"] / max(1, len(texts)),
                 "kinds": dict(kinds),
                 "first_wrong_step_index": dict(sorted(steps.items())),
                 "located_of_incorrect": len(before) / max(1, incorrect),
