@@ -1,5 +1,7 @@
 """Settings and fixtures shared by the whole suite."""
 
+# first, before torch loads libgomp: hara sets OpenMP's wait policy (hara/__init__.py)
+import hara  # noqa: F401, I001
 import json
 import os
 import random

@@ -1,7 +1,8 @@
-"""environment.yml (cluster) and pyproject.toml (pip) must pin the same versions."""
+"""environment.yml (cluster) and pyproject.toml (pip) must pin the same versions; the process environment hara sets."""
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -144,3 +145,17 @@ def test_every_data_file_of_the_package_is_in_its_package_data():
     }
     assert data, "no data file found: the walk is broken"
     assert {name for name in data if not any(Path(name).match(glob) for glob in globs)} == set()
+
+
+def test_openmp_waits_passively_in_every_hara_process_unless_the_user_says_otherwise():
+    """hara sets OMP_WAIT_POLICY before torch loads libgomp (benchmarks/bench_omp_wait.py: 5x on a shared 2-core
+    machine); a value the user gave is kept."""
+    import subprocess
+    import sys
+
+    probe = "import hara, os, torch; print(os.environ['OMP_WAIT_POLICY'])"
+    bare = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        env = bare if given is None else {**bare, "OMP_WAIT_POLICY": given}
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expected
