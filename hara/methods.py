@@ -36,12 +36,14 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "hara.methods"
 #: none: the plain RLVR baseline the report compares against; hara: a HarA variant; baseline: another
-#: credit-assignment method of the paper's comparison; oracle: a positive control that reads what only the synthetic
+#: credit-assignment method of the paper's comparison; oracle: a control that reads what only the synthetic
 #: world knows (kept out of the paper's claims, of "baselines" and of the other comparisons' correction families).
 KINDS = ("none", "hara", "baseline", "oracle")
 #: hidden: one layer's hidden states; entropy: token entropies; steps: where each rollout's first wrong step starts
 #: (the synthetic world's step oracle, hara/data/steps.py: needs data.source synthetic).
 NEEDS = ("hidden", "entropy", "steps")
+#: A control's expected verdict against none, and what that makes it.
+EXPECTED_VERDICTS = {"better": "positive control", "worse": "negative control"}
 #: The needs the trainer's hooks record from the model (the others come from the problems).
 CAPTURED = frozenset({"hidden", "entropy"})
 #: What each need asks of the problems: the data sources that can supply it (absent: any source).
@@ -59,6 +61,9 @@ class MethodSpec:
     namespace: str | None = None  # its info metrics' prefix, kept as-is in metrics.jsonl (others become trl/...)
     novelty_fp32: bool = False  # its novelty code converts the captured rows to fp32 (hara plan counts the copy)
     weighting: str | None = None  # "module:function" of a plug-in's transform (built-ins: hara.weighting)
+    # a control's (kind oracle) expected verdict against none: better (a positive control: the grid sees credit
+    # when it separates) or worse (a negative control, a sabotage: it must lose)
+    expect: str = "better"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -66,6 +71,8 @@ class MethodSpec:
         unknown = sorted(set(self.needs) - set(NEEDS))
         if unknown:
             raise ValueError(f"method {self.name!r}: unknown needs {unknown} (valid: {', '.join(NEEDS)})")
+        if self.expect not in EXPECTED_VERDICTS:
+            raise ValueError(f"method {self.name!r}: expect {self.expect!r} (valid: {', '.join(EXPECTED_VERDICTS)})")
         if self.namespace is not None and not self.namespace.endswith("/"):
             raise ValueError(f"method {self.name!r}: namespace {self.namespace!r} must end with '/'")
 
@@ -91,10 +98,16 @@ _BUILT_IN = [
     MethodSpec("grpo_s", "baseline", "entropy_shaping", _ENTROPY, "grpo_s/"),
     MethodSpec("position", "baseline", "position"),
     MethodSpec("shear", "baseline", "shear", _HIDDEN, "shear/"),
-    # the step oracle's modes (hara/weighting/oracle.py): suffix (the first control), step, reversed, process
+    # the step oracle's modes (hara/weighting/oracle.py): suffix (the first control), step, reversed (a sabotage),
+    # process
     *(
-        MethodSpec(name, "oracle", "oracle_steps", frozenset({"steps"}), "oracle/")
-        for name in ("oracle_steps", "oracle_step", "oracle_reversed", "oracle_process")
+        MethodSpec(name, "oracle", "oracle_steps", frozenset({"steps"}), "oracle/", expect=expect)
+        for name, expect in (
+            ("oracle_steps", "better"),
+            ("oracle_step", "better"),
+            ("oracle_reversed", "worse"),
+            ("oracle_process", "better"),
+        )
     ),
 ]
 _REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in _BUILT_IN}

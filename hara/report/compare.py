@@ -14,7 +14,7 @@ on the average, every size and preset) are one family, corrected together (simul
 :func:`hara.results.paired.correct_family`); the tables, comparisons.json and the MLflow runs read the same corrected
 verdicts and minimum detectable effects.
 
-With ``report.speed`` each positive control's comparison also has a speed endpoint (:func:`compare_speed`): the
+With ``report.speed`` each control's comparison also has a speed endpoint (:func:`compare_speed`): the
 difference from the baseline on the speed benchmark at every candidate checkpoint step and on the area under that
 curve (:mod:`hara.results.curves`), paired by seed and problem with the same bootstrap, corrected in the control's
 family beside its final benchmarks (``corrected[key]["speed:step <k>"]`` and ``corrected[key]["speed:area"]``).
@@ -57,6 +57,7 @@ __all__ = [
     "compare_cells",
     "compare_speed",
     "compared_pairs",
+    "expected_verdict",
     "family_of",
     "fingerprint_differences",
     "flatten",
@@ -308,18 +309,26 @@ def compared_pairs(config: Mapping) -> list[tuple[str, str]]:
 
 
 def is_control(method: str) -> bool:
-    """A positive control (kind ``oracle`` of the method registry): it shows whether the grid can see a
-    credit-assignment effect at all, and competes with nothing."""
+    """A control (kind ``oracle`` of the method registry): it shows whether the grid can see a credit-assignment
+    effect at all, and competes with nothing."""
     from hara.methods import methods
 
     spec = methods().get(method)
     return spec is not None and spec.kind == "oracle"
 
 
+def expected_verdict(method: str) -> str:
+    """A control's verdict against the baseline when the grid sees its effect: better (a positive control) or
+    worse (a negative control, a sabotage); hara.methods declares it."""
+    from hara.methods import methods
+
+    return methods()[method].expect
+
+
 def family_of(method: str, against: str) -> str:
-    """The family a comparison is corrected in: every difference against the same method, a positive control's
-    apart (joining the others' family would widen their intervals for a comparison nobody is testing)."""
-    return f"{against}, positive control" if is_control(method) else against
+    """The family a comparison is corrected in: every difference against the same method, the controls' apart
+    (joining the others' family would widen their intervals for a comparison nobody is testing)."""
+    return f"{against}, controls" if is_control(method) else against
 
 
 def low_power_threshold(config: Mapping, against: str) -> float | None:
@@ -413,7 +422,7 @@ def _members(comparison: Comparison, speed: SpeedComparison | None) -> list[tupl
 
 def grid_comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> GridComparisons:
     """Every comparison of :func:`compared_pairs` in every (size, rlvr) where both have per-problem predictions,
-    corrected over their families (:func:`family_of`); a positive control's speed endpoint (report.speed) is
+    corrected over their families (:func:`family_of`); a control's speed endpoint (report.speed) is
     corrected in its family too."""
     found: dict[Key, Comparison] = {}
     for size in config["models"]["sizes"]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from hara.analysis.claims import PAPER_NUMBERS
 from hara.layout import candidate_steps, method_seeds
+from hara.methods import EXPECTED_VERDICTS
 from hara.report.compare import (
     BASELINE,
     CORRECTED_MARK,
@@ -22,6 +23,7 @@ from hara.report.compare import (
     PROBLEMS_ONLY_MARK,
     SPEED_AREA,
     GridComparisons,
+    expected_verdict,
     grid_comparisons,
     is_control,
     speed_step,
@@ -206,8 +208,8 @@ def base_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
 
 
 def method_label(method: str) -> str:
-    """A method's row label: a positive control says so, it is a reference row, not a contender."""
-    return f"{method} (positive control)" if is_control(method) else method
+    """A method's row label: a control says which (positive or negative), it is a reference row, not a contender."""
+    return f"{method} ({EXPECTED_VERDICTS[expected_verdict(method)]})" if is_control(method) else method
 
 
 def _with_difference(estimate: str, found: GridComparisons, key: tuple, benchmark: str | None) -> str:
@@ -273,9 +275,9 @@ def seq_tok_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseSc
 
 
 def control_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table | None:
-    """The positive control beside every other method, each against the baseline, per size and preset: whether the
-    grid can see a credit-assignment effect at all, and so what its other "within noise" verdicts are worth. None
-    (no table) when the grid trains no control."""
+    """The controls beside every other method, each against the baseline, per size and preset: whether the grid can
+    see a credit-assignment effect at all, and so what its other "within noise" verdicts are worth. None (no table)
+    when the grid trains no control."""
     methods = [m for m in config["grid"]["methods"] if m != BASELINE]
     controls = [m for m in methods if is_control(m)]
     if not controls or BASELINE not in config["grid"]["methods"]:
@@ -288,7 +290,7 @@ def control_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseSc
     order = [*controls, *(m for m in methods if m not in controls)]
     return Table(
         "control",
-        "Positive control: can this grid see a credit-assignment effect?",
+        "Controls: can this grid see a credit-assignment effect?",
         f"Benchmark-average pass@1 differences from {BASELINE} (points), {seeds_note(config, order)}. "
         f"{control_finding(config, found, controls)}{speed_pointer(config)} {paired_note(config)} "
         f"{family_note(found)}",
@@ -308,30 +310,41 @@ def speed_pointer(config: Mapping) -> str:
 
 
 def control_finding(config: Mapping, found: GridComparisons, controls: list[str]) -> str:
-    """One reading of the control's cells: where it separates from the baseline after correction, and what that
-    says of the other methods' nulls."""
+    """One reading of the controls' cells: where each separates from the baseline after correction in the
+    direction it must (a positive control better, a negative one worse), and what that says of the other methods'
+    nulls."""
     keys = [key for key in found.found if key[2] in controls and key[3] == BASELINE]
     if not keys:
         return "The control has no paired results yet."
-    better = [key for key in keys if found.corrected[key][None].verdict == "better"]
+    seen = [key for key in keys if found.corrected[key][None].verdict == expected_verdict(key[2])]
     mdes = [100 * found.corrected[key][None].mde for key in keys]
     gains = [100 * found.found[key].average.mean for key in keys]
-    if not better:
+    counts = "; ".join(_seen_count(found, keys, seen, verdict) for verdict in EXPECTED_VERDICTS)
+    if not seen:
         return (
-            f"The control separates from {BASELINE} in none of its {len(keys)} cells (gains "
-            f"{min(gains):+.1f} to {max(gains):+.1f} points, MDE {min(mdes):.1f}-{max(mdes):.1f}): even step-level "
-            f"credit from an oracle is not visible at this budget, so the other methods' 'within noise' "
-            f"verdicts cannot tell a method without effect from one the grid cannot see (docs/analyses.md)."
+            f"The controls separate from {BASELINE} in the direction they must in none of their {len(keys)} cells "
+            f"({counts}; differences {min(gains):+.1f} to {max(gains):+.1f} points, MDE "
+            f"{min(mdes):.1f}-{max(mdes):.1f}): credit from an oracle, helping or sabotaging, is not visible at this "
+            f"budget, so the other methods' 'within noise' verdicts cannot tell a method without effect from one "
+            f"the grid cannot see (docs/analyses.md)."
         )
     return (
-        f"The control is better than {BASELINE} in {len(better)} of its {len(keys)} cells after correction "
-        f"(gains {min(gains):+.1f} to {max(gains):+.1f} points): the grid can see a credit-assignment effect of "
-        f"that size, and a method 'within noise' there has no effect as large as its own MDE."
+        f"The controls separate from {BASELINE} after correction in the direction they must in {len(seen)} of "
+        f"their {len(keys)} cells ({counts}; differences {min(gains):+.1f} to {max(gains):+.1f} points): the grid "
+        f"can see a credit-assignment effect of that size, and a method 'within noise' there has no effect as large "
+        f"as its own MDE."
     )
 
 
+def _seen_count(found: GridComparisons, keys: list, seen: list, verdict: str) -> str:
+    """'<role>s <verdict> in k of n' for the controls expected to read ``verdict``."""
+    mine = [key for key in keys if expected_verdict(key[2]) == verdict]
+    hits = sum(key in seen for key in mine)
+    return f"{EXPECTED_VERDICTS[verdict]}s {verdict} in {hits} of {len(mine)}"
+
+
 def speed_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScores | None = None) -> Table | None:
-    """The speed endpoint (config report.speed) of each positive control beside the baseline, per size and preset:
+    """The speed endpoint (config report.speed) of each control beside the baseline, per size and preset:
     pass@1 on the speed benchmark at every candidate step and the area under that curve, each control's with its
     paired difference from the baseline (corrected in the control's family with its final benchmarks). None without
     report.speed or a control."""
