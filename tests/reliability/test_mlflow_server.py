@@ -58,7 +58,9 @@ def snakemake_env(hooks: Path, pidfile: Path) -> dict[str, str]:
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": str(hooks),
+        # the hook first, then the suite's own PYTHONPATH (a checkout run with PYTHONPATH=<checkout> against a venv
+        # installed from another one: without it, this DAG's first run imported that other checkout's hara)
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(hooks), os.environ.get("PYTHONPATH")))),
         "HARA_TEST_VICTIM": VICTIM,
         "HARA_TEST_PIDFILE": str(pidfile),
         "HARA_TEST_PAUSE_AT_STEP": "2",

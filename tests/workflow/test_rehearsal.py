@@ -281,8 +281,7 @@ TENSOR_FILES = {".safetensors", ".pt", ".bin", ".pth"}
 def requeue_when_checkpointed(workdir: Path, env: dict, found: dict, stop: threading.Event) -> None:
     """Preempt the PREEMPTED training job of the Slurm rehearsal once it has saved its first checkpoint: `scontrol
     requeue` kills it and Slurm starts it again under the same job id (the profile submits with --requeue), where
-    `hara train` resumes. Slurm holds a requeued job back for about two minutes before it may start again (a
-    preempted job waits for its resources anyway): the start time is moved to now to keep the test short."""
+    `hara train` resumes."""
     rlvr, method = PREEMPTED
     checkpoint = workdir / "results" / "train" / "qwen3-1.7b" / rlvr / method / "seed0" / "checkpoints" / "checkpoint-1"
     while not stop.is_set() and not (checkpoint / "hara_manifest.json").is_file():  # the checkpoint is complete
@@ -309,18 +308,42 @@ def requeue_when_checkpointed(workdir: Path, env: dict, found: dict, stop: threa
         ["scontrol", "requeue", job_id], env=env, capture_output=True, text=True, timeout=60, check=False
     ).returncode
     found["job_id"] = job_id
-    for _ in range(100):
-        if (
-            subprocess.run(
-                ["scontrol", "update", f"JobId={job_id}", "StartTime=now"],
-                env=env,
-                timeout=60,
-                capture_output=True,
-                check=False,
-            ).returncode
-            == 0
-        ):
-            return
+    start_requeued_job_now(job_id, env, stop)
+
+
+#: Seconds between a requeued job turning PENDING and its start time moved to now. slurmd refuses a launch whose
+#: credential dates from the second the job's previous run was killed in ("already killed, do not launch batch job":
+#: the job then FAILS instead of restarting); one launch in four did so with the start moved at once.
+REQUEUE_LAUNCH_DELAY_S = 2.0
+
+
+def start_requeued_job_now(job_id: str, env: dict, stop: threading.Event) -> None:
+    """Slurm holds a requeued job back (PENDING, reason BeginTime, two minutes ahead) before it may start again; a
+    preempted job waits for its resources anyway. Its start time is moved to now, to keep the test short: once the
+    job is PENDING (an update made while it is still COMPLETING is overwritten by that hold: the rehearsal's job waited
+    the whole two minutes) and REQUEUE_LAUNCH_DELAY_S after that. Gives up after a minute, leaving Slurm's hold."""
+    deadline, pending_at = time.monotonic() + 60, None
+    while not stop.is_set() and time.monotonic() < deadline:
+        state = subprocess.run(
+            ["squeue", "--noheader", f"--jobs={job_id}", "--states=all", "--format=%T|%r"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        ).stdout.strip()
+        if state == "PENDING|BeginTime":
+            pending_at = pending_at or time.monotonic()
+            if time.monotonic() - pending_at >= REQUEUE_LAUNCH_DELAY_S:
+                subprocess.run(
+                    ["scontrol", "update", f"JobId={job_id}", "StartTime=now"],
+                    env=env,
+                    capture_output=True,
+                    timeout=60,
+                    check=False,
+                )
+        elif pending_at is not None:
+            return  # held no longer: started, or waiting for resources only
         time.sleep(0.2)
 
 
@@ -333,6 +356,12 @@ def rehearsals(rehearsal_env, request, tmp_path_factory) -> dict:
         cluster = request.getfixturevalue("slurm_cluster")
     except pytest.skip.Exception:
         cluster = None
+    if cluster is not None:
+        # The other cluster tests wait on Slurm (status polls, resubmissions, node jobs) with little CPU in use: started
+        # now, they wait beside the DAGs. Run after them, they were the last ~90 s of CI's longest worker, on an
+        # otherwise idle machine.
+        request.getfixturevalue("retry_started")
+        request.getfixturevalue("preflights_started")
     runs = {"local": tmp_path_factory.mktemp("rehearsal_local"), "slurm": tmp_path_factory.mktemp("rehearsal_slurm")}
     started, preempted, stop = {}, {}, threading.Event()
     if cluster is not None:
@@ -446,10 +475,11 @@ def preflight_cases(tmp_path: Path, env: dict) -> dict[str, tuple[list[str], dic
     }
 
 
-def test_preflight_on_the_cluster_passes_and_names_each_planted_failure(slurm_cluster, rehearsal_env, tmp_path):
-    """The rehearsal config on the local cluster: six `hara preflight` runs at once, each sending its node checks as
-    a Slurm job. The clean one passes every check (rc 0); each planted failure fails its own check only, in one
-    line, with rc 1."""
+@pytest.fixture(scope="session")
+def preflights_started(slurm_cluster, rehearsal_env, tmp_path_factory) -> dict[str, subprocess.Popen]:
+    """The six `hara preflight` runs of the test below, started (the rehearsal fixture starts them beside its DAGs):
+    case name -> process, its output on a pipe (six lines)."""
+    tmp_path = tmp_path_factory.mktemp("preflight")
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(merged(read(PAPER), read(REHEARSAL))), encoding="utf-8")
     env = {**rehearsal_env, **slurm_cluster}
@@ -464,7 +494,16 @@ def test_preflight_on_the_cluster_passes_and_names_each_planted_failure(slurm_cl
         )
         for name, (args, planted) in cases.items()
     }
-    for name, proc in runs.items():
+    yield runs
+    for proc in runs.values():
+        proc.kill()  # no-op once it has exited
+
+
+def test_preflight_on_the_cluster_passes_and_names_each_planted_failure(preflights_started):
+    """The rehearsal config on the local cluster: six `hara preflight` runs at once, each sending its node checks as
+    a Slurm job. The clean one passes every check (rc 0); each planted failure fails its own check only, in one
+    line, with rc 1."""
+    for name, proc in preflights_started.items():
         output = proc.communicate(timeout=300)[0]
         lines = output.splitlines()
         failed = [line.split()[1].rstrip(":") for line in lines if line.startswith("FAIL")]
@@ -562,11 +601,20 @@ def test_the_rehearsal_on_slurm_schedules_gpu_jobs_with_gpus_and_matches_the_loc
 # profile's value) and then reported with its rule and its Slurm log.
 
 
-@pytest.fixture(scope="module")
-def slurm_runs(slurm_cluster, tmp_path_factory):
-    """The failing-jobs workflow on the cluster: name -> (workdir, exit code, output)."""
+@pytest.fixture(scope="session")
+def retry_started(slurm_cluster, tmp_path_factory) -> tuple[Path, subprocess.Popen]:
+    """The failing-jobs workflow started on the cluster (the rehearsal fixture starts it beside its DAGs): (workdir,
+    Snakemake's process)."""
     workdir = tmp_path_factory.mktemp("retry_slurm")
     proc = start_snakemake_on_slurm(workdir, slurm_cluster, RETRY_SNAKEFILE, "--keep-going")
+    yield workdir, proc
+    proc.kill()  # no-op once it has exited; never leave a Snakemake behind
+
+
+@pytest.fixture(scope="module")
+def slurm_runs(retry_started):
+    """The failing-jobs workflow on the cluster, finished: name -> (workdir, exit code, output)."""
+    workdir, proc = retry_started
     try:
         proc.wait(timeout=900)
     finally:
