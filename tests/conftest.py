@@ -78,40 +78,14 @@ def tiny_base(tmp_path_factory) -> Path:
 #: The test file on the session's Slurm test cluster: the longest, and mostly waiting on Slurm.
 CLUSTER_FILE = "tests/workflow/test_rehearsal.py"
 
-#: The files that start first, in this order; every other file keeps its collection order after them. A worker takes
-#: its next file when it is almost done with its own (pytest-xdist's loadfile), and the suite ends when its last file
-#: does: longest first, so that what is left at the end is short. In collection order the smoke DAG's file (about 6
-#: min alone on a loaded 2-core machine, 225 CPU s) and test_dag.py (1.3 min) came last, in tests/workflow/, and
-#: ran when the other workers had little or nothing left. Wall and CPU seconds of each file alone (pytest -n 0,
-#: machine load ~4-5): the cluster file 623/516, smoke DAG 370/225, MLflow server DAG 217/129, trainer 160/98, tracking
-#: server 143/66 (a 30 s outage), multiprocess 117/77, sweeps 105/64, vLLM colocated 82/51, DAG dry runs 78/48, stack
-#: check 75/76 (597 s of wall in a full suite: one process at a time, niced), vLLM evaluation 71/51, device image
-#: 63/42, bad input 55/35. tests/test_suite_hygiene.py checks that each of them exists.
-FIRST_FILES = (
-    CLUSTER_FILE,
-    "tests/workflow/test_smoke_run.py",
-    "tests/reliability/test_mlflow_server.py",
-    "tests/benchmarks/test_stack_check.py",
-    "tests/rlvr/test_trainer.py",
-    "tests/reliability/test_tracking_cluster.py",
-    "tests/rlvr/test_multiprocess.py",
-    "tests/sweeps/test_sweeps.py",
-    "tests/rlvr/test_vllm_colocate.py",
-    "tests/workflow/test_dag.py",
-    "tests/evaluation/test_eval_vllm_cpu.py",
-    "tests/benchmarks/test_device_image.py",
-    "tests/reliability/test_bad_input.py",
-)
-
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`-n 4 --dist loadfile --no-loadscope-reorder`, the Makefile's default) a test file is one
     unit of work, so module and session fixtures are built once per file, and files start in this order (without
-    the flag xdist starts the files with the most tests first): FIRST_FILES, then the rest as collected. The
-    cluster file goes first: the other workers' tests fill its waits. (`--dist loadgroup` cannot group here: pytest
-    9.2 derives node ids from `Node._id`, so the suffix pytest-xdist 3.8 writes to `_nodeid` has no effect.)"""
-    rank = {path: i for i, path in enumerate(FIRST_FILES)}
-    items.sort(key=lambda item: rank.get(repo_path(item), len(FIRST_FILES)))
+    the flag xdist starts the files with the most tests first). The cluster file goes first: the other workers'
+    tests fill its waits. (`--dist loadgroup` cannot group here: pytest 9.2 derives node ids from `Node._id`, so the suffix
+    pytest-xdist 3.8 writes to `_nodeid` has no effect.)"""
+    items.sort(key=lambda item: repo_path(item) != CLUSTER_FILE)
 
 
 def repo_path(item) -> str:

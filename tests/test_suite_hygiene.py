@@ -71,11 +71,3 @@ def test_what_a_module_fixture_writes_into_the_environment_does_not_reach_later_
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-2000:]
-
-
-def test_the_files_that_start_first_exist():
-    """tests/conftest.py starts the longest files first; a renamed one would fall back to collection order unseen."""
-    from tests.conftest import FIRST_FILES
-
-    assert len(set(FIRST_FILES)) == len(FIRST_FILES)
-    assert [path for path in FIRST_FILES if not (REPO / path).is_file()] == []
