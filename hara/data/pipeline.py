@@ -99,10 +99,17 @@ def hold_out_validation(problems: list[dict], count: int, salt: str, key: str) -
     held out of ``problems``, the rest in their order. ``key`` names the config key of ``count`` in the error."""
     if count >= len(problems):
         raise DataError(f"{key}: {count} validation problems, but the training set has only {len(problems)}")
-    order = list(range(len(problems)))
+    chosen = seeded_choice(len(problems), count, salt)
+    held_out = set(chosen)
+    return ([p for i, p in enumerate(problems) if i not in held_out], [problems[i] for i in chosen])
+
+
+def seeded_choice(n: int, count: int, salt: str) -> list[int]:
+    """``count`` of the indices 0..n-1, in the order ``random.Random(salt)`` shuffles them: the same salt, the same
+    choice (validation hold-outs, the speed benchmark's sample)."""
+    order = list(range(n))
     random.Random(salt).shuffle(order)
-    held_out = set(order[:count])
-    return ([p for i, p in enumerate(problems) if i not in held_out], [problems[i] for i in order[:count]])
+    return order[:count]
 
 
 def selection_datasets(config: Mapping) -> dict[str, list[dict]]:

@@ -20,11 +20,11 @@ with the candidates in step order; the report reads it (:func:`hara.results.coll
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hara.data.pipeline import seeded_choice
 from hara.results.collect import problem_scores
 
 __all__ = ["SpeedCurve", "sample_problems"]
@@ -35,9 +35,7 @@ def sample_problems(records: list[dict], count: int | None, salt: str) -> list[d
     count at least their number."""
     if count is None or count >= len(records):
         return list(records)
-    order = list(range(len(records)))
-    random.Random(salt).shuffle(order)
-    kept = set(order[:count])
+    kept = set(seeded_choice(len(records), count, salt))
     return [record for i, record in enumerate(records) if i in kept]
 
 

@@ -35,7 +35,7 @@ from hara.weighting.hara import cap_weights
 from hara.weighting.host import host_token_weights
 from hara.weighting.registry import WeightingContext, parse_params, register, require_context
 
-__all__ = ["FIRST_WRONG_BUCKETS", "ORACLE_MODES", "OracleParams", "WrongSteps", "oracle_weights"]
+__all__ = ["FIRST_WRONG_BUCKETS", "ORACLE_MODES", "OracleParams", "WrongSteps"]
 
 #: The first-wrong-step histogram's buckets: steps 0 .. FIRST_WRONG_BUCKETS - 2, and the last for every later step.
 FIRST_WRONG_BUCKETS = 10
@@ -84,18 +84,6 @@ class WrongSteps:
         return self.located[:, None] & (self.positions >= self.start[:, None]) & (self.positions < self.end[:, None])
 
 
-def oracle_weights(
-    starts: Tensor, relocate: Tensor, omega: Tensor, subset: Tensor, num_subsets: int, params: OracleParams
-) -> tuple[Tensor, Tensor]:
-    """Suffix weights (B, T): ``prefix_share`` before ``starts`` (B,) on the ``relocate`` (B,) rows, 1 elsewhere,
-    then rescaled to omega-weighted mean 1 within each subset (B,) in [0, num_subsets) and capped. Returns w and the
-    capped flags."""
-    positions = torch.arange(omega.shape[1], device=omega.device)[None, :]
-    before = relocate[:, None] & (positions < starts[:, None])
-    raw = torch.where(before, torch.full_like(omega, params.prefix_share), torch.ones_like(omega))
-    return _normalised(raw, omega, subset, num_subsets, params.max_weight)
-
-
 def _normalised(raw: Tensor, omega: Tensor, subset: Tensor, num_subsets: int, cap: float) -> tuple[Tensor, Tensor]:
     """``raw`` rescaled to omega-weighted mean 1 within each subset, capped at ``cap``; 1 outside the subsets."""
     ops = GroupOps(subset, omega, num_subsets)
@@ -119,11 +107,15 @@ class Batch:
 
 
 def _suffix(batch: Batch) -> tuple[Tensor, dict[str, float]]:
-    relocate = batch.wrong.located & (batch.advantages < 0)
-    subset = batch.prompt * 4 + (~batch.incorrect).long() * 2 + (batch.advantages < 0).long()
+    """``prefix_share`` before the wrong step of each penalised located rollout, 1 elsewhere, then rescaled to an
+    omega |A|-weighted mean of 1 per (prompt, outcome, sign) subset and capped at ``max_weight``."""
+    negative = batch.advantages < 0
+    before = batch.wrong.before() & negative[:, None]
+    raw = torch.where(before, torch.full_like(batch.omega, batch.params.prefix_share), torch.ones_like(batch.omega))
+    subset = batch.prompt * 4 + (~batch.incorrect).long() * 2 + negative.long()
     num = int(subset.max()) + 1 if subset.numel() else 0
     omega = batch.omega * batch.advantages.abs().float()[:, None]
-    w, capped = oracle_weights(batch.wrong.start, relocate, omega, subset, num, batch.params)
+    w, capped = _normalised(raw, omega, subset, num, batch.params.max_weight)
     return batch.advantages.float()[:, None] * w, {"oracle/capped_tokens": float(capped.sum())}
 
 
