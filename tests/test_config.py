@@ -111,7 +111,7 @@ def test_shipped_configs_are_valid(name, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "overlays,methods",
     [
-        (("control_chain",), ["none", "oracle_step", "oracle_reversed", "oracle_process"]),
+        (("control_chain",), ["none", "oracle_step", "oracle_reversed", "hara_tok"]),
         (("control_levels", "control_reversed"), ["none", "oracle_reversed"]),
     ],
 )
