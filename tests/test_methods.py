@@ -42,7 +42,8 @@ def plugin_installed(monkeypatch):
 def contract(name: str) -> None:
     """What every method must do: run on a batch with only the context its spec declares, give finite token
     advantages of the batch's shape that are 0 on padding, and log its info under its namespace (none without one)."""
-    from hara.rlvr.train import method_params, rename_metrics
+    from hara.rlvr.metrics_sink import rename_metrics
+    from hara.rlvr.train import method_params
 
     spec = get_method(name)
     config = validate_config({"hara": {"plugins": {"flip_late": {"scale": 0.5}}}})
@@ -87,7 +88,8 @@ def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_insta
     from hara.layout import grid_cells
     from hara.report.tables import main_table
     from hara.results.collect import Run
-    from hara.rlvr.train import method_params, rename_metrics
+    from hara.rlvr.metrics_sink import rename_metrics
+    from hara.rlvr.train import method_params
     from hara.sweeps.study import load_study
 
     assert methods()["flip_late"] == PLUGIN

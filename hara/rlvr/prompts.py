@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hara.errors import ConfigError
 
-__all__ = ["pass_rates", "read_prompts", "select_prompts"]
+__all__ = ["pass_rates", "read_prompts", "select_prompts", "train_dataset"]
 
 PROMPTS_FILE = "prompts.jsonl"
 
@@ -145,3 +145,28 @@ def read_prompts(folder: str | Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"--prompts: no {PROMPTS_FILE} in {folder} (run `hara select-prompts` first)")
     return read_jsonl(path)
+
+
+def train_dataset(config: Mapping, data_dir: str | Path | None, prompts_dir: str | Path | None = None):
+    """The RL prompts as a ``datasets.Dataset`` with TRL's ``prompt``, the gold ``answer``, the reference
+    ``solution`` and the problem's ``source``: the problems kept by
+    ``hara select-prompts`` when ``prompts_dir`` is given, else the config's whole training set."""
+    from datasets import Dataset
+
+    from hara.data.format import prompt_format
+    from hara.models.base import config_datasets
+
+    records = read_prompts(prompts_dir) if prompts_dir else config_datasets(config, data_dir)["train"]
+    prompt = prompt_format(config)
+    # the reference solution and the source ride along for methods that read the problem (the step oracle)
+    return Dataset.from_list(
+        [
+            {
+                "prompt": prompt.prompt(r["problem"]),
+                "answer": str(r["answer"]),
+                "solution": str(r.get("solution") or ""),
+                "source": str(r.get("source") or ""),
+            }
+            for r in records
+        ]
+    )

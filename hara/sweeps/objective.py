@@ -225,7 +225,8 @@ def train_seed(
     """Train one seed of the trial into ``run_dir`` (its training curves into ``run``, when given), measuring the
     objective (at every report step when ``on_value`` is given, else at the end only); returns the callback holding
     the measurement."""
-    from hara.rlvr.train import MetricsCallback, TrainingSession
+    from hara.rlvr.metrics_sink import MetricsCallback
+    from hara.rlvr.train import TrainingSession
 
     fields = spec.fields
     session = TrainingSession(

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hara.config import ConfigError, load_config, load_schema, validate_config
+from hara.rlvr.metrics_sink import rename_metrics
 from hara.rlvr.presets import (
     PRESETS,
     config_preset,
@@ -16,7 +17,7 @@ from hara.rlvr.presets import (
     overlong_penalty,
     soft_overlong_reward,
 )
-from hara.rlvr.train import METHOD_SECTIONS, method_params, rename_metrics
+from hara.rlvr.train import METHOD_SECTIONS, method_params
 from hara.rlvr.trainer import CONTEXT_NEEDS
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
 from tests.helpers import REPO, SMOKE
@@ -127,8 +128,9 @@ def test_rename_metrics_namespaces_trl_keys():
 def test_vllm_settings_and_the_policy_dtype_follow_the_config(tmp_path, monkeypatch):
     """training.vllm reaches TRL's colocated engine; on a GPU the policy loads in bf16 (training.bf16), never fp32."""
     from hara.config import load_config
+    from hara.rlvr.grpo_config import grpo_args
+    from hara.rlvr.policy import policy_dtype
     from hara.rlvr.presets import get_preset
-    from hara.rlvr.train import grpo_args, policy_dtype
 
     config = load_config(
         REPO / "config" / "smoke.yaml",

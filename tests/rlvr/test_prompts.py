@@ -10,7 +10,7 @@ import pytest
 
 from hara.config import ConfigError, load_config
 from hara.rlvr import prompts
-from hara.rlvr.train import train_dataset
+from hara.rlvr.prompts import train_dataset
 from tests.helpers import SMOKE
 
 RECORDS = [{"problem": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(40)]

@@ -319,7 +319,7 @@ def test_the_process_group_starts_with_the_save_sized_timeout(tiny_base, monkeyp
     import accelerate
 
     from hara.rlvr.checkpoints import collective_timeout_s
-    from hara.rlvr.train import start_process_group, stored_params
+    from hara.rlvr.policy import start_process_group, stored_params
 
     started = []
     monkeypatch.setattr(accelerate, "PartialState", lambda **kwargs: started.append(kwargs))
@@ -553,13 +553,13 @@ def test_hara_train_writes_model_metrics_and_provenance(tiny_base, tmp_path):
 
 KILLER = """
 import os, signal, sys
-from hara.rlvr import train as train_module
-original = train_module.MetricsCallback.on_log
+from hara.rlvr.metrics_sink import MetricsCallback
+original = MetricsCallback.on_log
 def on_log(self, args, state, control, logs=None, **kwargs):
     original(self, args, state, control, logs=logs, **kwargs)
     if state.global_step == 3:  # after checkpoint-2 was saved and step 3 was logged
         os.kill(os.getpid(), signal.SIGKILL)
-train_module.MetricsCallback.on_log = on_log
+MetricsCallback.on_log = on_log
 from hara.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -677,8 +677,8 @@ def test_method_none_reproduces_plain_trl_exactly(tiny_base, tmp_path, rlvr):
     """The hook itself is neutral: (B, T) advantages of `none` train to the same weights as TRL's own (B,) ones."""
     from trl import GRPOTrainer
 
+    from hara.rlvr.grpo_config import grpo_args
     from hara.rlvr.presets import get_preset
-    from hara.rlvr.train import grpo_args
     from hara.rlvr.trainer import HaraGRPOTrainer
 
     config = smoke_config()
@@ -759,7 +759,7 @@ def test_a_run_without_vllm_does_not_load_it_and_a_later_vllm_run_in_the_process
     trainer_class keeps it out of runs that do not generate with it, and gives it back to a later run that does."""
     code = (
         "import sys\n"
-        "from hara.rlvr.seam import trainer_class\n"
+        "from hara.rlvr.train import trainer_class\n"
         "loaded = lambda: ('vllm' in sys.modules, hasattr(sys.modules['trl.generation.vllm_generation'], 'LLM'))\n"
         "trainer_class(use_vllm=False)\n"
         "print(*loaded())\n"

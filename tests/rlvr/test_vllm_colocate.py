@@ -22,8 +22,10 @@ from torch._dynamo.utils import counters as dynamo_counters
 from hara import vllm_cpu
 from hara.config import load_config
 from hara.models.capture import GenerationRecorder
+from hara.rlvr.grpo_config import grpo_args
+from hara.rlvr.policy import load_policy
 from hara.rlvr.seam import reserve_master_port
-from hara.rlvr.train import build_trainer, grpo_args, load_policy
+from hara.rlvr.train import build_trainer
 from hara.rlvr.trainer import CONTEXT_NEEDS
 from tests.helpers import SMOKE
 
