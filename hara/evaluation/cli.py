@@ -204,9 +204,10 @@ def base_sanity_command(args: argparse.Namespace, config: Mapping) -> dict:
     import json
 
     from hara.evaluation.sanity import base_sanity
+    from hara.results.files import read_json
 
     settings = config["evaluation"]["base_sanity"]
-    scores = json.loads(Path(args.scores).read_text(encoding="utf-8"))
+    scores = read_json(args.scores)
     stats, problems = base_sanity(scores, settings)
     if problems:
         raise _user_error(

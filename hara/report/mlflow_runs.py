@@ -32,6 +32,7 @@ from pathlib import Path
 from hara.layout import run_dir
 from hara.report.tables import BASELINE
 from hara.results.collect import Cell, Run
+from hara.results.files import read_json
 
 __all__ = [
     "AVERAGE",
@@ -190,7 +191,7 @@ def read_comparisons(out_dir: Path) -> list[dict]:
     path = out_dir / "comparisons.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; the run summaries are the report's numbers, build the report first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path)
 
 
 def _benchmark_entries(run: Run) -> dict[str, dict]:

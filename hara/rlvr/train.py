@@ -32,6 +32,7 @@ from hara.errors import ConfigError
 from hara.layout import base_model_dir, candidate_steps
 from hara.methods import methods, unknown_method
 from hara.metric_keys import ACCURACY, CPU_S, ENTROPY, HARA_S, RESPONSE_LENGTH, REWARD, STEP_S
+from hara.results.collect import read_metrics
 from hara.rlvr.presets import (
     RLVRPreset,
     config_preset,
@@ -134,14 +135,14 @@ class MetricsCallback(TrainerCallback):
 
 
 def truncate_metrics(path: Path, last_step: int) -> None:
-    """Keep only metrics.jsonl lines of steps <= ``last_step`` (lines logged after the resumed checkpoint)."""
-    if path.is_file():
-        lines = [
-            line
-            for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line)["step"] <= last_step
-        ]
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    """Keep only metrics.jsonl lines of steps <= ``last_step`` (lines logged after the resumed checkpoint). A job
+    killed while it appended leaves a cut last line (every line ends with a newline): that step is trained again."""
+    if not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
+    kept = [row for row in read_metrics(path) if row["step"] <= last_step]
+    path.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in kept), encoding="utf-8")
 
 
 def train_dataset(config: Mapping, data_dir: str | Path | None, prompts_dir: str | Path | None = None):
