@@ -33,7 +33,9 @@ def write_finished(results: Path, mlflow: bool = False) -> dict:
     """Every smoke cell's metrics.jsonl (2 steps), scores.json (per-problem predictions) and selection.json; with
     ``mlflow`` each cell's training run in the results folder's sqlite store, as `hara train` opens it. Returns the
     config."""
-    config = load_config(SMOKE, overrides=[f"results_dir={results}", f"tracking.mlflow_uri=sqlite:///{results}/mlflow.db"])
+    config = load_config(
+        SMOKE, overrides=[f"results_dir={results}", f"tracking.mlflow_uri=sqlite:///{results}/mlflow.db"]
+    )
     for offset, cell in enumerate(grid_cells(config)):
         train, evaluation = run_dir(results, cell), eval_dir(results, cell)
         train.mkdir(parents=True)
