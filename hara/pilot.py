@@ -38,6 +38,8 @@ from hara.config import read_yaml, validate_config
 from hara.errors import ConfigError, UserError
 from hara.layout import Cell, base_eval_dir, grid_cells, run_dir
 from hara.planning.calibration import SUMMARY_FORMAT
+from hara.results.collect import read_metrics
+from hara.results.files import read_json
 
 #: Snakemake settings the pilot needs whatever the profile says: the Slurm logs of successful jobs are where it
 #: reads each job's id back (the plugin names them .snakemake/slurm_logs/rule_<rule>/<wildcards>/<job id>.log).
@@ -214,7 +216,7 @@ def steady_lines(lines: list[dict], resumed_step: int | None) -> list[dict]:
 
 def resumed_step(run: Path) -> tuple[str | None, int | None]:
     """The checkpoint the run resumed from (run_info.json), and its step."""
-    info = json.loads((run / "run_info.json").read_text(encoding="utf-8"))
+    info = read_json(run / "run_info.json")
     name = Path(info["resumed_from"]).name if info.get("resumed_from") else None
     return name, int(name.rsplit("-", 1)[1]) if name else None
 
@@ -224,7 +226,7 @@ def run_figures(config: Mapping, cell: Cell, run: Path) -> dict:
     from hara.planning import architecture_of, setup_of, step_flops
     from hara.rlvr.phases import PHASES, memory_key, time_key
 
-    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = read_metrics(run / "metrics.jsonl")
     checkpoint, step = resumed_step(run)
     steady = steady_lines(lines, step)
     setup = setup_of(config, cell.size, cell.rlvr, cell.method)

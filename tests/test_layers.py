@@ -11,8 +11,8 @@ HARA = Path(__file__).resolve().parents[1] / "hara"
 #: Bottom to top. A unit (a package, or a module directly in hara/) imports only from lower layers.
 LAYERS = [
     {"errors", "hashing", "groups", "reward", "plugins", "layout", "runinfo", "metric_keys"},  # foundations
-    {"methods", "tracking", "vllm_cpu", "ot", "results"},  # registries, tracking, transport, results reading
-    {"device"},
+    {"methods", "vllm_cpu", "ot", "results"},  # registries, transport, results reading
+    {"device", "tracking"},  # tracking reads mlflow_run.json through hara.results.files
     {"data", "novelty", "tracking_server"},
     {"models", "weighting"},
     {"rlvr"},  # training

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from hara.data.embedded import VALIDATION
 from hara.layout import candidate_dir, candidate_steps
+from hara.results.files import read_json
 
 __all__ = ["SELECTION_RULE", "CandidateEngine", "cached_score", "candidates", "select_checkpoint", "write_selection"]
 
@@ -103,7 +104,7 @@ def cached_score(
     key = {"checkpoint": checkpoint_fingerprint(checkpoint), "evaluation": fingerprint}
     path = cache_dir / f"{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()}.json"
     if path.is_file():
-        return {**json.loads(path.read_text(encoding="utf-8")), "cached": True}
+        return {**read_json(path, "hara evaluate (a cached score: delete it)"), "cached": True}
     result = evaluate_checkpoint(
         config,
         checkpoint,
@@ -173,7 +174,7 @@ def select_checkpoint(
     best = max(scored, key=lambda c: (c["validation_pass_at_1"], c["step"]))
     final = scored[-1]
     if best is final:
-        test = json.loads(Path(final_scores).read_text(encoding="utf-8"))
+        test = read_json(final_scores)
     else:
         test = evaluate_checkpoint(
             config,

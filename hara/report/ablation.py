@@ -12,7 +12,6 @@ listed and flagged, never compared silently.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import yaml
 from hara.layout import eval_dir, grid_cells, run_dir
 from hara.report.compare import compare_cells, flatten
 from hara.results.collect import Cell, Run, read_run
+from hara.results.files import read_json
 from hara.results.stats import NA, step_costs
 
 __all__ = ["BOOKKEEPING", "TrainedRun", "ablation_table", "factor_differences", "run_factors"]
@@ -60,7 +60,7 @@ def run_factors(train_dir: Path) -> dict[str, object] | None:
     if not config_path.is_file() or not info_path.is_file():
         return None
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    info = json.loads(info_path.read_text(encoding="utf-8"))
+    info = read_json(info_path)
     factors = {
         key: value
         for key, value in flatten(config).items()

@@ -32,6 +32,7 @@ from pathlib import Path
 from hara.layout import run_dir
 from hara.report.tables import BASELINE
 from hara.results.collect import Cell, Run
+from hara.results.files import read_json
 
 __all__ = [
     "AVERAGE",
@@ -190,7 +191,7 @@ def read_comparisons(out_dir: Path) -> list[dict]:
     path = out_dir / "comparisons.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; the run summaries are the report's numbers, build the report first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path)
 
 
 def _benchmark_entries(run: Run) -> dict[str, dict]:
@@ -262,8 +263,7 @@ def log_run_summaries(
     to MLflow, and nothing is)."""
     if report_run_id is None:
         return []
-    from hara.evaluation.tracking import RUN_FILE, read_run
-    from hara.tracking import tracking_client
+    from hara.tracking import RUN_FILE, read_run_file, tracking_client
 
     out_dir, config = Path(out_dir), {**config, "results_dir": str(results)}  # where the data inputs are read
     comparisons, report_file = read_comparisons(out_dir), (out_dir / "index.html").resolve()
@@ -272,7 +272,7 @@ def log_run_summaries(
         path = run_dir(results, cell) / RUN_FILE
         if not path.is_file():  # a cell not trained (yet), or trained without MLflow
             continue
-        reference = read_run(path)
+        reference = read_run_file(path)  # the store of the results folder the file is in (a copy's own)
         uri = reference["tracking_uri"]
         if uri not in clients:
             clients[uri] = tracking_client(uri)

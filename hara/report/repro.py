@@ -26,6 +26,7 @@ from hara.analysis.claims import CLAIMS_PATH
 from hara.errors import ConfigError
 from hara.report.compare import Comparison, compare_cells
 from hara.results.collect import Cell, Run, collect_runs, read_run, seed_runs
+from hara.results.files import read_json
 from hara.results.paired import (
     BETTER,
     WITHIN_NOISE,
@@ -496,7 +497,6 @@ def exact_accuracy(evidence: Evidence, params: Mapping) -> Outcome:
 def _problem_scores(evidence: Evidence) -> list[dict] | None:
     """The interpretability analysis' per-problem held-out scores (hara.analysis.output.PROBLEM_SCORES), or None
     while the analysis is off or has not run."""
-    import json
 
     from hara.analysis.output import PROBLEM_SCORES
     from hara.analysis.workflow import analysis_outputs, enabled_analyses
@@ -505,7 +505,7 @@ def _problem_scores(evidence: Evidence) -> list[dict] | None:
         return None
     folder = Path(analysis_outputs(evidence.config, "interpretability")["json"]).parent
     path = folder / PROBLEM_SCORES
-    return json.loads(path.read_text(encoding="utf-8"))["rows"] if path.is_file() else None
+    return read_json(path, "rule analysis (hara analysis interpretability)")["rows"] if path.is_file() else None
 
 
 def _problem_difference(a: Mapping[str, float], b: Mapping[str, float], evidence: Evidence):

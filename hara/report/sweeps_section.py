@@ -7,10 +7,10 @@ report without sweeps is unchanged.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from hara import layout
+from hara.results.files import read_json
 
 __all__ = ["study_summaries", "sweep_studies", "sweeps_html", "sweeps_markdown"]
 
@@ -18,11 +18,7 @@ __all__ = ["study_summaries", "sweep_studies", "sweeps_html", "sweeps_markdown"]
 def study_summaries(results_dir: str | Path) -> list[tuple[Path, dict]]:
     """(study folder, summary.json) of every summarised study, by name."""
     root = Path(results_dir) / layout.SWEEPS
-    return (
-        [(path.parent, json.loads(path.read_text(encoding="utf-8"))) for path in sorted(root.glob("*/summary.json"))]
-        if root.is_dir()
-        else []
-    )
+    return [(path.parent, read_json(path)) for path in sorted(root.glob("*/summary.json"))] if root.is_dir() else []
 
 
 def best_line(summary: dict) -> str:

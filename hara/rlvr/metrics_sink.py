@@ -14,6 +14,7 @@ from transformers import TrainerCallback
 
 from hara.methods import methods
 from hara.metric_keys import ACCURACY, CPU_S, ENTROPY, HARA_S, RESPONSE_LENGTH, REWARD, STEP_S
+from hara.results.collect import read_metrics
 
 __all__ = ["METRIC_KEYS", "MetricsCallback", "own_namespaces", "rename_metrics", "truncate_metrics"]
 
@@ -78,11 +79,11 @@ class MetricsCallback(TrainerCallback):
 
 
 def truncate_metrics(path: Path, last_step: int) -> None:
-    """Keep only metrics.jsonl lines of steps <= ``last_step`` (lines logged after the resumed checkpoint)."""
-    if path.is_file():
-        lines = [
-            line
-            for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line)["step"] <= last_step
-        ]
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    """Keep only metrics.jsonl lines of steps <= ``last_step`` (lines logged after the resumed checkpoint). A job
+    killed while it appended leaves a cut last line (every line ends with a newline): that step is trained again."""
+    if not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
+    kept = [row for row in read_metrics(path) if row["step"] <= last_step]
+    path.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in kept), encoding="utf-8")

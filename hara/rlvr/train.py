@@ -5,8 +5,9 @@ Output folder (``--out``)::
     checkpoints/checkpoint-<step>/   TRL/HF checkpoints (model, optimizer, scheduler, RNG states, trainer state)
     final/                           the trained model + tokenizer (``from_pretrained``-loadable)
     metrics.jsonl                    one line per optimizer step (namespaced keys, see ``hara.rlvr.metrics_sink.METRIC_KEYS``)
-    mlflow_run.json                  {"tracking_uri", "run_id", "experiment_id"} for the evaluation stage (a copy in
-                                     checkpoints/, so every checkpoint-<step>/ has one in its parent folder)
+    mlflow_run.json                  the MLflow run and its store (hara.tracking.read_run_file) for the evaluation
+                                     stage (a copy in checkpoints/, so every checkpoint-<step>/ has one in its parent
+                                     folder)
     resolved_config.yaml, run_info.json
 
 Rerunning the same command resumes from the last checkpoint (HF ``resume_from_checkpoint`` restores model,

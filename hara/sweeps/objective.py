@@ -22,7 +22,6 @@ paired instances: seed k's problem i is instance ``k * P + i``, the same for eve
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import statistics
@@ -37,6 +36,7 @@ from transformers import TrainerCallback
 from hara.data.embedded import VALIDATION
 from hara.data.pipeline import validation_records
 from hara.metric_keys import REWARD
+from hara.results.collect import read_metrics
 
 __all__ = ["METRICS", "VALIDATION", "Measurement", "run_trial", "write_trial_prompts", "write_validation_split"]
 
@@ -133,7 +133,7 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> Meas
 
 def train_reward(config: Mapping, run_dir: Path, data_dir: Path) -> Measurement:
     """Mean train/reward over the steps trained so far (metrics.jsonl of the run)."""
-    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    lines = read_metrics(run_dir / "metrics.jsonl")
     rewards = [line[REWARD] for line in lines if REWARD in line and line["step"] <= config["training"]["steps"]]
     if not rewards:
         raise ValueError(f"{run_dir / 'metrics.jsonl'}: no train/reward logged")
@@ -253,7 +253,7 @@ def train_seed(
 
 def constraint_values(constraints: Mapping[str, float], run_dir: Path) -> list[float]:
     """Per constraint: the trained steps' mean of its metrics.jsonl key minus its limit (<= 0 is feasible)."""
-    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    lines = read_metrics(run_dir / "metrics.jsonl")
     values = []
     for key, limit in constraints.items():
         logged = [line[key] for line in lines if isinstance(line.get(key), (int, float))]
