@@ -166,7 +166,7 @@ def test_one_gpu_training_keeps_updates_that_bf16_weights_would_round_away():
 
 
 def test_every_preset_refers_to_the_one_preset_block_and_states_its_own_defaults():
-    """config/schema.yaml declares a preset's keys once ($defs.rlvr_preset); each rlvr.<preset> is a reference
+    """hara/schemas/config.yaml declares a preset's keys once ($defs.rlvr_preset); each rlvr.<preset> is a reference
     with its defaults, inlined by load_schema (hara.config.inline_refs)."""
     import yaml
 
