@@ -47,7 +47,6 @@ from hara.rlvr.seam import (
 )
 
 __all__ = [
-    "METHOD_SECTIONS",
     "METRIC_KEYS",
     "build_trainer",
     "end_process_group",
@@ -57,10 +56,6 @@ __all__ = [
     "start_process_group",
     "train",
 ]
-
-#: Which ``hara.<section>`` of the config holds each method's knobs (None: the method takes none), from the method
-#: registry (hara/methods.py).
-METHOD_SECTIONS: dict[str, str | None] = {name: spec.section for name, spec in methods().items()}
 
 #: TRL's log keys -> the project's namespaced metric names; other TRL keys are kept under trl/.
 METRIC_KEYS: dict[str, str] = {

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hara.config import ConfigError, load_config, load_schema, validate_config
+from hara.methods import methods
 from hara.rlvr.presets import (
     PRESETS,
     config_preset,
@@ -16,8 +17,7 @@ from hara.rlvr.presets import (
     overlong_penalty,
     soft_overlong_reward,
 )
-from hara.rlvr.train import METHOD_SECTIONS, method_params, rename_metrics
-from hara.rlvr.trainer import CONTEXT_NEEDS
+from hara.rlvr.train import method_params, rename_metrics
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
 from tests.helpers import REPO, SMOKE
 
@@ -78,8 +78,7 @@ def test_soft_overlong_reward_reads_completion_lengths():
 
 
 def test_every_registry_method_is_wired():
-    assert set(CONTEXT_NEEDS) == set(available_weightings())
-    assert set(METHOD_SECTIONS) == set(available_weightings())
+    assert set(methods()) == set(available_weightings())
 
 
 @pytest.mark.parametrize("method", available_weightings())
