@@ -138,7 +138,7 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--size", required=True, help="model size (tiny-s, tiny-m, tiny-l or a key of models.hub_ids)")
     parser.add_argument("--rlvr", required=True, choices=sorted(PRESETS), help="host RLVR preset")
-    parser.add_argument("--method", required=True, help="advantage transform (a hara.weighting registry name)")
+    parser.add_argument("--method", required=True, help="advantage transform (a name of hara/methods.py's registry)")
     parser.add_argument("--seed", required=True, type=int, help="training seed (sampling, data order, init RNGs)")
     parser.add_argument("--out", required=True, help="run folder (rerunning the same command resumes it)")
     parser.add_argument("--base-model", help="folder of the base model (default: <results_dir>/base_model/<size>)")
@@ -377,7 +377,7 @@ def run_analysis_command(args: argparse.Namespace, config: dict) -> int:
 
 def repro_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
-    parser.add_argument("--claims", help="claims file (default: config/paper_claims.yaml)")
+    parser.add_argument("--claims", help="claims file (default: hara/analysis/paper_claims.yaml)")
     parser.add_argument("--json", dest="json_out", help="also write the checks as JSON to this file")
     parser.add_argument(
         "--stage",
@@ -392,7 +392,7 @@ def repro_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 @register_command(
     "repro-check",
-    "each of the paper's claims (config/paper_claims.yaml) checked on the results: "
+    "each of the paper's claims (hara/analysis/paper_claims.yaml) checked on the results: "
     "reproduced / within noise / contradicted / not measured",
     repro_check_arguments,
     skip_checks=("check_local_folders",),
@@ -655,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)
         if not command.own_config:
-            sub.add_argument("--config", required=True, help="YAML config (validated against config/schema.yaml)")
+            sub.add_argument("--config", required=True, help="YAML config (validated against hara/schemas/config.yaml)")
             sub.add_argument(
                 "--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value"
             )

@@ -1,9 +1,10 @@
 """The one config loader, used by the CLI and by the Snakefile.
 
-A config is a YAML file validated against ``config/schema.yaml`` (JSON Schema): defaults are filled from the schema,
-unknown keys are rejected, and every problem is reported as a single line ``<file>: <key.path>: <problem>`` through
-:class:`ConfigError`, which the CLI prints without a traceback. Checks that need the registries (model sizes,
-benchmark names, folders that must exist) run after the schema, as a small list of named checks.
+A config is a YAML file validated against ``hara/schemas/config.yaml`` (JSON Schema, shipped as package data, so an
+installed package validates as a checkout does): defaults are filled from the schema, unknown keys are rejected, and
+every problem is reported as a single line ``<file>: <key.path>: <problem>`` through :class:`ConfigError`, which the
+CLI prints without a traceback. Checks that need the registries (model sizes, benchmark names, folders that must
+exist) run after the schema, as a small list of named checks.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,8 @@ import yaml
 from hara.errors import ConfigError
 from hara.rlvr.presets import PRESETS
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
+#: The config schema (package data: read the same way from a checkout and from an installed wheel).
+SCHEMA_PATH = resources.files("hara") / "schemas" / "config.yaml"
 
 
 class ConfigLoader(yaml.SafeLoader):
@@ -50,13 +53,13 @@ def load_yaml(stream: Any) -> Any:
 
 
 def load_schema() -> dict:
-    """The JSON Schema of configs (the repository's config/schema.yaml), its ``$ref``s inlined: a copy of
+    """The JSON Schema of configs (hara/schemas/config.yaml), its ``$ref``s inlined: a copy of
     :func:`_parsed_schema`'s, so a caller may change it."""
     return copy.deepcopy(_parsed_schema())
 
 
 def validation_schema() -> dict:
-    """The schema a config is validated against: config/schema.yaml with the grid's preset enum read from the
+    """The schema a config is validated against: hara/schemas/config.yaml with the grid's preset enum read from the
     preset registry at this moment, so a preset is declared in PRESETS alone and one registered at run time (a
     plug-in, a test) is valid too; the file's enum lists the built-in presets for its readers."""
     schema = load_schema()
@@ -66,11 +69,11 @@ def validation_schema() -> dict:
 
 @functools.cache
 def _parsed_schema() -> dict:
-    """config/schema.yaml parsed once per process, with libyaml where PyYAML has it: every config load validates
+    """hara/schemas/config.yaml parsed once per process, with libyaml where PyYAML has it: every config load validates
     against it, and the pure-Python parser took ~0.08 s for its 1,600 lines, per load (hypothesis's bad-config
     tests load hundreds; every `hara` process and Snakemake's parse load at least one)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(SCHEMA_PATH, encoding="utf-8") as handle:
+    with SCHEMA_PATH.open(encoding="utf-8") as handle:
         schema = yaml.load(handle, Loader=loader)
     return inline_refs(schema, schema)
 

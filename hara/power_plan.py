@@ -1,7 +1,7 @@
 """`hara plan`'s power section and `hara plan --design`.
 
 The power section: for the configured grid, the minimum detectable paired difference per benchmark and on the
-benchmark average, and for each claim with a stated effect whether its primary endpoint (config/paper_claims.yaml
+benchmark average, and for each claim with a stated effect whether its primary endpoint (the claims file's
 ``primary``: one comparison pooled over the cells) detects it, beside its secondary family's MDE. The design: for
 each such primary the cheapest seeds per method and samples per problem that detect the paper's effect with 80%
 power, the grid's device-hours against the configured grid's, an overlay config the DAG runs as is, and a staged

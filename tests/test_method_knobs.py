@@ -1,5 +1,5 @@
 """Every method knob is declared twice, by design: its dataclass (the maths' default, used by code and tests that call
-the transforms directly) and config/schema.yaml (the config's default, with its description and range). This holds
+the transforms directly) and hara/schemas/config.yaml (the config's default, with its description and range). This holds
 the two equal, key for key."""
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ import torch
 from hara.cli import main
 from hara.config import ConfigError, load_config, validate_config
 from hara.planning import (
-    CONTEXT_NEEDS,
     GB,
     PAPER_ARCHITECTURES,
     Architecture,
@@ -126,12 +125,6 @@ def test_block_activations_match_what_torch_saves_for_backward(shape):
 
     measured_units = (saved_bytes_per_token(3) - saved_bytes_per_token(1)) / 2 / 2  # per block, bf16 units
     assert measured_units == pytest.approx(arch.layer_activation_units(), rel=0.07)
-
-
-def test_context_needs_match_the_trainer():
-    from hara.rlvr.trainer import CONTEXT_NEEDS as TRAINER_NEEDS
-
-    assert {m: frozenset(n) for m, n in CONTEXT_NEEDS.items()} == TRAINER_NEEDS
 
 
 def test_every_paper_cell_fits_on_an_80_gb_gpu():

@@ -15,7 +15,7 @@ from hara.results.files import read_json
 __all__ = ["PROBLEM_SCORES", "AnalysisResult", "fmt", "read_result", "write_result"]
 
 #: The interpretability analysis' per-problem held-out likelihood scores per (variant, structure, rollouts): the units
-#: of the paper's interpretability claims' intervals over problems (hara.report.repro, config/paper_claims.yaml).
+#: of the paper's interpretability claims' intervals over problems (hara.report.repro, analysis/paper_claims.yaml).
 PROBLEM_SCORES = "problem_scores.json"
 
 

@@ -129,7 +129,7 @@ def variants_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
     )
 
 
-#: The paper's per-step times (config/paper_claims.yaml), shown next to ours and labelled as the paper's.
+#: The paper's per-step times (hara/analysis/paper_claims.yaml), shown next to ours and labelled as the paper's.
 PAPER_STEP_S = {
     ("hara_seq", "exact"): "154",
     ("hara_seq", "linearized"): "41.0",

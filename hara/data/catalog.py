@@ -25,7 +25,6 @@ from hara.data.hub import HubSchema, answer_list, solution_list
 
 __all__ = [
     "HUB_BENCHMARKS",
-    "HUB_TRAIN_SETS",
     "SOURCES",
     "Benchmark",
     "benchmarks",
@@ -91,9 +90,6 @@ def get_benchmark(name: str) -> Benchmark:
         raise KeyError(f"unknown benchmark {name!r} (valid: {', '.join(_REGISTRY)})")
     return _REGISTRY[name]
 
-
-# The training sets are datasets, not benchmarks: their schemas live in hara.data.hub.
-HUB_TRAIN_SETS: tuple[str, ...] = hub.TRAINING_DATASETS
 
 for _name in MINI_BENCHMARKS:
     register_benchmark(Benchmark(_name, "embedded"))

@@ -3,7 +3,7 @@
 Why not lighteval's own ``Metrics.pass_at_k_math``: its sample scorer (``MultilingualExtractiveMatchMetric`` with
 expression and LaTeX extraction) falls back to the last number or expression anywhere in the text, while training
 rewards only the last complete ``\\boxed{}`` (:func:`hara.reward.math_reward`). Measured with lighteval 0.13.0
-and math-verify 0.5.2 (tests/evaluation/test_scoring.py keeps both cases):
+and math-verify 0.5.2 (tests/evaluation/test_eval_scoring.py keeps both cases):
 
 - ``"The answer is 7."`` against gold ``7``: lighteval 1, math_reward 0 (no boxed answer: the format was not followed);
 - ``"\\boxed{1,2}"`` against OlympiadBench's ``"1, 2"``: lighteval 0, math_reward 1.

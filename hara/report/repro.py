@@ -1,4 +1,5 @@
-"""`hara repro-check`: each of the paper's claims (config/paper_claims.yaml) checked against the results present.
+"""`hara repro-check`: each of the paper's claims (hara/analysis/paper_claims.yaml) checked against the results
+present.
 
 A claim names a measure of :data:`MEASURES`; each measure reads the runs, computes our numbers with intervals
 (hara.results.paired: paired bootstrap over seeds and problems, crossed, for accuracy; t-intervals over seeds for
@@ -122,9 +123,11 @@ def measure(name: str) -> Callable[[Measure], Measure]:
     return register
 
 
-def load_claims(path: str | Path = CLAIMS_PATH) -> list[Claim]:
-    """The claims file; a claim naming an unknown measure is refused with its key."""
-    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+def load_claims(path: str | Path | None = None) -> list[Claim]:
+    """The claims file (the shipped hara/analysis/paper_claims.yaml by default); a claim naming an unknown measure is
+    refused with its key."""
+    path = CLAIMS_PATH if path is None else Path(path)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     claims = []
     for key, entry in (raw or {}).get("claims", {}).items():
         if entry.get("measure") not in MEASURES:
@@ -625,12 +628,13 @@ def claims_table(checks: list[tuple[Claim, Outcome]], stages: Mapping[str, str] 
     return Table(
         "paper",
         "The paper's claims checked on this run",
-        "Left: the paper's own statements (its models, benchmarks and hardware; config/paper_claims.yaml, "
+        "Left: the paper's own statements (its models, benchmarks and hardware; hara/analysis/paper_claims.yaml, "
         "from the public summary), never ours. Right: the same measure on this run's results with its "
         "interval, and the status: reproduced / within noise / contradicted / not measured, which is the claim's "
         "pre-registered primary endpoint's (one comparison pooled over the grid, tested alone); the family of "
-        "per-cell comparisons follows as 'Secondary', described, never the status (see config/paper_claims.yaml for "
-        "how each is measured; `hara repro-check` prints the same; with staged seeds, the stage and its decision).",
+        "per-cell comparisons follows as 'Secondary', described, never the status (see "
+        "hara/analysis/paper_claims.yaml for how each is measured; `hara repro-check` prints the same; with staged "
+        "seeds, the stage and its decision).",
         ["claim", "paper", "ours (this run)", "status"],
         rows,
     )

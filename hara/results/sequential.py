@@ -1,4 +1,4 @@
-"""Group-sequential boundaries for staged seeds (../shared/statistics.md, "Designs and stages"). Pure maths (scipy).
+"""Group-sequential boundaries for staged seeds (docs/plan.md, "Staged seeds"). Pure maths (scipy).
 
 A primary endpoint tested after each stage of seeds gives z statistics Z_1..Z_K whose joint law, under the
 canonical model, is normal with corr(Z_j, Z_k) = sqrt(t_j / t_k) (j < k), t_k the information fraction at stage k

@@ -5,8 +5,8 @@ that :class:`~hara.rlvr.trainer.HaraGRPOTrainer` overrides with the signatures i
 tests/rlvr/test_seam.py fails when an installed version differs from :data:`PINNED`, an overridden method's
 signature differs from TRL's, TRL's constructor no longer builds the private metrics the harness appends to
 (:data:`TRL_METRICS`), or a module other than this one writes TRL's privates or patches the policy's ``generate``:
-after a version bump, re-read each workaround below against the new source (the
-docstrings say what each works around) and update the pins. vLLM's CPU build has its own seam (hara/vllm_cpu.py).
+after a version bump, re-read each workaround below against the new source (the docstrings say what each works
+around) and update the pins. vLLM's CPU build has its own seam (hara/vllm_cpu.py).
 """
 
 from __future__ import annotations

@@ -41,11 +41,7 @@ from hara.rlvr.presets import RLVRPreset, config_preset, soft_overlong_reward
 from hara.rlvr.prompts import train_dataset
 from hara.rlvr.seam import reseed_after_colocated_engine, reserve_master_port, trl_imports_for
 
-__all__ = ["METHOD_SECTIONS", "TrainingSession", "build_trainer", "method_params", "train", "trainer_class"]
-
-#: Which ``hara.<section>`` of the config holds each method's knobs (None: the method takes none), from the method
-#: registry (hara/methods.py).
-METHOD_SECTIONS: dict[str, str | None] = {name: spec.section for name, spec in methods().items()}
+__all__ = ["TrainingSession", "build_trainer", "method_params", "train", "trainer_class"]
 
 
 def method_params(config: Mapping, method: str) -> dict[str, Any]:

@@ -6,13 +6,13 @@ scored and normalised a generation batch (``_generate_and_score_completions``). 
 1. takes each rollout's outcome reward (the correctness reward function's column, captured in
    ``_calculate_rewards``) and its prompt group (consecutive blocks of ``num_generations`` rows: TRL's RepeatSampler
    keeps a prompt's rollouts together in a generation batch; checked on the prompt texts every step),
-2. takes what the method needs (``CONTEXT_NEEDS``): one decoder layer's output (forward hook; never all layers'
-   hidden states) and, if needed, the token entropies at temperature 1. By default (``hara.capture: generation``)
-   both are recorded by forward hooks while TRL's transformers ``generate`` samples the batch
-   (:class:`GenerationRecorder`), so no pass is added; under vLLM or continuous batching, which cannot be hooked,
+2. takes what the method captures (its ``MethodSpec.captures``, hara/methods.py): one decoder layer's output (forward
+   hook; never all layers' hidden states) and, if needed, the token entropies at temperature 1. By default
+   (``hara.capture: generation``) both are recorded by forward hooks while TRL's transformers ``generate`` samples the
+   batch (:class:`GenerationRecorder`), so no pass is added; under vLLM or continuous batching, which cannot be hooked,
    they ride on TRL's own no-grad log-prob pass when it runs (vLLM's importance-sampling correction,
-   :class:`PassRecorder`); otherwise, and with ``hara.capture: forward``, one extra no-grad forward over
-   prompt + completion computes them. Entropies never hold (rows, T, V) logits (:func:`chunked_token_entropies`),
+   :class:`PassRecorder`); otherwise, and with ``hara.capture: forward``, one extra no-grad forward over prompt +
+   completion computes them. Entropies never hold (rows, T, V) logits (:func:`chunked_token_entropies`),
 3. calls :func:`hara.weighting.apply_weighting` and stores the (B, T) result in ``output["advantages"]``; TRL's
    ``_compute_loss`` accepts (B, T) advantages.
 
@@ -53,7 +53,6 @@ from hara.rlvr.seam import (
 from hara.weighting import WeightingContext, apply_weighting, get_weighting
 
 __all__ = [
-    "CONTEXT_NEEDS",
     "HOST_ADVANTAGES",
     "HOST_WEIGHTING",
     "HaraGRPOTrainer",
@@ -66,10 +65,6 @@ LOGGER = logging.getLogger(__name__)
 
 
 allow_indexed_cpu_locations()
-
-#: What the hooks capture for each method: "hidden" (one layer's hidden states), "entropy" (token entropies), from
-#: the method registry (hara/methods.py, built-ins and installed plug-ins; "steps" comes from the problems).
-CONTEXT_NEEDS: dict[str, frozenset[str]] = {name: spec.captures for name, spec in methods().items()}
 
 #: The batch key carrying the host algorithm's advantages (B,) next to the method's token advantages, for the oracle's
 #: gradient diagnostic: a (B,) tensor rides along TRL's split and shuffle of the generation batch into micro-batches.

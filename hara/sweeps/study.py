@@ -1,9 +1,10 @@
 """Study files (sweeps/<name>.yaml): loading, validation, search space, sampler and pruner registries.
 
-A study file is validated against ``sweeps/schema.yaml`` with hara.config's machinery (defaults filled, unknown keys
-rejected, one-line :class:`~hara.config.ConfigError` naming the file and key path). Then the checks that need the
-main config: every swept or overridden key must be a config key of ``config/schema.yaml``, every bound and choice
-must pass that schema, the method must be valid, and the objective's steps must fit ``training.steps``.
+A study file is validated against ``hara/schemas/study.yaml`` (package data) with hara.config's machinery (defaults
+filled, unknown keys rejected, one-line :class:`~hara.config.ConfigError` naming the file and key path). Then the
+checks that need the main config: every swept or overridden key must be a config key of the config schema
+(``hara/schemas/config.yaml``), every bound and choice must pass that schema, the method must be valid, and the
+objective's steps must fit ``training.steps``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +48,8 @@ __all__ = [
     "stored_constraints",
 ]
 
-STUDY_SCHEMA_PATH = Path(__file__).resolve().parents[2] / "sweeps" / "schema.yaml"
+#: The study file schema (package data, like the config schema).
+STUDY_SCHEMA_PATH = resources.files("hara") / "schemas" / "study.yaml"
 # lr schedules whose value at a step does not depend on the total step count: only these can be trained in
 # segments (a cosine or linear decay would decay to zero at the end of every segment).
 SEGMENTABLE_SCHEDULES = ("constant", "constant_with_warmup")
@@ -201,7 +204,7 @@ def trial_config(spec: StudySpec, params: Mapping[str, Any]) -> dict:
 
 
 def schema_node(dotted: str) -> Mapping | None:
-    """The config/schema.yaml node of a dotted key path (None when there is no such key)."""
+    """The config schema's node of a dotted key path (None when there is no such key)."""
     node: Mapping = load_schema()
     for part in dotted.split("."):
         node = node.get("properties", {}).get(part) if isinstance(node, Mapping) else None
@@ -225,12 +228,12 @@ def missing_required(data: Any, schema: Mapping, path: str = "") -> str | None:
 
 
 def check_keys(fields: Mapping) -> str | None:
-    """Swept and overridden keys must be leaf keys of config/schema.yaml; data.* is shared by all trials."""
+    """Swept and overridden keys must be leaf keys of the config schema; data.* is shared by all trials."""
     for section in ("overrides", "space"):
         for dotted in fields[section]:
             node = schema_node(dotted)
             if node is None or node.get("type") == "object" and "properties" in node:
-                return f"{section}.{dotted}: not a config key of config/schema.yaml"
+                return f"{section}.{dotted}: not a config key of hara/schemas/config.yaml"
             if section == "space" and dotted.split(".")[0] in ("data", "results_dir", "tracking", "name"):
                 return f"space.{dotted}: every trial shares the data split and the stores; this key cannot be swept"
     return None

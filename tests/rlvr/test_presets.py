@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hara.config import ConfigError, load_config, load_schema, validate_config
+from hara.methods import methods
 from hara.rlvr.metrics_sink import rename_metrics
 from hara.rlvr.presets import (
     PRESETS,
@@ -17,8 +18,7 @@ from hara.rlvr.presets import (
     overlong_penalty,
     soft_overlong_reward,
 )
-from hara.rlvr.train import METHOD_SECTIONS, method_params
-from hara.rlvr.trainer import CONTEXT_NEEDS
+from hara.rlvr.train import method_params
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
 from tests.helpers import REPO, SMOKE
 
@@ -79,8 +79,7 @@ def test_soft_overlong_reward_reads_completion_lengths():
 
 
 def test_every_registry_method_is_wired():
-    assert set(CONTEXT_NEEDS) == set(available_weightings())
-    assert set(METHOD_SECTIONS) == set(available_weightings())
+    assert set(methods()) == set(available_weightings())
 
 
 @pytest.mark.parametrize("method", available_weightings())
@@ -168,7 +167,7 @@ def test_one_gpu_training_keeps_updates_that_bf16_weights_would_round_away():
 
 
 def test_every_preset_refers_to_the_one_preset_block_and_states_its_own_defaults():
-    """config/schema.yaml declares a preset's keys once ($defs.rlvr_preset); each rlvr.<preset> is a reference
+    """hara/schemas/config.yaml declares a preset's keys once ($defs.rlvr_preset); each rlvr.<preset> is a reference
     with its defaults, inlined by load_schema (hara.config.inline_refs)."""
     import yaml
 

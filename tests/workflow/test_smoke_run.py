@@ -126,7 +126,7 @@ def test_report_differences_from_the_baseline_recompute_from_the_saved_predictio
 
 
 def test_repro_check_gives_every_claim_a_status_on_the_dags_results(smoke_run, capsys):
-    """`hara repro-check` on a finished DAG: every claim of config/paper_claims.yaml with its status and numbers;
+    """`hara repro-check` on a finished DAG: every claim of hara/analysis/paper_claims.yaml with its status and numbers;
     the report's first table is the same check."""
     from hara.cli import main
     from hara.report.repro import load_claims
