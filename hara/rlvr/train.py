@@ -28,9 +28,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from hara.errors import ConfigError
+from hara.errors import ConfigError, UnknownNameError
 from hara.layout import base_model_dir, candidate_steps
-from hara.methods import methods, unknown_method
+from hara.methods import get_method, methods
 from hara.metric_keys import ACCURACY, CPU_S, ENTROPY, HARA_S, RESPONSE_LENGTH, REWARD, STEP_S
 from hara.rlvr.presets import (
     RLVRPreset,
@@ -100,10 +100,10 @@ def rename_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
 
 def method_params(config: Mapping, method: str) -> dict[str, Any]:
     """The knobs of ``method`` from the config's ``hara`` section (flat dict for hara.weighting)."""
-    known = methods()
-    if method not in known:
-        raise ConfigError(f"--method: {unknown_method(method)}")
-    spec = known[method]
+    try:
+        spec = get_method(method)
+    except UnknownNameError as error:
+        raise ConfigError(f"--method: {error}") from None
     if spec.weighting is not None:  # a plug-in: its knobs are hara.plugins.<name>
         return dict(config["hara"]["plugins"].get(method, {}))
     return dict(config["hara"][spec.section]) if spec.section else {}
