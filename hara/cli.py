@@ -137,7 +137,7 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
     from hara.rlvr.presets import PRESETS  # light import: the parser must not pull in torch / transformers
 
     parser.add_argument("--size", required=True, help="model size (tiny-s, tiny-m, tiny-l or a key of models.hub_ids)")
-    parser.add_argument("--rlvr", required=True, choices=sorted(PRESETS), help="host RLVR preset")
+    parser.add_argument("--rlvr", required=True, choices=PRESETS.names(), help="host RLVR preset")
     parser.add_argument("--method", required=True, help="advantage transform (a name of hara/methods.py's registry)")
     parser.add_argument("--seed", required=True, type=int, help="training seed (sampling, data order, init RNGs)")
     parser.add_argument("--out", required=True, help="run folder (rerunning the same command resumes it)")

@@ -21,7 +21,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from hara.errors import ConfigError
+from hara.errors import ConfigError, UnknownNameError
 from hara.rlvr.presets import PRESETS
 
 #: The config schema (package data: read the same way from a checkout and from an installed wheel).
@@ -63,7 +63,7 @@ def validation_schema() -> dict:
     preset registry at this moment, so a preset is declared in PRESETS alone and one registered at run time (a
     plug-in, a test) is valid too; the file's enum lists the built-in presets for its readers."""
     schema = load_schema()
-    schema["properties"]["grid"]["properties"]["rlvr"]["items"]["enum"] = list(PRESETS)
+    schema["properties"]["grid"]["properties"]["rlvr"]["items"]["enum"] = PRESETS.names()
     return schema
 
 
@@ -246,13 +246,15 @@ def check_methods(config: Mapping) -> str | None:
     """Every grid method must be in the method registry (built-ins and installed plug-ins, hara/methods.py), its
     needs supplied by the data source (the step oracle: synthetic only), and every method given extra seeds must be
     one of them."""
-    from hara.methods import NEED_SOURCES, methods, unknown_method
+    from hara.methods import NEED_SOURCES, get_method
 
-    known, source = methods(), config["data"]["source"]
+    source = config["data"]["source"]
     for index, name in enumerate(config["grid"]["methods"]):
-        if name not in known:
-            return f"grid.methods[{index}]: {unknown_method(name)}"
-        for need in sorted(known[name].needs & set(NEED_SOURCES)):
+        try:
+            needs = get_method(name).needs
+        except UnknownNameError as error:
+            return f"grid.methods[{index}]: {error}"
+        for need in sorted(needs & set(NEED_SOURCES)):
             if source not in NEED_SOURCES[need]:
                 return (
                     f"grid.methods[{index}]: {name} needs {need} that only data.source "

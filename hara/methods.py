@@ -7,31 +7,31 @@ plain RLVR baseline, a HarA variant, or a credit-assignment baseline). The train
 validation, the memory planner and the report read it from here.
 
 Methods from outside the repository: a package declares an entry point in the ``hara.methods`` group whose object is
-a :class:`MethodSpec` (or a list of them) with ``weighting = "module:function"``; :func:`methods` loads every such
-entry point once, so ``grid.methods`` and ``hara train --method`` accept the new name. Its knobs live in the config's
-``hara.plugins.<name>`` mapping. Every registered method, built in or not, passes the same contract tests
+a :class:`MethodSpec` (or a list of them) with ``weighting = "module:function"``; :data:`METHODS` (a
+:class:`hara.plugins.Registry`, read through :func:`methods` and :func:`get_method`) loads every such entry point
+once, at its first lookup, so ``grid.methods`` and ``hara train --method`` accept the new name. Its knobs live in the
+config's ``hara.plugins.<name>`` mapping. Every registered method, built in or not, passes the same contract tests
 (tests/test_methods.py). This module imports nothing heavy (no torch), so config validation stays fast.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any
 
-from hara.plugins import add_unique, declared, load_reference
+from hara.plugins import Registry, load_reference
 
 __all__ = [
     "CAPTURED",
     "ENTRY_POINT_GROUP",
     "KINDS",
+    "METHODS",
     "NEEDS",
     "NEED_SOURCES",
     "MethodSpec",
     "get_method",
     "methods",
     "register_method",
-    "unknown_method",
 ]
 
 ENTRY_POINT_GROUP = "hara.methods"
@@ -110,40 +110,12 @@ _BUILT_IN = [
         )
     ),
 ]
-_REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in _BUILT_IN}
-_PLUGINS_LOADED = False
-
-
-def register_method(spec: MethodSpec) -> MethodSpec:
-    """Add ``spec``; a different spec under a taken name raises (a plug-in cannot replace a built-in)."""
-    return add_unique(_REGISTRY, spec, "method")
-
-
-def _load_plugins() -> None:
-    global _PLUGINS_LOADED
-    if _PLUGINS_LOADED:
-        return
-    _PLUGINS_LOADED = True
-    for spec in declared(ENTRY_POINT_GROUP, MethodSpec, "MethodSpec(s) with weighting='module:function'", entry_points):
-        if spec.weighting is None:
-            raise TypeError(f"method {spec.name!r} of {ENTRY_POINT_GROUP}: expected weighting='module:function'")
-        register_method(spec)
-
-
-def methods() -> dict[str, MethodSpec]:
-    """Every registered method, built-ins first, then the installed plug-ins (loaded once)."""
-    _load_plugins()
-    return dict(_REGISTRY)
-
-
-def get_method(name: str) -> MethodSpec:
-    """The spec of ``name``; a KeyError listing the valid names otherwise."""
-    known = methods()
-    if name not in known:
-        raise KeyError(unknown_method(name))
-    return known[name]
-
-
-def unknown_method(name: str) -> str:
-    """The one message for a name the registry lacks (the config, `hara train`, study files and the trainer)."""
-    return f"unknown method {name!r} (valid: {', '.join(methods())})"
+#: Every method: the built-ins, then what installed packages declare in the ``hara.methods`` entry point group.
+METHODS: Registry[MethodSpec] = Registry(
+    "method",
+    _BUILT_IN,
+    group=ENTRY_POINT_GROUP,
+    accepts=lambda spec: isinstance(spec, MethodSpec) and spec.weighting is not None,
+    what="MethodSpec(s) with weighting='module:function'",
+)
+methods, get_method, register_method = METHODS.entries, METHODS.get, METHODS.register

@@ -11,11 +11,10 @@ import pytest
 import torch
 
 import hara.methods as registry
-import hara.weighting.registry as weighting_registry
 from hara.config import ConfigError, load_config, validate_config
-from hara.methods import MethodSpec, get_method, methods
-from hara.weighting import WeightingContext, apply_weighting, available_weightings
-from tests.helpers import REPO, SMOKE, smoke_train_args
+from hara.methods import METHODS, MethodSpec, get_method, methods
+from hara.weighting import WEIGHTINGS, WeightingContext, apply_weighting, available_weightings
+from tests.helpers import REPO, SMOKE, fresh_registry, smoke_train_args
 
 PLUGIN = MethodSpec(
     "flip_late",
@@ -30,13 +29,8 @@ PLUGIN = MethodSpec(
 def plugin_installed(monkeypatch):
     """The registry as it is when a package declares ``flip_late = tests.method_plugin:SPEC`` in hara.methods."""
     point = EntryPoint(name="flip_late", value="tests.method_plugin:SPEC", group=registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [point] if group == registry.ENTRY_POINT_GROUP else [])
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    yield
-    import hara.weighting
-
-    hara.weighting._REGISTRY.pop("flip_late", None)
+    fresh_registry(monkeypatch, METHODS, lambda group: [point] if group == registry.ENTRY_POINT_GROUP else [])
+    fresh_registry(monkeypatch, WEIGHTINGS)  # its transform, registered on first use, goes with the test
 
 
 def contract(name: str) -> None:
@@ -134,9 +128,7 @@ def test_an_unknown_method_is_named_in_config_and_study_files(tmp_path):
 
 def test_a_bad_plugin_is_refused_with_its_entry_point(monkeypatch):
     point = EntryPoint(name="broken", value="tests.method_plugin:NOT_A_SPEC", group=registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [point])
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    fresh_registry(monkeypatch, METHODS, lambda group: [point])
     with pytest.raises(TypeError, match="entry point 'broken'"):
         methods()
     with pytest.raises(ValueError, match="kind 'other'"):
@@ -221,10 +213,9 @@ def test_an_installed_plugin_package_trains_with_hara_train_and_its_contract_vio
     assert (tmp_path / "run" / "final" / "config.json").is_file()
 
     monkeypatch.syspath_prepend(str(site))  # the same package seen by this process's registry
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    fresh_registry(monkeypatch, METHODS)
     # the transforms the contract registers go with the test (a later file's registry checks see built-ins only)
-    monkeypatch.setattr(weighting_registry, "_REGISTRY", dict(weighting_registry._REGISTRY))
+    fresh_registry(monkeypatch, WEIGHTINGS)
     assert {"toy", "toy_leaky"} <= set(methods())
     contract("toy")
     with pytest.raises(AssertionError, match="toy_leaky"):

@@ -25,8 +25,7 @@ def lookup(registry: Mapping[str, T], name: str, kind: str) -> T:
     try:
         return registry[name]
     except (KeyError, TypeError):
-        valid = ", ".join(registry)
-        raise UnknownNameError(f"unknown {kind} {name!r}; valid names: {valid}") from None
+        raise UnknownNameError.of(kind, name, registry) from None
 
 
 def dumps_record(record: Mapping[str, Any]) -> str:

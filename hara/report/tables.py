@@ -234,7 +234,7 @@ def rlvr_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
             ),
         ]
         for size in config["models"]["sizes"]
-        for rlvr in PRESETS
+        for rlvr in PRESETS.names()
     ]
     return Table(
         "rlvr",

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hara.errors import ConfigError
+from hara.errors import ConfigError, UnknownNameError
 from hara.layout import base_model_dir, candidate_steps
-from hara.methods import methods, unknown_method
+from hara.methods import get_method
 from hara.rlvr.grpo_config import grpo_args
 from hara.rlvr.metrics_sink import MetricsCallback, truncate_metrics
 from hara.rlvr.policy import (
@@ -46,10 +46,10 @@ __all__ = ["TrainingSession", "build_trainer", "method_params", "train", "traine
 
 def method_params(config: Mapping, method: str) -> dict[str, Any]:
     """The knobs of ``method`` from the config's ``hara`` section (flat dict for hara.weighting)."""
-    known = methods()
-    if method not in known:
-        raise ConfigError(f"--method: {unknown_method(method)}")
-    spec = known[method]
+    try:
+        spec = get_method(method)
+    except UnknownNameError as error:
+        raise ConfigError(f"--method: {error}") from None
     if spec.weighting is not None:  # a plug-in: its knobs are hara.plugins.<name>
         return dict(config["hara"]["plugins"].get(method, {}))
     return dict(config["hara"][spec.section]) if spec.section else {}

@@ -41,7 +41,7 @@ from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
 from hara.groups import group_max, group_min, prompt_index
-from hara.methods import methods, unknown_method
+from hara.methods import get_method
 from hara.models.capture import ENTROPY_CHUNK, FINAL_NORM, GenerationRecorder, PassRecorder, capture_context
 from hara.rlvr.phases import StepPhases, StepPhasesCallback, probe_for
 from hara.rlvr.seam import (
@@ -120,15 +120,14 @@ class HaraGRPOTrainer(GRPOTrainer):
         entropy_chunk: int = ENTROPY_CHUNK,
         **kwargs: Any,
     ) -> None:
-        if method not in methods():
-            raise ValueError(unknown_method(method))
+        spec = get_method(method)  # an UnknownNameError (a ValueError) listing the valid names
         get_weighting(method)  # a registered method without a transform fails here, not at the first step
         if capture not in ("generation", "forward"):
             raise ValueError(f"capture must be 'generation' or 'forward', not {capture!r}")
         super().__init__(*args, **kwargs)
         self.method, self.method_params = method, dict(method_params or {})
-        self.needs = methods()[method].captures  # what the hooks capture for the method (hara/methods.py), read once
-        self.reads_steps = "steps" in methods()[method].needs  # the step oracle's answer, from the problems
+        self.needs = spec.captures  # what the hooks capture for the method (hara/methods.py), read once
+        self.reads_steps = "steps" in spec.needs  # the step oracle's answer, from the problems
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
         self.capture, self.stop, self.entropy_chunk = capture, tuple(stop), entropy_chunk
         self._rewards_per_func: Tensor | None = None

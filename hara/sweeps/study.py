@@ -33,6 +33,7 @@ from hara.config import (
     validate_against_schema,
     validate_config,
 )
+from hara.errors import UnknownNameError
 from hara.metric_keys import REWARD
 
 __all__ = [
@@ -402,13 +403,14 @@ def distributions(spec: StudySpec) -> dict:
 def check_method(fields: Mapping) -> str | None:
     """The swept method must be in the method registry (hara/methods.py: built-ins and installed plug-ins), its preset
     in the preset registry (hara/rlvr/presets.py)."""
-    from hara.methods import methods, unknown_method
+    from hara.methods import METHODS
     from hara.rlvr.presets import PRESETS
 
-    if fields["method"] not in methods():
-        return f"method: {unknown_method(fields['method'])}"
-    if fields["rlvr"] not in PRESETS:
-        return f"rlvr: unknown preset {fields['rlvr']!r} (valid: {', '.join(PRESETS)})"
+    for key, registry in (("method", METHODS), ("rlvr", PRESETS)):
+        try:
+            registry.get(fields[key])
+        except UnknownNameError as error:
+            return f"{key}: {error}"
     return None
 
 

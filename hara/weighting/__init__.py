@@ -31,7 +31,7 @@ from hara.weighting.hara import FORMULAS, ReweightParams, group_weights, novelty
 from hara.weighting.host import HOST_TOKEN_WEIGHTS, host_token_weights
 from hara.weighting.oracle import OracleParams
 from hara.weighting.registry import (
-    _REGISTRY,  # noqa: F401  (tests unregister the plug-in methods they add)
+    WEIGHTINGS,
     WeightingContext,
     WeightingFn,
     apply_weighting,
@@ -43,6 +43,7 @@ from hara.weighting.registry import (
 __all__ = [
     "FORMULAS",
     "HOST_TOKEN_WEIGHTS",
+    "WEIGHTINGS",
     "EntropyShapingParams",
     "ForkingParams",
     "OracleParams",

@@ -9,7 +9,11 @@ from typing import Any
 
 from torch import Tensor
 
+from hara.methods import methods
+from hara.plugins import Registry
+
 __all__ = [
+    "WEIGHTINGS",
     "WeightingContext",
     "WeightingFn",
     "apply_weighting",
@@ -45,37 +49,27 @@ class WeightingContext:
 
 
 WeightingFn = Callable[[Tensor, Tensor, Tensor, Tensor, WeightingContext], tuple[Tensor, dict[str, float]]]
-_REGISTRY: dict[str, WeightingFn] = {}
+
+
+def _plugin_transform(name: str) -> WeightingFn | None:
+    """A plug-in method's transform (its spec's ``weighting`` reference, imported now); None for any other name."""
+    spec = methods().get(name)
+    return spec.load_weighting() if spec is not None and spec.weighting is not None else None
+
+
+#: Every transform: the built-ins (registered by importing hara.weighting), and a plug-in method's on first use.
+WEIGHTINGS: Registry[WeightingFn] = Registry("weighting", fallback=_plugin_transform)
+get_weighting = WEIGHTINGS.get
 
 
 def register(name: str) -> Callable[[WeightingFn], WeightingFn]:
     """Decorator adding a transform under ``name``; registering a different function under a taken name raises."""
-
-    def add(fn: WeightingFn) -> WeightingFn:
-        if name in _REGISTRY and _REGISTRY[name] is not fn:
-            raise ValueError(f"weighting {name!r} is already registered")
-        _REGISTRY[name] = fn
-        return fn
-
-    return add
-
-
-def get_weighting(name: str) -> WeightingFn:
-    """The transform registered under ``name``, or a plug-in method's (hara/methods.py: imported and registered on
-    first use); a KeyError listing the known names otherwise."""
-    if name not in _REGISTRY:
-        from hara.methods import methods
-
-        spec = methods().get(name)
-        if spec is None or spec.weighting is None:
-            raise KeyError(f"unknown weighting {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-        register(name)(spec.load_weighting())
-    return _REGISTRY[name]
+    return lambda fn: WEIGHTINGS.register(fn, name)
 
 
 def available_weightings() -> list[str]:
     """Sorted names of all registered transforms."""
-    return sorted(_REGISTRY)
+    return sorted(WEIGHTINGS.names())
 
 
 def apply_weighting(

@@ -20,11 +20,11 @@ from hara.rlvr.presets import (
 )
 from hara.rlvr.train import method_params
 from hara.weighting import WeightingContext, apply_weighting, available_weightings
-from tests.helpers import REPO, SMOKE
+from tests.helpers import REPO, SMOKE, fresh_registry
 
 
 def test_presets_carry_the_published_factors():
-    grpo, dr, dapo = PRESETS["grpo"], PRESETS["dr_grpo"], PRESETS["dapo"]
+    grpo, dr, dapo = PRESETS.get("grpo"), PRESETS.get("dr_grpo"), PRESETS.get("dapo")
     assert (grpo.scale_rewards, grpo.loss_type, grpo.epsilon_low, grpo.epsilon_high) == ("group", "grpo", 0.2, 0.2)
     assert (dr.scale_rewards, dr.loss_type) == ("none", "dr_grpo")  # no std; token sum / constant
     assert (dapo.loss_type, dapo.epsilon_low, dapo.epsilon_high) == ("dapo", 0.2, 0.28)  # clip-higher
@@ -34,8 +34,8 @@ def test_presets_carry_the_published_factors():
 
 def test_schema_defaults_equal_the_presets():
     sections = load_schema()["properties"]["rlvr"]["properties"]
-    assert set(sections) == set(PRESETS)
-    for name, preset in PRESETS.items():
+    assert set(sections) == set(PRESETS.names())
+    for name, preset in PRESETS.entries().items():
         defaults = {k: v["default"] for k, v in sections[name]["properties"].items()}
         assert defaults == dataclasses.asdict(preset), name
 
@@ -175,7 +175,7 @@ def test_every_preset_refers_to_the_one_preset_block_and_states_its_own_defaults
 
     raw = yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
     nodes = raw["properties"]["rlvr"]["properties"]
-    assert set(nodes) == set(PRESETS)
+    assert set(nodes) == set(PRESETS.names())
     assert {node["$ref"] for node in nodes.values()} == {"#/$defs/rlvr_preset"}
     assert all("properties" not in node for node in nodes.values())  # no copy of the block
     block = {"$defs": {"b": {"type": "object", "properties": {"x": {"type": "number"}}}}}
@@ -193,9 +193,10 @@ def test_a_preset_added_in_one_place_is_validated_reported_and_swept(monkeypatch
     from hara.report.tables import rlvr_table
     from hara.sweeps.study import load_study
 
-    monkeypatch.setitem(PRESETS, "toy_po", dataclasses.replace(PRESETS["grpo"], epsilon_high=0.3))
+    fresh_registry(monkeypatch, PRESETS)
+    PRESETS.register(dataclasses.replace(PRESETS.get("grpo"), epsilon_high=0.3), "toy_po")
     config = load_config(SMOKE, ["grid.rlvr=[grpo, toy_po]"])
-    assert config_preset(config, "toy_po") == PRESETS["toy_po"]  # what `hara train --rlvr toy_po` trains with
+    assert config_preset(config, "toy_po") == PRESETS.get("toy_po")  # what `hara train --rlvr toy_po` trains with
     assert [row[1] for row in rlvr_table(config, {}).rows] == ["grpo", "dr_grpo", "dapo", "toy_po"]
     study = tmp_path / "study.yaml"
     text = (

@@ -44,7 +44,7 @@ def smoke_config() -> dict:
 
 
 @pytest.mark.parametrize("method", available_weightings())
-@pytest.mark.parametrize("rlvr", sorted(PRESETS))
+@pytest.mark.parametrize("rlvr", sorted(PRESETS.names()))
 def test_every_preset_and_method_trains(tiny_base, tmp_path, rlvr, method):
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
@@ -672,7 +672,7 @@ def test_train_user_errors_are_one_line(tiny_base, tmp_path, capsys, change, exp
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-@pytest.mark.parametrize("rlvr", sorted(PRESETS))
+@pytest.mark.parametrize("rlvr", sorted(PRESETS.names()))
 def test_method_none_reproduces_plain_trl_exactly(tiny_base, tmp_path, rlvr):
     """The hook itself is neutral: (B, T) advantages of `none` train to the same weights as TRL's own (B,) ones."""
     from trl import GRPOTrainer

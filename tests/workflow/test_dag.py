@@ -343,7 +343,7 @@ def test_grid_schema_enums_match_the_registries():
 
     schema = load_schema()["properties"]
     grid = schema["grid"]["properties"]
-    assert sorted(grid["rlvr"]["items"]["enum"]) == sorted(PRESETS)
+    assert sorted(grid["rlvr"]["items"]["enum"]) == sorted(PRESETS.names())
     assert "enum" not in grid["methods"]["items"]
     # benchmarks: checked against the benchmark registry (hara/data/catalog.py, tests/evaluation/test_benchmark_registry.py)
     assert "enum" not in schema["data"]["properties"]["benchmarks"]["items"]
