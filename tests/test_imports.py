@@ -83,7 +83,7 @@ def test_the_walk_sees_function_level_imports_and_finds_a_planted_cycle():
     assert any({"hara.errors", "hara.evaluation.cli"} <= set(component) for component in cycles(graph))
 
 
-#: Layers (issue 18): the scoring rule (hara.reward) sits below data, models and evaluation, which never reach into
+#: Layers (issue 18): the scoring rule (hara.boxed_answer) sits below data, models and evaluation, which never reach into
 #: the RL package; capturing hidden states is a model concern that the trainer and the analyses share.
 LOWER_LAYERS = ("hara.data", "hara.models", "hara.evaluation")
 

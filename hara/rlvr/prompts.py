@@ -41,9 +41,9 @@ def pass_rates(
 ) -> list[float]:
     """Fraction of ``samples`` sampled completions per record that the RL reward scores correct (``prompt``: the
     config's :class:`hara.data.format.PromptFormat`, as in training)."""
+    from hara.boxed_answer import math_reward
     from hara.data.format import PromptFormat
     from hara.models.generate import generate_completions, load_model
-    from hara.reward import math_reward
 
     prompt = prompt or PromptFormat()
     model, tokenizer = load_model(model_dir)
