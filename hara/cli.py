@@ -626,13 +626,13 @@ def ui_arguments(parser: argparse.ArgumentParser) -> None:
     skip_checks=("check_local_folders",),
 )
 def run_ui(args: argparse.Namespace, config: dict) -> int:
-    from hara.mlflow_ui import serve_ui
+    from hara.tracking.ui import serve_ui
 
     return serve_ui(config, args.host, args.port, serve=not args.print_link)
 
 
 def tracking_server_arguments(parser: argparse.ArgumentParser) -> None:
-    from hara.tracking_server import add_arguments
+    from hara.tracking.server import add_arguments
 
     add_arguments(parser)
 
@@ -644,7 +644,7 @@ def tracking_server_arguments(parser: argparse.ArgumentParser) -> None:
     own_config=True,
 )
 def run_tracking_server(args: argparse.Namespace, config: dict) -> int:
-    from hara.tracking_server import serve
+    from hara.tracking.server import serve
 
     return serve(args)
 

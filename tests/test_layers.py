@@ -13,15 +13,15 @@ LAYERS = [
     {"errors", "hashing", "groups", "boxed_answer", "layout", "runinfo", "metric_keys"},  # foundations
     {"plugins"},  # the registry API
     {"methods", "vllm_cpu", "ot", "results"},  # registries, transport, results reading
-    {"device", "tracking"},  # tracking reads mlflow_run.json through hara.results.files
-    {"data", "novelty", "tracking_server"},
+    {"device", "tracking"},  # tracking (client, server, UI) reads mlflow_run.json through hara.results.files
+    {"data", "novelty"},
     {"models", "weighting"},
     {"rlvr"},  # training
     {"config"},  # the config and its checks against the registries below
     {"evaluation"},
     {"planning", "analysis", "sweeps", "power"},
     {"report"},
-    {"power_plan", "mlflow_ui", "preflight", "pilot"},
+    {"power_plan", "preflight", "pilot"},
     {"cli"},
 ]
 LEVEL = {unit: level for level, units in enumerate(LAYERS) for unit in units}

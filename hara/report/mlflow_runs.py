@@ -33,11 +33,10 @@ from hara.layout import run_dir
 from hara.report.tables import BASELINE
 from hara.results.collect import Cell, Run
 from hara.results.files import read_json
+from hara.tracking.ui import VIEW_BY_METHOD, VIEW_PER_RUN
 
 __all__ = [
     "AVERAGE",
-    "VIEW_BY_METHOD",
-    "VIEW_PER_RUN",
     "average_pass_at_1",
     "comparison_summary",
     "describe",
@@ -54,8 +53,6 @@ BASELINE_VERDICT = "baseline"
 NOTE_TAG = "mlflow.note.content"
 NOTE_HEADER = "**HarA training run**"  # how a description that hara wrote is told from one a person wrote
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow's saved views are experiment tags under this prefix
-VIEW_PER_RUN = ("hara-scores", "HarA: scores per run")  # (key in the URL and the tag, name in the Views menu)
-VIEW_BY_METHOD = ("hara-scores-by-method", "HarA: scores by method")
 REPORT_ARTIFACT = "report/index.html"  # where log_report puts the page among the report run's artifacts
 
 

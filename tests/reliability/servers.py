@@ -15,7 +15,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from hara.tracking_server import SHUTDOWN_GRACE_SECONDS
+from hara.tracking.server import SHUTDOWN_GRACE_SECONDS
 
 BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -22,8 +22,9 @@ import pytest
 
 from hara.config import load_config
 from hara.evaluation.tracking import DIGEST_CHARS
-from hara.report.mlflow_runs import AVERAGE, VIEW_BY_METHOD, VIEW_PER_RUN
+from hara.report.mlflow_runs import AVERAGE
 from hara.tracking import EXPERIMENT_KIND, ui_path
+from hara.tracking.ui import VIEW_BY_METHOD, VIEW_PER_RUN
 from tests.helpers import REPO, SMOKE
 from tests.reliability.servers import CHROMIUM, chromium, compared_metrics, mlflow_server, visible_text
 from tests.workflow.conftest import BIN, SNAKEFILE, job_counts, snakemake
