@@ -19,7 +19,7 @@ LAYERS = [
     {"rlvr"},  # training
     {"config"},  # the config and its checks against the registries below
     {"evaluation"},
-    {"planning", "analysis", "sweeps", "power"},
+    {"planning", "analysis", "sweeps"},
     {"report"},
     {"power_plan", "preflight", "pilot"},
     {"cli"},
