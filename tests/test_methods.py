@@ -4,6 +4,7 @@ contract for every registered method, built in or not."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from importlib.metadata import EntryPoint
 
@@ -13,7 +14,7 @@ import torch
 import hara.methods as registry
 from hara.config import ConfigError, load_config, validate_config
 from hara.methods import METHODS, MethodSpec, get_method, methods
-from hara.weighting import WEIGHTINGS, WeightingContext, apply_weighting, available_weightings
+from hara.weighting import WeightingContext, apply_weighting, get_weighting
 from tests.helpers import REPO, SMOKE, fresh_registry, smoke_train_args
 
 PLUGIN = MethodSpec(
@@ -30,7 +31,6 @@ def plugin_installed(monkeypatch):
     """The registry as it is when a package declares ``flip_late = tests.method_plugin:SPEC`` in hara.methods."""
     point = EntryPoint(name="flip_late", value="tests.method_plugin:SPEC", group=registry.ENTRY_POINT_GROUP)
     fresh_registry(monkeypatch, METHODS, lambda group: [point] if group == registry.ENTRY_POINT_GROUP else [])
-    fresh_registry(monkeypatch, WEIGHTINGS)  # its transform, registered on first use, goes with the test
 
 
 def contract(name: str) -> None:
@@ -69,10 +69,15 @@ def test_every_built_in_method_meets_the_contract(name):
     contract(name)
 
 
-def test_the_registry_and_the_transforms_cover_each_other():
-    assert set(methods()) == set(available_weightings())
+def test_every_method_names_a_transform_and_its_knobs_that_load():
+    """Built-ins and plug-ins are declared alike: the transform and the params dataclass are references, imported on
+    first use, and the knobs sit where the spec says (hara.<section>, or hara.plugins.<name>)."""
+    config = validate_config({})
     for name, spec in methods().items():
-        assert spec.section is None or spec.section in validate_config({})["hara"], name
+        assert callable(get_weighting(name)) and spec.weighting and spec.params, name
+        assert dataclasses.is_dataclass(spec.params_type()), name
+        assert spec.section is None or spec.section in config["hara"], name
+        assert spec.read_params(spec.knobs(config)) == spec.params_type()(), name  # the config's defaults are its
 
 
 def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_installed, tmp_path):
@@ -214,8 +219,6 @@ def test_an_installed_plugin_package_trains_with_hara_train_and_its_contract_vio
 
     monkeypatch.syspath_prepend(str(site))  # the same package seen by this process's registry
     fresh_registry(monkeypatch, METHODS)
-    # the transforms the contract registers go with the test (a later file's registry checks see built-ins only)
-    fresh_registry(monkeypatch, WEIGHTINGS)
     assert {"toy", "toy_leaky"} <= set(methods())
     contract("toy")
     with pytest.raises(AssertionError, match="toy_leaky"):

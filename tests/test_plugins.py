@@ -15,7 +15,6 @@ from hara.errors import HaraError, UnknownNameError
 from hara.methods import METHODS, MethodSpec
 from hara.plugins import Registry, load_reference
 from hara.rlvr.presets import PRESETS
-from hara.weighting import WEIGHTINGS
 from tests.helpers import SMOKE
 from tests.method_plugin import SPEC
 
@@ -58,7 +57,6 @@ def test_an_unknown_name_is_one_error_type_with_one_message():
         (METHODS, "method"),
         (ANALYSES, "analysis"),
         (BENCHMARKS, "benchmark"),
-        (WEIGHTINGS, "weighting"),
         (PRESETS, "preset"),
     ):
         with pytest.raises(UnknownNameError, match=f"^unknown {kind} 'nope' \\(valid: {registry.names()[0]}, "):

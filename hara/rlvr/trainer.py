@@ -50,7 +50,7 @@ from hara.rlvr.seam import (
     stop_strings_for_generate,
     without_stop_padding,
 )
-from hara.weighting import WeightingContext, apply_weighting, get_weighting
+from hara.weighting import WeightingContext, apply_weighting
 
 __all__ = [
     "HOST_ADVANTAGES",
@@ -121,11 +121,12 @@ class HaraGRPOTrainer(GRPOTrainer):
         **kwargs: Any,
     ) -> None:
         spec = get_method(method)  # an UnknownNameError (a ValueError) listing the valid names
-        get_weighting(method)  # a registered method without a transform fails here, not at the first step
+        spec.load_weighting()  # a registered method without a transform fails here, not at the first step
+        typed_params = spec.read_params(method_params or {})  # so does an unknown knob
         if capture not in ("generation", "forward"):
             raise ValueError(f"capture must be 'generation' or 'forward', not {capture!r}")
         super().__init__(*args, **kwargs)
-        self.method, self.method_params = method, dict(method_params or {})
+        self.method, self.method_params = method, typed_params
         self.needs = spec.captures  # what the hooks capture for the method (hara/methods.py), read once
         self.reads_steps = "steps" in spec.needs  # the step oracle's answer, from the problems
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
