@@ -64,9 +64,9 @@ class MethodSpec:
     namespace: str | None = None  # its info metrics' prefix, kept as-is in metrics.jsonl (others become trl/...)
     novelty_fp32: bool = False  # its novelty code converts the captured rows to fp32 (hara plan counts the copy)
     weighting: str | None = None  # "module:function" of its transform, imported on first use
-    # its knobs' dataclass ("module:Class", imported on first use, or the class; hara/knobs.py): the transform gets
-    # context.params as one (None: as the config's mapping)
-    params: str | type | None = None
+    # "module:Class" of its knobs' dataclass (hara/knobs.py), imported on first use: the transform gets context.params
+    # as one (None: as the config's mapping)
+    params: str | None = None
     # a control's (kind oracle) expected verdict against none: better (a positive control: the grid sees credit
     # when it separates) or worse (a negative control, a sabotage: it must lose)
     expect: str = "better"
@@ -93,9 +93,7 @@ class MethodSpec:
 
     def params_type(self) -> type | None:
         """Its knobs' dataclass (imported on first use), None when it declares none."""
-        if self.params is None or isinstance(self.params, type):
-            return self.params
-        return load_reference(self.params, f"method {self.name!r}: params")
+        return None if self.params is None else load_reference(self.params, f"method {self.name!r}: params")
 
     @property
     def knobs_path(self) -> tuple[str, ...]:

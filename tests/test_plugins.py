@@ -104,20 +104,6 @@ def test_a_plugin_cannot_replace_a_built_in():
         things.get("none")
 
 
-def test_a_fallback_fills_a_missing_name_once():
-    asked = []
-
-    def fallback(name):
-        asked.append(name)
-        return Thing(name) if name.startswith("auto_") else None
-
-    things = Registry("thing", fallback=fallback)
-    assert things.get("auto_a") == Thing("auto_a") and things.get("auto_a") == Thing("auto_a")
-    with pytest.raises(UnknownNameError, match="unknown thing 'other' \\(valid: auto_a\\)"):
-        things.get("other")
-    assert asked == ["auto_a", "other"] and things.names() == ["auto_a"]
-
-
 def test_a_reference_is_imported_on_use_and_a_malformed_one_names_its_owner():
     assert load_reference("tests.method_plugin:flip_late", "x").__name__ == "flip_late"
     with pytest.raises(ValueError, match="method 'm': weighting: expected 'module:function', got 'nocolon'"):

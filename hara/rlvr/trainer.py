@@ -99,7 +99,8 @@ def equal_reward_groups(rewards: Tensor, group_ids: Tensor, atol: float = 1e-6) 
 class HaraGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with a registry advantage transform, DAPO-style dynamic sampling and HarA diagnostics.
 
-    Extra arguments: method (a name of the method registry, hara/methods.py), method_params (its knobs),
+    Extra arguments: method (a name of the method registry, hara/methods.py), method_params (its knobs, the config's
+    flat mapping, read into the method's params dataclass here: an unknown knob fails before training),
     hidden_layer (where the hidden states are captured: FINAL_NORM or a decoder block, see hidden_module),
     dynamic_sampling (mask all-equal-reward groups out of the loss), outcome_reward (index of the correctness reward among ``reward_funcs``; its values
     decide correct / incorrect for the method), stop (the config's prompt.stop: rollouts end at the first of these
