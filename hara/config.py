@@ -61,9 +61,29 @@ def load_schema() -> dict:
 def validation_schema() -> dict:
     """The schema a config is validated against: hara/schemas/config.yaml with the grid's preset enum read from the
     preset registry at this moment, so a preset is declared in PRESETS alone and one registered at run time (a
-    plug-in, a test) is valid too; the file's enum lists the built-in presets for its readers."""
+    plug-in, a test) is valid too; the file's enum lists the built-in presets for its readers. The knobs of a
+    registered method that the file lacks are added from its params dataclass (:func:`add_method_knobs`)."""
     schema = load_schema()
     schema["properties"]["grid"]["properties"]["rlvr"]["items"]["enum"] = PRESETS.names()
+    return add_method_knobs(schema)
+
+
+def add_method_knobs(schema: dict) -> dict:
+    """``schema`` with the knobs block (:func:`hara.knobs.knob_schema` of its params dataclass) of every registered
+    method with knobs whose section it lacks, in place: a method declared in one module (a plug-in's, under
+    ``hara.plugins.<name>``, or one registered at run time) is validated and default-filled like a built-in. The
+    built-ins' blocks are in the file, equal to their dataclasses' (tests/test_method_knobs.py), so reading them
+    imports no transform (and no torch)."""
+    from hara.knobs import knob_names, knob_schema
+    from hara.methods import methods
+
+    hara = schema["properties"]["hara"]["properties"]
+    for spec in methods().values():
+        *_, key = spec.knobs_path
+        parent = hara if spec.section else hara["plugins"].setdefault("properties", {})
+        if key in parent or spec.params is None or not knob_names(cls := spec.params_type()):
+            continue
+        parent[key] = {"description": f"Knobs of method {spec.name} ({cls.__name__}).", **knob_schema(cls)}
     return schema
 
 

@@ -1,8 +1,8 @@
 """The one registry API of the harness, open to other packages: a :class:`Registry` of objects by name, filled by
 the harness, by any module that registers one, and by installed packages through a Python entry point group, and
 ``module:function`` references imported on first use. Used by the methods (hara.methods, group ``hara.methods``), the
-analyses (hara.analysis.registry, group ``hara.analyses``), the benchmarks (hara.data.catalog), the advantage
-transforms (hara.weighting.registry) and the RLVR presets (hara.rlvr.presets). Imports nothing heavy."""
+analyses (hara.analysis.registry, group ``hara.analyses``), the benchmarks (hara.data.catalog) and the RLVR presets
+(hara.rlvr.presets); a method's transform and knobs are references of its spec. Imports nothing heavy."""
 
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ class Registry(Generic[T]):
     ``group``: the entry point group where installed packages declare more (an entry point's object is one such object
     or a list of them, each of which ``accepts``, else a TypeError names the entry point and ``what`` it should be),
     read once, at the first lookup; ``scan`` finds the entry points (importlib.metadata's; tests replace it).
-    ``fallback``: asked for a name the registry lacks; what it returns (None: nothing) is registered under that name.
     """
 
     def __init__(
@@ -49,10 +48,9 @@ class Registry(Generic[T]):
         accepts: Callable[[Any], bool] | None = None,
         what: str = "",
         unique: tuple[str, ...] = (),
-        fallback: Callable[[str], T | None] | None = None,
     ) -> None:
         self.kind, self.group, self.accepts, self.what = kind, group, accepts, what
-        self.unique, self.fallback, self.scan = unique, fallback, entry_points
+        self.unique, self.scan = unique, entry_points
         self._items: dict[str, T] = {}
         self._loaded = group is None
         named = built_in.items() if isinstance(built_in, Mapping) else ((None, item) for item in built_in)
@@ -75,8 +73,6 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """The object registered under ``name``; an :class:`UnknownNameError` listing the valid names otherwise."""
         self._load()
-        if name not in self._items and self.fallback is not None and (found := self.fallback(name)) is not None:
-            self.register(found, name)
         if name not in self._items:
             raise UnknownNameError.of(self.kind, name, self._items)
         return self._items[name]

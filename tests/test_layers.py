@@ -10,7 +10,7 @@ HARA = Path(__file__).resolve().parents[1] / "hara"
 
 #: Bottom to top. A unit (a package, or a module directly in hara/) imports only from lower layers.
 LAYERS = [
-    {"errors", "hashing", "groups", "boxed_answer", "layout", "runinfo", "metric_keys"},  # foundations
+    {"errors", "hashing", "groups", "boxed_answer", "layout", "runinfo", "metric_keys", "knobs"},  # foundations
     {"plugins"},  # the registry API
     {"methods", "vllm_cpu", "ot", "results"},  # registries, transport, results reading
     {"device", "tracking"},  # tracking (client, server, UI) reads mlflow_run.json through hara.results.files

@@ -15,7 +15,6 @@ from hara.errors import HaraError, UnknownNameError
 from hara.methods import METHODS, MethodSpec
 from hara.plugins import Registry, load_reference
 from hara.rlvr.presets import PRESETS
-from hara.weighting import WEIGHTINGS
 from tests.helpers import SMOKE
 from tests.method_plugin import SPEC
 
@@ -58,7 +57,6 @@ def test_an_unknown_name_is_one_error_type_with_one_message():
         (METHODS, "method"),
         (ANALYSES, "analysis"),
         (BENCHMARKS, "benchmark"),
-        (WEIGHTINGS, "weighting"),
         (PRESETS, "preset"),
     ):
         with pytest.raises(UnknownNameError, match=f"^unknown {kind} 'nope' \\(valid: {registry.names()[0]}, "):
@@ -104,20 +102,6 @@ def test_a_plugin_cannot_replace_a_built_in():
     things.scan = lambda group: [point("none", "tests.test_plugins:IMPOSTOR")]
     with pytest.raises(ValueError, match="method 'none' is already registered"):
         things.get("none")
-
-
-def test_a_fallback_fills_a_missing_name_once():
-    asked = []
-
-    def fallback(name):
-        asked.append(name)
-        return Thing(name) if name.startswith("auto_") else None
-
-    things = Registry("thing", fallback=fallback)
-    assert things.get("auto_a") == Thing("auto_a") and things.get("auto_a") == Thing("auto_a")
-    with pytest.raises(UnknownNameError, match="unknown thing 'other' \\(valid: auto_a\\)"):
-        things.get("other")
-    assert asked == ["auto_a", "other"] and things.names() == ["auto_a"]
 
 
 def test_a_reference_is_imported_on_use_and_a_malformed_one_names_its_owner():

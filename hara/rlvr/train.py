@@ -45,14 +45,11 @@ __all__ = ["TrainingSession", "build_trainer", "method_params", "train", "traine
 
 
 def method_params(config: Mapping, method: str) -> dict[str, Any]:
-    """The knobs of ``method`` from the config's ``hara`` section (flat dict for hara.weighting)."""
+    """The knobs of ``method`` as the config holds them (a flat mapping: its spec's section, built in or plug-in)."""
     try:
-        spec = get_method(method)
+        return get_method(method).knobs(config)
     except UnknownNameError as error:
         raise ConfigError(f"--method: {error}") from None
-    if spec.weighting is not None:  # a plug-in: its knobs are hara.plugins.<name>
-        return dict(config["hara"]["plugins"].get(method, {}))
-    return dict(config["hara"][spec.section]) if spec.section else {}
 
 
 def trainer_class(use_vllm: bool) -> type:

@@ -50,7 +50,7 @@ from hara.rlvr.seam import (
     stop_strings_for_generate,
     without_stop_padding,
 )
-from hara.weighting import WeightingContext, apply_weighting, get_weighting
+from hara.weighting import WeightingContext, apply_weighting
 
 __all__ = [
     "HOST_ADVANTAGES",
@@ -99,7 +99,8 @@ def equal_reward_groups(rewards: Tensor, group_ids: Tensor, atol: float = 1e-6) 
 class HaraGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with a registry advantage transform, DAPO-style dynamic sampling and HarA diagnostics.
 
-    Extra arguments: method (a name of the method registry, hara/methods.py), method_params (its knobs),
+    Extra arguments: method (a name of the method registry, hara/methods.py), method_params (its knobs, the config's
+    flat mapping, read into the method's params dataclass here: an unknown knob fails before training),
     hidden_layer (where the hidden states are captured: FINAL_NORM or a decoder block, see hidden_module),
     dynamic_sampling (mask all-equal-reward groups out of the loss), outcome_reward (index of the correctness reward among ``reward_funcs``; its values
     decide correct / incorrect for the method), stop (the config's prompt.stop: rollouts end at the first of these
@@ -121,11 +122,12 @@ class HaraGRPOTrainer(GRPOTrainer):
         **kwargs: Any,
     ) -> None:
         spec = get_method(method)  # an UnknownNameError (a ValueError) listing the valid names
-        get_weighting(method)  # a registered method without a transform fails here, not at the first step
+        spec.load_weighting()  # a registered method without a transform fails here, not at the first step
+        typed_params = spec.read_params(method_params or {})  # so does an unknown knob
         if capture not in ("generation", "forward"):
             raise ValueError(f"capture must be 'generation' or 'forward', not {capture!r}")
         super().__init__(*args, **kwargs)
-        self.method, self.method_params = method, dict(method_params or {})
+        self.method, self.method_params = method, typed_params
         self.needs = spec.captures  # what the hooks capture for the method (hara/methods.py), read once
         self.reads_steps = "steps" in spec.needs  # the step oracle's answer, from the problems
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward

@@ -27,11 +27,11 @@ from hara.config import (
     apply_overrides,
     fill_defaults,
     get_path,
-    load_schema,
     read_yaml,
     set_path,
     validate_against_schema,
     validate_config,
+    validation_schema,
 )
 from hara.errors import UnknownNameError
 from hara.metric_keys import REWARD
@@ -206,7 +206,7 @@ def trial_config(spec: StudySpec, params: Mapping[str, Any]) -> dict:
 
 def schema_node(dotted: str) -> Mapping | None:
     """The config schema's node of a dotted key path (None when there is no such key)."""
-    node: Mapping = load_schema()
+    node: Mapping = validation_schema()
     for part in dotted.split("."):
         node = node.get("properties", {}).get(part) if isinstance(node, Mapping) else None
         if node is None:

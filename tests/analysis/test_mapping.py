@@ -178,3 +178,12 @@ def test_score_variants_runs_every_structure():
     assert not torch.allclose(matrices["gw"], matrices["gw_hidden"])
     finding = _finding(rows)
     assert finding.startswith("Positional structure, at 4 rollouts") and "Hidden-state structure, exact" in finding
+
+
+def test_the_interpretability_barycenter_is_the_config_s_training_one():
+    from hara.analysis.interpret import barycenter_config
+    from hara.config import validate_config
+    from hara.ot.barycenter import BarycenterConfig
+
+    config = validate_config({"hara": {"hara": {"alpha": 0.3, "barycenter_size": 4, "formula": "softmax"}}})
+    assert barycenter_config(config) == BarycenterConfig(alpha=0.3, barycenter_size=4)

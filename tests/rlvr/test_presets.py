@@ -19,7 +19,7 @@ from hara.rlvr.presets import (
     soft_overlong_reward,
 )
 from hara.rlvr.train import method_params
-from hara.weighting import WeightingContext, apply_weighting, available_weightings
+from hara.weighting import WeightingContext, apply_weighting, get_weighting
 from tests.helpers import REPO, SMOKE, fresh_registry
 
 
@@ -79,10 +79,10 @@ def test_soft_overlong_reward_reads_completion_lengths():
 
 
 def test_every_registry_method_is_wired():
-    assert set(methods()) == set(available_weightings())
+    assert all(callable(get_weighting(name)) for name in methods())
 
 
-@pytest.mark.parametrize("method", available_weightings())
+@pytest.mark.parametrize("method", sorted(methods()))
 def test_config_params_are_accepted_by_each_method(method):
     """The schema's hara.* keys are exactly knobs the registry accepts (a renamed knob would raise here)."""
     config = validate_config({})

@@ -22,14 +22,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hara.cli import main
 from hara.config import ConfigError, load_config
+from hara.methods import methods
 from hara.models.capture import GenerationRecorder, capture_context, chunked_token_entropies
 from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import build_trainer
 from hara.rlvr.trainer import equal_reward_groups, group_ids_of
-from hara.weighting import available_weightings
 from tests.helpers import REPO, SMOKE, smoke_train_args
 
-HARA_METHODS = [m for m in available_weightings() if m.startswith("hara_")]
+HARA_METHODS = [m for m in sorted(methods()) if m.startswith("hara_")]
 
 
 def parity_reward(completions, **kwargs):
@@ -43,7 +43,7 @@ def smoke_config() -> dict:
     return config
 
 
-@pytest.mark.parametrize("method", available_weightings())
+@pytest.mark.parametrize("method", sorted(methods()))
 @pytest.mark.parametrize("rlvr", sorted(PRESETS.names()))
 def test_every_preset_and_method_trains(tiny_base, tmp_path, rlvr, method):
     torch.manual_seed(0)
