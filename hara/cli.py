@@ -251,7 +251,7 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     places_work=True,
 )
 def run_evaluate(args: argparse.Namespace, config: dict) -> int:
-    from hara.evaluation.cli import evaluate_command
+    from hara.evaluation.commands import evaluate_command
 
     print(json.dumps(evaluate_command(args, config), indent=2))
     return 0
@@ -276,7 +276,7 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
     selection_arguments,
 )
 def run_select_checkpoint(args: argparse.Namespace, config: dict) -> int:
-    from hara.evaluation.cli import check_speed_out
+    from hara.evaluation.commands import check_speed_out
     from hara.evaluation.selection import write_selection
 
     if not config["selection"]["enabled"]:
@@ -313,7 +313,7 @@ def fetch_arguments(parser: argparse.ArgumentParser) -> None:
     skip_checks=("check_local_folders",),
 )
 def run_fetch_data(args: argparse.Namespace, config: dict) -> int:
-    from hara.evaluation.cli import fetch_command
+    from hara.evaluation.commands import fetch_command
 
     print(json.dumps(fetch_command(args, config), indent=2))
     return 0
@@ -422,7 +422,7 @@ def run_repro_check(args: argparse.Namespace, config: dict) -> int:
 
 
 def sweep_arguments(parser: argparse.ArgumentParser) -> None:
-    from hara.sweeps.cli import add_sweep_arguments
+    from hara.sweeps.commands import add_sweep_arguments
 
     add_sweep_arguments(parser)
 
@@ -435,7 +435,7 @@ def sweep_arguments(parser: argparse.ArgumentParser) -> None:
     places_work=True,
 )
 def run_sweep(args: argparse.Namespace, config: dict) -> int:
-    from hara.sweeps.cli import sweep_command
+    from hara.sweeps.commands import sweep_command
 
     print(json.dumps(sweep_command(args), indent=2, default=str))
     return 0
@@ -540,7 +540,7 @@ def base_sanity_arguments(parser: argparse.ArgumentParser) -> None:
     skip_checks=("check_local_folders",),
 )
 def run_base_sanity(args: argparse.Namespace, config: dict) -> int:
-    from hara.evaluation.cli import base_sanity_command
+    from hara.evaluation.commands import base_sanity_command
 
     print(json.dumps(base_sanity_command(args, config)))
     return 0

@@ -212,7 +212,7 @@ def write_selection(
     first, so a selection.json on disk always has them beside it); what the commands print. `hara evaluate
     --selection-out` (the workflow's evaluate job, one process for the final's evaluation and the selection) and `hara
     select-checkpoint` both come here, after checking selection.enabled and that ``speed_out`` is given exactly when
-    report.speed names a benchmark (:func:`hara.evaluation.cli.check_speed_out`)."""
+    report.speed names a benchmark (:func:`hara.evaluation.commands.check_speed_out`)."""
     from hara.evaluation.runner import write_result
 
     selection, test, speed = select_checkpoint(
