@@ -196,7 +196,7 @@ def test_slurm_gpu_jobs_hold_one_node_one_task_and_their_cpus_with_memory_and_ti
             per_size.setdefault(rule, {})[size] = (int(res["mem_mb"]), int(res["runtime"]))
     for rule, sizes in per_size.items():
         small, medium, large = (sizes[s] for s in config["models"]["sizes"])
-        # Runtimes are per size too, each covering `hara plan`'s wall time (tests/test_planning.py): 1.7B on its one
+        # Runtimes are per size too, each covering `hara plan`'s wall time (tests/planning/test_planning.py): 1.7B on its one
         # GPU trains longest.
         assert small[0] < medium[0] < large[0] and len({small[1], medium[1], large[1]}) == 3, (rule, sizes)
 

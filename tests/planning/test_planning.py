@@ -386,7 +386,7 @@ def test_planned_cpu_peak_of_a_grpo_step_agrees_with_the_measured_peak(tmp_path)
     process: peak RSS minus the RSS before the model exists, against the plan's peak for the same run."""
     env = {key: os.environ[key] for key in MEASURING_ENV_KEYS if key in os.environ} | ALLOCATOR_ENV
     result = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "planning_peak.py"), "hara_tok", str(tmp_path)],
+        [sys.executable, str(REPO / "tests" / "planning" / "planning_peak.py"), "hara_tok", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,
