@@ -10,8 +10,8 @@ HARA = Path(__file__).resolve().parents[1] / "hara"
 
 #: Bottom to top. A unit (a package, or a module directly in hara/) imports only from lower layers.
 LAYERS = [
-    {"errors", "hashing", "groups", "reward", "plugins", "layout", "runinfo", "metric_keys"},  # foundations
-    {"methods", "vllm_cpu", "ot", "results"},  # registries, transport, results reading
+    {"errors", "hashing", "groups", "reward", "plugins", "layout", "metric_keys"},  # foundations
+    {"methods", "vllm_cpu", "ot", "results", "runinfo"},  # registries, transport, results reading, run provenance
     {"device", "tracking"},  # tracking reads mlflow_run.json through hara.results.files
     {"data", "novelty", "tracking_server"},
     {"models", "weighting"},

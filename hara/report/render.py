@@ -16,7 +16,10 @@ import jinja2
 from hara.report.sections import Section
 from hara.report.tables import Table
 
-__all__ = ["page_macros", "render_html", "render_markdown"]
+__all__ = ["MARKDOWN_TEMPLATE", "page_macros", "render_html", "render_markdown"]
+
+#: The Markdown twin of the page template (templates/report.md; it renders the report folder's hara.layout.REPORT_MD).
+MARKDOWN_TEMPLATE = "report.md"
 
 STYLE = (
     "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
@@ -50,7 +53,7 @@ def render_markdown(
 ) -> str:
     """report.md: the page of templates/report.md, the Markdown twin of the HTML page's macros (figures linked
     relative to ``out_dir``)."""
-    return str(page_macros("report.md").page(title, summary, tables, figures, sections, studies, out_dir))
+    return str(page_macros(MARKDOWN_TEMPLATE).page(title, summary, tables, figures, sections, studies, out_dir))
 
 
 def _png(path: Path) -> str:

@@ -18,7 +18,9 @@ __all__ = ["study_summaries", "sweep_studies", "sweeps_html", "sweeps_markdown"]
 def study_summaries(results_dir: str | Path) -> list[tuple[Path, dict]]:
     """(study folder, summary.json) of every summarised study, by name."""
     root = Path(results_dir) / layout.SWEEPS
-    return [(path.parent, read_json(path)) for path in sorted(root.glob("*/summary.json"))] if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    return [(path.parent, read_json(path)) for path in sorted(root.glob(f"*/{layout.SUMMARY_FILE}"))]
 
 
 def best_line(summary: dict) -> str:
@@ -67,9 +69,9 @@ def effect_rows(summary: dict) -> list[list[str]]:
 
 def sweeps_markdown(results_dir: str | Path, out_dir: str | Path) -> str:
     """Markdown section (figure links relative to the report folder ``out_dir``)."""
-    from hara.report.render import page_macros
+    from hara.report.render import MARKDOWN_TEMPLATE, page_macros
 
-    return str(page_macros("report.md").sweeps(sweep_studies(results_dir), Path(out_dir)))
+    return str(page_macros(MARKDOWN_TEMPLATE).sweeps(sweep_studies(results_dir), Path(out_dir)))
 
 
 def sweeps_html(results_dir: str | Path) -> str:
