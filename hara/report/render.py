@@ -13,8 +13,10 @@ from typing import Any
 
 import jinja2
 
+from hara.report.compare import VerdictCell
 from hara.report.sections import Section
 from hara.report.tables import Table
+from hara.results.paired import BETTER, WITHIN_NOISE, WORSE
 
 __all__ = ["MARKDOWN_TEMPLATE", "page_macros", "render_html", "render_markdown"]
 
@@ -29,16 +31,20 @@ STYLE = (
     "td.better{background:#dff3df}td.worse{background:#f8dddd}td.low-power{color:#777}"
 )
 
-#: The verdict after correction that a table cell states (hara.report.compare.GridComparisons.format), as the CSS
-#: class that colours it: better green, worse red, a low-power "within noise" greyed.
-VERDICT_CLASSES = (("] better", "better"), ("] worse", "worse"))
+#: The verdict a table cell states (a VerdictCell's, hara.report.compare) as the CSS class that colours it: better
+#: green, worse red; a low-power "within noise" greyed (LOW_POWER_CLASS).
+VERDICT_CLASSES = {BETTER: "better", WORSE: "worse"}
+LOW_POWER_CLASS = "low-power"
 
 
 def verdict_class(cell: str) -> str:
-    """`` class="..."`` for a table cell holding a verdict, else ""."""
-    found = next((name for marker, name in VERDICT_CLASSES if marker in cell), None)
-    if found is None and "] within noise" in cell and "‡" in cell:
-        found = "low-power"
+    """`` class="..."`` for a table cell that states a verdict (a :class:`VerdictCell`), else "". Read from the
+    cell's fields: plain text is never searched for a verdict."""
+    if not isinstance(cell, VerdictCell):
+        return ""
+    found = VERDICT_CLASSES.get(cell.verdict)
+    if found is None and cell.verdict == WITHIN_NOISE and cell.low_power:
+        found = LOW_POWER_CLASS
     return f' class="{found}"' if found else ""
 
 
