@@ -71,6 +71,6 @@ rule all:
 
 onsuccess:
     print(
-        f"Report: {REPORT_DIR}/index.html. Runs, verdicts and minimum detectable effects in the MLflow UI: "
+        f"Report: {REPORT_PAGE}. Runs, verdicts and minimum detectable effects in the MLflow UI: "
         f"hara ui --config {CONFIG_FILE} (prints the link that opens the runs table, then serves the store)"
     )

@@ -10,9 +10,9 @@ HARA = Path(__file__).resolve().parents[1] / "hara"
 
 #: Bottom to top. A unit (a package, or a module directly in hara/) imports only from lower layers.
 LAYERS = [
-    {"errors", "hashing", "groups", "boxed_answer", "layout", "runinfo", "metric_keys", "knobs"},  # foundations
+    {"errors", "hashing", "groups", "boxed_answer", "layout", "metric_keys", "knobs"},  # foundations
     {"plugins"},  # the registry API
-    {"methods", "vllm_cpu", "ot", "results"},  # registries, transport, results reading
+    {"methods", "vllm_cpu", "ot", "results", "runinfo"},  # registries, transport, results reading, run provenance
     {"device", "tracking"},  # tracking (client, server, UI) reads mlflow_run.json through hara.results.files
     {"data", "novelty"},
     {"models", "weighting"},

@@ -113,7 +113,7 @@ def analysis_inputs(config: Mapping, name: str) -> list[str]:
     runs = [
         p
         for r in study_runs(config, name)
-        for p in (f"{run_dir(config, r)}/final", f"{eval_dir(config, r)}/scores.json")
+        for p in (f"{run_dir(config, r)}/{layout.FINAL_DIR}", f"{eval_dir(config, r)}/{layout.SCORES_FILE}")
     ]
     return [*runs, *get_analysis(name).inputs(config)]
 

@@ -159,6 +159,8 @@ def log_evaluation(checkpoint: str, result: Mapping, out: str) -> dict | None:
 def check_selection_arguments(args: argparse.Namespace, config: Mapping) -> None:
     """--selection-out needs selection.enabled, the selected checkpoint's scores file, the data folder with the
     validation split, and the run's final/ as --checkpoint (the candidates sit beside it): checked before any work."""
+    from hara.layout import FINAL_DIR
+
     if not args.selection_out:
         for flag, value in (("--selected-scores-out", args.selected_scores_out), ("--speed-out", args.speed_out)):
             if value:
@@ -169,7 +171,7 @@ def check_selection_arguments(args: argparse.Namespace, config: Mapping) -> None
     for flag, value in (("--selected-scores-out", args.selected_scores_out), ("--data", args.data)):
         if not value:
             raise _user_error(f"--selection-out needs {flag}")
-    if Path(args.checkpoint).name != "final":
+    if Path(args.checkpoint).name != FINAL_DIR:
         raise _user_error(f"--selection-out: --checkpoint must be a run's final/ folder, got {args.checkpoint}")
     check_speed_out(config, args.speed_out)
 

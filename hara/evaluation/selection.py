@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hara.data.embedded import VALIDATION
-from hara.layout import candidate_dir, candidate_steps
+from hara.layout import FINAL_DIR, candidate_dir, candidate_steps
 from hara.results.files import read_json
 
 __all__ = ["SELECTION_RULE", "CandidateEngine", "cached_score", "candidates", "select_checkpoint", "write_selection"]
@@ -46,7 +46,7 @@ def candidates(config: Mapping, run_dir: Path) -> list[tuple[int, Path]]:
             f"{missing[0]}: candidate checkpoint missing (was the run trained with "
             "selection.enabled and the same selection.candidates?)"
         )
-    return [*kept, (steps[-1], run_dir / "final")]
+    return [*kept, (steps[-1], run_dir / FINAL_DIR)]
 
 
 class CandidateEngine:
@@ -147,7 +147,7 @@ def select_checkpoint(
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "selection_cache")
     records = validation_records(Path(data_dir))
     speed = SpeedCurve.from_config(config, data_dir)
-    listed, by_step, final_dir = candidates(config, run_dir), {}, run_dir / "final"
+    listed, by_step, final_dir = candidates(config, run_dir), {}, run_dir / FINAL_DIR
     # final/ first on its live engine, closed before another starts: one engine at a time (a GPU holds one engine's
     # memory share, and vLLM's parallel state is one per process: a second engine beside it failed on the CPU build)
     order = listed if final_engine is None else sorted(listed, key=lambda c: c[1] != final_dir)

@@ -20,7 +20,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.tracking import RUN_FILE, read_run_file  # the file the training stage writes, named and read in hara.tracking
+from hara.layout import RUN_FILE  # the file the training stage writes, read in hara.tracking
+from hara.tracking import read_run_file
 
 __all__ = ["RUN_FILE", "benchmark_inputs", "find_run_file", "log_benchmark_inputs", "log_scores", "mlflow_key"]
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from hara.layout import COMPARISONS, REPORT_HTML, REPORT_MD
 from hara.report.compare import grid_comparisons
 from hara.report.figures import write_figures
 from hara.report.render import render_html, render_markdown
@@ -88,16 +89,16 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     (out_dir / "tables.json").write_text(
         json.dumps([dataclasses.asdict(t) for t in tables], indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    (out_dir / "comparisons.json").write_text(
+    (out_dir / COMPARISONS).write_text(
         json.dumps(comparisons(config, runs), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     from hara.report.sweeps_section import sweep_studies  # none when results/sweeps/ has no study
 
     studies = sweep_studies(results)
-    (out_dir / "report.md").write_text(
+    (out_dir / REPORT_MD).write_text(
         render_markdown(title, summary, tables, figures, out_dir, sections, studies), encoding="utf-8"
     )
-    (out_dir / "index.html").write_text(
+    (out_dir / REPORT_HTML).write_text(
         render_html(title, summary, tables, figures, sections, studies), encoding="utf-8"
     )
     run_id = log_report(config, results, out_dir) if mlflow else None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from hara.layout import eval_dir, grid_cells, run_dir
+from hara.layout import RESOLVED_CONFIG, RUN_INFO, eval_dir, grid_cells, run_dir
 from hara.report.compare import compare_cells, flatten
 from hara.results.collect import Cell, Run, read_run
 from hara.results.files import read_json
@@ -56,7 +56,7 @@ class TrainedRun:
 
 def run_factors(train_dir: Path) -> dict[str, object] | None:
     """The run's factors, or None when it has not written its resolved config and run info yet."""
-    config_path, info_path = train_dir / "resolved_config.yaml", train_dir / "run_info.json"
+    config_path, info_path = train_dir / RESOLVED_CONFIG, train_dir / RUN_INFO
     if not config_path.is_file() or not info_path.is_file():
         return None
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))

@@ -56,7 +56,8 @@ def data_inputs(results: Path, size: str) -> list:
             entry = manifest.get("files", {}).get(manifest.get(key) or "")
             if entry:
                 inputs.append(_dataset_input(key, entry["sha256"], entry.get("count"), context))
-    prompts = layout.prompts_dir(results, size) / "prompts.jsonl"  # the RL prompts of the size (workflows/models.smk)
+    # the RL prompts of the size (workflows/models.smk)
+    prompts = layout.prompts_dir(results, size) / layout.PROMPTS_FILE
     if prompts.is_file():
         rows = sum(1 for line in prompts.read_text(encoding="utf-8").splitlines() if line.strip())
         inputs.append(_dataset_input(f"rl_prompts/{size}", file_sha256(prompts), rows, "training"))

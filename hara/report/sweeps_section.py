@@ -18,7 +18,9 @@ __all__ = ["study_summaries", "sweep_studies"]
 def study_summaries(results_dir: str | Path) -> list[tuple[Path, dict]]:
     """(study folder, summary.json) of every summarised study, by name."""
     root = Path(results_dir) / layout.SWEEPS
-    return [(path.parent, read_json(path)) for path in sorted(root.glob("*/summary.json"))] if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    return [(path.parent, read_json(path)) for path in sorted(root.glob(f"*/{layout.SUMMARY_FILE}"))]
 
 
 def best_line(summary: dict) -> str:

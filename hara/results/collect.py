@@ -13,7 +13,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hara.layout import SPEED_SCORES, Cell, base_eval_dir, eval_dir, grid_cells, run_dir
+from hara.layout import (
+    METRICS_FILE,
+    SCORES_FILE,
+    SELECTED_SCORES,
+    SELECTION_FILE,
+    SPEED_SCORES,
+    Cell,
+    base_eval_dir,
+    eval_dir,
+    grid_cells,
+    run_dir,
+)
 from hara.results.files import jsonl_values, read_json
 
 __all__ = ["Cell", "Run", "collect_runs", "grid_cells", "read_base_scores", "read_run", "seed_runs"]
@@ -78,18 +89,18 @@ def read_run(cell: Cell, train_dir: Path, eval_dir: Path) -> Run:
     """One run's metrics (train_dir/metrics.jsonl) and evaluation (eval_dir/scores.json: scores, per-problem pass@1
     from the saved predictions, fingerprints; selection.json and selected_scores.json when selection ran, speed.json
     with report.speed)."""
-    evaluation = read_evaluation(eval_dir / "scores.json")
+    evaluation = read_evaluation(eval_dir / SCORES_FILE)
     fingerprints = {
         name: entry["eval_fingerprint"] for name, entry in evaluation.items() if "eval_fingerprint" in entry
     }
     return Run(
         cell,
-        read_metrics(train_dir / "metrics.jsonl"),
+        read_metrics(train_dir / METRICS_FILE),
         {name: float(entry["score"]) for name, entry in evaluation.items()},
         problem_scores(evaluation),
         fingerprints,
-        read_optional(eval_dir / "selection.json"),
-        problem_scores(read_evaluation(eval_dir / "selected_scores.json")),
+        read_optional(eval_dir / SELECTION_FILE),
+        problem_scores(read_evaluation(eval_dir / SELECTED_SCORES)),
         read_optional(eval_dir / SPEED_SCORES),
     )
 
@@ -111,4 +122,4 @@ def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:
 
 def read_base_scores(config: Mapping, results: str | Path) -> dict[str, dict[str, float]]:
     """pass@1 per benchmark of each size's Base model ({} for a size not evaluated)."""
-    return {size: read_scores(base_eval_dir(results, size) / "scores.json") for size in config["models"]["sizes"]}
+    return {size: read_scores(base_eval_dir(results, size) / SCORES_FILE) for size in config["models"]["sizes"]}

@@ -12,24 +12,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hara import layout
 from hara.errors import DataError
-from hara.layout import SPEED_SCORES
 
 __all__ = ["WRITTEN_BY", "jsonl_values", "read_json"]
 
 _EVALUATE = "rule evaluate (hara evaluate)"
 #: The rule (and command) that writes each stage file, by file name: what an error about the file tells to rerun.
 WRITTEN_BY = {
-    "metrics.jsonl": "rule train (hara train; a sweep trial's: hara sweep run)",
-    "run_info.json": "rule train (hara train)",
-    "scores.json": _EVALUATE,
-    "selection.json": _EVALUATE,
-    "selected_scores.json": _EVALUATE,
-    SPEED_SCORES: _EVALUATE,
-    "manifest.json": "rule prepare_data (hara data)",
-    "summary.json": "rule sweep_summary (hara sweep report)",
-    "comparisons.json": "rule report (hara report)",
-    "mlflow_run.json": "the command that opened its MLflow run (hara train, hara sweep run or hara report)",
+    layout.METRICS_FILE: "rule train (hara train; a sweep trial's: hara sweep run)",
+    layout.RUN_INFO: "rule train (hara train)",
+    layout.SCORES_FILE: _EVALUATE,
+    layout.SELECTION_FILE: _EVALUATE,
+    layout.SELECTED_SCORES: _EVALUATE,
+    layout.SPEED_SCORES: _EVALUATE,
+    layout.MANIFEST_FILE: "rule prepare_data (hara data)",
+    layout.SUMMARY_FILE: "rule sweep_summary (hara sweep report)",
+    layout.COMPARISONS: "rule report (hara report)",
+    layout.RUN_FILE: "the command that opened its MLflow run (hara train, hara sweep run or hara report)",
 }
 
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hara.errors import ConfigError
+from hara.layout import CHECKPOINTS_DIR
 from hara.rlvr.policy import world_size
 from hara.rlvr.presets import RLVRPreset, grpo_config_kwargs
 from hara.rlvr.seam import GRADIENT_ACCUMULATION_KWARGS, stop_kwargs
@@ -43,7 +44,7 @@ def grpo_args(config: Mapping, preset: RLVRPreset, out: Path, seed: int, params:
     # whole groups (TRL's RepeatSampler lays a prompt's rollouts out consecutively), split into `accum` micro-batches
     # after the advantages are computed on the whole batch (so groups stay whole for the HarA hook).
     return GRPOConfig(
-        output_dir=str(Path(out) / "checkpoints"),
+        output_dir=str(Path(out) / CHECKPOINTS_DIR),
         seed=seed,
         data_seed=seed,
         max_steps=t["steps"],

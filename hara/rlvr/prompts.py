@@ -21,10 +21,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hara.errors import ConfigError
+from hara.layout import PROMPTS_FILE, SELECTION_FILE
 
 __all__ = ["pass_rates", "read_prompts", "select_prompts", "train_dataset"]
-
-PROMPTS_FILE = "prompts.jsonl"
 
 
 def pass_rates(
@@ -133,7 +132,7 @@ def select_prompts(config: Mapping, model_dir: str | Path, train_records: list[d
         "histogram": histogram,
         "seconds": time.perf_counter() - start,
     }
-    (out / "selection.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (out / SELECTION_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
 
 

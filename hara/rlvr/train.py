@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hara.errors import ConfigError, UnknownNameError
-from hara.layout import base_model_dir, candidate_steps
+from hara.layout import CANDIDATES_DIR, CHECKPOINTS_DIR, FINAL_DIR, METRICS_FILE, base_model_dir, candidate_steps
 from hara.methods import get_method
 from hara.rlvr.grpo_config import grpo_args
 from hara.rlvr.metrics_sink import MetricsCallback, truncate_metrics
@@ -216,10 +216,10 @@ def train(
     check_size(config, size)
     out = Path(out_dir)
     refuse_changed_config(out, config)  # before anything is resumed or overwritten
-    if (out / "final" / "config.json").is_file():  # (pruned again: a kill may have interrupted the pruning)
+    if (out / FINAL_DIR / "config.json").is_file():  # (pruned again: a kill may have interrupted the pruning)
         if is_main_process():
-            prune_finished_checkpoints(out / "checkpoints", config["training"]["finished_checkpoints"])
-        return {"status": "already finished", "final": str(out / "final")}
+            prune_finished_checkpoints(out / CHECKPOINTS_DIR, config["training"]["finished_checkpoints"])
+        return {"status": "already finished", "final": str(out / FINAL_DIR)}
     preset = config_preset(config, rlvr)
     method_params(config, method)  # unknown method: fail before any work
     base = Path(base_model) if base_model else base_model_dir(config["results_dir"], size)
@@ -227,13 +227,13 @@ def train(
     session.join()
     if final_restored(out, config):
         end_process_group()
-        return {"status": "finished (final/ rebuilt from its last checkpoint)", "final": str(out / "final")}
+        return {"status": "finished (final/ rebuilt from its last checkpoint)", "final": str(out / FINAL_DIR)}
     tokenizer = session.load()
     out.mkdir(parents=True, exist_ok=True)
-    last = resume_point(out / "checkpoints")  # skips (and warns about) truncated or corrupt ones; rank 0 reads
+    last = resume_point(out / CHECKPOINTS_DIR)  # skips (and warns about) truncated or corrupt ones; rank 0 reads
     run = None  # under `accelerate launch` only the main process writes files and talks to MLflow
     if is_main_process():
-        truncate_metrics(out / "metrics.jsonl", int(last.rsplit("-", 1)[1]) if last else 0)
+        truncate_metrics(out / METRICS_FILE, int(last.rsplit("-", 1)[1]) if last else 0)
         session.record(
             {
                 "stage": "train",
@@ -248,13 +248,13 @@ def train(
             }
         )
         run, _ = _tracking(config, size, rlvr, method, seed, out, preset)
-        run.save(out / "checkpoints")  # the evaluation stage looks next to a checkpoint folder and in its parent
-    callbacks = [MetricsCallback(out / "metrics.jsonl", run), ManifestCallback()]
+        run.save(out / CHECKPOINTS_DIR)  # the evaluation stage looks next to a checkpoint folder and in its parent
+    callbacks = [MetricsCallback(out / METRICS_FILE, run), ManifestCallback()]
     if config["selection"]["enabled"]:  # checkpoint selection's candidates, kept beside final/
         steps = candidate_steps(config)[:-1]  # the last one is final/
-        callbacks.append(CandidateCallback(out / "candidates", steps))
+        callbacks.append(CandidateCallback(out / CANDIDATES_DIR, steps))
         if is_main_process():
-            link_candidates(out / "checkpoints", out / "candidates", steps)  # what a kill may have left out
+            link_candidates(out / CHECKPOINTS_DIR, out / CANDIDATES_DIR, steps)  # what a kill may have left out
     trainer = session.trainer(callbacks, reward_funcs)
     from hara.tracking import system_metrics
 
@@ -267,7 +267,7 @@ def train(
         raise
     save_final(trainer, tokenizer, out)
     if is_main_process():
-        prune_finished_checkpoints(out / "checkpoints", config["training"]["finished_checkpoints"])
+        prune_finished_checkpoints(out / CHECKPOINTS_DIR, config["training"]["finished_checkpoints"])
     if run is not None:
         run.finish()
     end_process_group()
@@ -275,7 +275,7 @@ def train(
         "status": "finished",
         "steps": trainer.state.global_step,
         "resumed_from": last,
-        "final": str(out / "final"),
+        "final": str(out / FINAL_DIR),
         "mlflow_run_id": run.run_id if run is not None else None,
         "processes": trainer.accelerator.num_processes,
         "distributed_type": str(trainer.accelerator.distributed_type),
@@ -289,9 +289,9 @@ def final_restored(out: Path, config: Mapping) -> bool:
     from hara.rlvr.checkpoints import on_rank_zero, prune_finished_checkpoints, restore_final
 
     def restore() -> bool:
-        if not restore_final(out / "checkpoints", out / "final", config["training"]["steps"]):
+        if not restore_final(out / CHECKPOINTS_DIR, out / FINAL_DIR, config["training"]["steps"]):
             return False
-        prune_finished_checkpoints(out / "checkpoints", config["training"]["finished_checkpoints"])
+        prune_finished_checkpoints(out / CHECKPOINTS_DIR, config["training"]["finished_checkpoints"])
         return True
 
     return on_rank_zero(restore)
@@ -300,12 +300,12 @@ def final_restored(out: Path, config: Mapping) -> bool:
 def save_final(trainer: Any, tokenizer: Any, out: Path) -> None:
     """Write final/ aside and rename it, so a crash mid-save never leaves a final/ that looks finished. Every
     process takes part in ``save_model`` (FSDP gathers the shards), the main process writes."""
-    partial = out / "final.partial"
+    partial = out / f"{FINAL_DIR}.partial"
     if is_main_process():
         shutil.rmtree(partial, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()
     trainer.save_model(str(partial))
     if is_main_process():
         tokenizer.save_pretrained(str(partial))
-        partial.rename(out / "final")
+        partial.rename(out / FINAL_DIR)
     trainer.accelerator.wait_for_everyone()

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hara.errors import DataError, TrackingError
+from hara.layout import METRICS_FILE, RUN_FILE
 from hara.results.files import read_json
 
 __all__ = [
@@ -66,7 +67,6 @@ __all__ = [
     "ui_path",
 ]
 
-RUN_FILE = "mlflow_run.json"
 RUN_KEYS = ("tracking_uri", "run_id")
 #: The columns of MLflow's SQL store that hold artifact locations: absolute file URIs below a sqlite store's folder
 #: (:func:`_experiment_id`), rewritten when the store is copied (:func:`relocated_store`).
@@ -349,7 +349,7 @@ class MlflowRun:
             if time.monotonic() >= deadline:
                 print(
                     f"warning: {sum(map(len, self.pending))} metric values never reached MLflow; they are in "
-                    "metrics.jsonl",
+                    f"{METRICS_FILE}",
                     file=sys.stderr,
                 )
                 return False
