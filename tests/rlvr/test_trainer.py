@@ -537,12 +537,15 @@ def test_hara_train_writes_model_metrics_and_provenance(tiny_base, tmp_path):
         "train/dynamic_sampling_dropped",
     ):
         assert all(key in line for line in lines), key
+    from hara.tracking import RUN_KEYS, read_run_file
+
     model = AutoModelForCausalLM.from_pretrained(out / "final", local_files_only=True)
     AutoTokenizer.from_pretrained(out / "final", local_files_only=True)
     assert model.config.num_hidden_layers == 2
     assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
-    run_file = json.loads((out / "mlflow_run.json").read_text())
-    assert json.loads((out / "checkpoints" / "mlflow_run.json").read_text()) == run_file  # next to checkpoints too
+    # next to checkpoints too, naming the same run in the same store (its relative store one folder further up)
+    beside, run = (read_run_file(folder / "mlflow_run.json") for folder in (out / "checkpoints", out))
+    assert {key: beside[key] for key in RUN_KEYS} == {key: run[key] for key in RUN_KEYS}
     info = json.loads((out / "run_info.json").read_text())
     assert (info["rlvr"], info["method"], info["train_seed"]) == ("dapo", "hara_tok", 3)
     assert (out / "resolved_config.yaml").is_file()
