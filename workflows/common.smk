@@ -23,7 +23,7 @@ from hara.analysis.workflow import (
     analysis_runs,
     enabled_analyses,
     override_args,
-    run_dir,
+    study_run_dir,
 )
 from hara.sweeps.workflow import sweep_plans
 
@@ -283,7 +283,7 @@ def base_model_args():
 
 # The paper's analyses (workflows/analyses.smk; hara.analysis.workflow decides which runs and files exist): the extra
 # training runs by folder, their path patterns, what each analysis job reads, and every enabled analysis' JSON.
-ANALYSIS_RUNS = {run_dir(config, run): run for run in analysis_runs(config)}
+ANALYSIS_RUNS = {study_run_dir(config, run): run for run in analysis_runs(config)}
 ANALYSIS_NAMES = analysis_names()  # the analysis registry, hara.analysis.registry
 ANALYSIS_DIR = f"{RESULTS}/{layout.ANALYSIS.format(name='{analysis}')}"
 ANALYSIS_TRAIN = f"{RESULTS}/{layout.ANALYSIS_TRAIN}"

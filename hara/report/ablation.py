@@ -103,8 +103,8 @@ def analysis_runs(config: Mapping, results: Path) -> list[TrainedRun]:
     return [
         TrainedRun(
             f"{run.study}/{run.label}/{run.cell}",
-            Path(workflow.run_dir(moved, run)),
-            Path(workflow.eval_dir(moved, run)),
+            Path(workflow.study_run_dir(moved, run)),
+            Path(workflow.study_eval_dir(moved, run)),
             (run.size, run.rlvr, run.method, run.seed),
         )
         for run in workflow.analysis_runs(config)

@@ -438,7 +438,7 @@ def curve_measure(evidence: Evidence, params: Mapping) -> Outcome:
 
 def _exact_runs(evidence: Evidence, method: str) -> dict[str, dict[int, Run]] | None:
     """The exact-vs-linearized analysis' runs of ``method``: {"exact" | "linearized": {seed: Run}}."""
-    from hara.analysis.workflow import eval_dir, exact_counterpart, run_dir, study_runs
+    from hara.analysis.workflow import exact_counterpart, study_eval_dir, study_run_dir, study_runs
 
     analyses = evidence.config["analyses"]
     if not analyses["enabled"] or method not in analyses["exact_methods"]:
@@ -449,7 +449,7 @@ def _exact_runs(evidence: Evidence, method: str) -> dict[str, dict[int, Run]] | 
         if backend:
             cell = Cell(run.size, run.rlvr, backend, run.seed)
             found[backend][run.seed] = read_run(
-                cell, Path(run_dir(evidence.config, run)), Path(eval_dir(evidence.config, run))
+                cell, Path(study_run_dir(evidence.config, run)), Path(study_eval_dir(evidence.config, run))
             )
     return found
 
