@@ -4,8 +4,8 @@
     snakemake --cores 2 --configfile config/smoke.yaml          # the seconds-long test config
     snakemake --profile slurm --configfile config/paper.yaml    # the full reproduction on Slurm (repo root)
 
-The config is validated by hara.config, the same loader as the `hara` CLI: defaults filled from config/schema.yaml,
-unknown keys rejected, one-line errors naming the key.
+The config is validated by hara.config, the same loader as the `hara` CLI: defaults filled from the config schema
+(hara/schemas/config.yaml, package data), unknown keys rejected, one-line errors naming the key.
 """
 
 import os
@@ -71,6 +71,6 @@ rule all:
 
 onsuccess:
     print(
-        f"Report: {REPORT_DIR}/index.html. Runs, verdicts and minimum detectable effects in the MLflow UI: "
+        f"Report: {REPORT_PAGE}. Runs, verdicts and minimum detectable effects in the MLflow UI: "
         f"hara ui --config {CONFIG_FILE} (prints the link that opens the runs table, then serves the store)"
     )

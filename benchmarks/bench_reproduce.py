@@ -121,7 +121,7 @@ def scored_pairs(scores: Path) -> list[tuple[str, str]]:
     """(boxed answer, gold) of every completion in an evaluation's scores.json that the scoring rule would parse."""
     import json
 
-    from hara.reward import last_boxed, too_costly
+    from hara.boxed_answer import last_boxed, too_costly
 
     pairs = []
     for benchmark in json.loads(scores.read_text(encoding="utf-8"))["benchmarks"].values():
@@ -134,7 +134,7 @@ def scored_pairs(scores: Path) -> list[tuple[str, str]]:
 
 
 def compare_reward_memo(scores: Path, repeats: int) -> dict[str, float]:
-    from hara import reward
+    from hara import boxed_answer as reward
 
     pairs, memoised = scored_pairs(scores), reward._verify_in_process
 

@@ -107,7 +107,7 @@ def server_cpu_per_request(folder: Path, password: Path, cache_seconds: int, req
 
 
 def main() -> None:
-    from hara.tracking_server import AUTH_CACHE_SECONDS
+    from hara.tracking.server import AUTH_CACHE_SECONDS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=40)

@@ -10,7 +10,7 @@ POT or numpy), so it runs on a bare GPU machine that received a copy of the work
    states with planted stage structure, for n up to 8192; its floor is the time to read those hidden states once,
    16 n d x 2 bytes / bandwidth (the kernel cannot do less than read its input).
 3. GRPO steps: a Qwen3-1.7B-shaped decoder (plain torch, random init, fp32 master weights with bf16 compute under
-   autocast, as one GPU trains it (hara.rlvr.train.policy_dtype), SDPA attention, gradient checkpointing per block, AdamW) on prompts x 16 rollouts with 3072-token
+   autocast, as one GPU trains it (hara.rlvr.policy.policy_dtype), SDPA attention, gradient checkpointing per block, AdamW) on prompts x 16 rollouts with 3072-token
    completions. Generation is NOT measured: completions are random tokens with random lengths (one per prompt at
    full length), rewards random 0/1 (each prompt gets both). A step: for ``hara_tok`` one no-grad capture forward
    (final-norm hidden states of the completion positions, bf16; the trainer's extra-forward path, the worst case:

@@ -75,8 +75,8 @@ def instrument(ledger: Ledger) -> None:
     import transformers
     from transformers.generation.utils import GenerationMixin
 
+    import hara.boxed_answer
     import hara.evaluation.scoring
-    import hara.reward
     from hara.models import warmup
     from hara.rlvr import trainer
 
@@ -90,7 +90,7 @@ def instrument(ledger: Ledger) -> None:
     for name in ("__call__", "batch_decode", "decode", "apply_chat_template"):
         patch(ledger, transformers.PreTrainedTokenizerBase, name, "data")
     patch(ledger, warmup, "_collate", "data")
-    patch_everywhere(ledger, hara.reward.math_reward, "reward")
+    patch_everywhere(ledger, hara.boxed_answer.math_reward, "reward")
 
 
 def stage(ledger: Ledger, name: str, argv: list[str], rows: list) -> None:

@@ -32,7 +32,7 @@ MODULES = [
     "hara.data.pipeline",
     "hara.models.base",
     "hara.tracking",
-    "hara.reward",
+    "hara.boxed_answer",
     "hara.config",
     "mlflow.store.tracking.sqlalchemy_store",  # the sqlite store, imported when a run starts
 ]

@@ -137,8 +137,8 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
     from hara.rlvr.presets import PRESETS  # light import: the parser must not pull in torch / transformers
 
     parser.add_argument("--size", required=True, help="model size (tiny-s, tiny-m, tiny-l or a key of models.hub_ids)")
-    parser.add_argument("--rlvr", required=True, choices=sorted(PRESETS), help="host RLVR preset")
-    parser.add_argument("--method", required=True, help="advantage transform (a hara.weighting registry name)")
+    parser.add_argument("--rlvr", required=True, choices=PRESETS.names(), help="host RLVR preset")
+    parser.add_argument("--method", required=True, help="advantage transform (a name of hara/methods.py's registry)")
     parser.add_argument("--seed", required=True, type=int, help="training seed (sampling, data order, init RNGs)")
     parser.add_argument("--out", required=True, help="run folder (rerunning the same command resumes it)")
     parser.add_argument("--base-model", help="folder of the base model (default: <results_dir>/base_model/<size>)")
@@ -251,7 +251,7 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     places_work=True,
 )
 def run_evaluate(args: argparse.Namespace, config: dict) -> int:
-    from hara.evaluation.cli import evaluate_command
+    from hara.evaluation.commands import evaluate_command
 
     print(json.dumps(evaluate_command(args, config), indent=2))
     return 0
@@ -276,7 +276,7 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
     selection_arguments,
 )
 def run_select_checkpoint(args: argparse.Namespace, config: dict) -> int:
-    from hara.evaluation.cli import check_speed_out
+    from hara.evaluation.commands import check_speed_out
     from hara.evaluation.selection import write_selection
 
     if not config["selection"]["enabled"]:
@@ -313,7 +313,7 @@ def fetch_arguments(parser: argparse.ArgumentParser) -> None:
     skip_checks=("check_local_folders",),
 )
 def run_fetch_data(args: argparse.Namespace, config: dict) -> int:
-    from hara.evaluation.cli import fetch_command
+    from hara.evaluation.commands import fetch_command
 
     print(json.dumps(fetch_command(args, config), indent=2))
     return 0
@@ -377,7 +377,7 @@ def run_analysis_command(args: argparse.Namespace, config: dict) -> int:
 
 def repro_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", help="results folder of the workflow (default: results_dir)")
-    parser.add_argument("--claims", help="claims file (default: config/paper_claims.yaml)")
+    parser.add_argument("--claims", help="claims file (default: hara/analysis/paper_claims.yaml)")
     parser.add_argument("--json", dest="json_out", help="also write the checks as JSON to this file")
     parser.add_argument(
         "--stage",
@@ -392,7 +392,7 @@ def repro_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 @register_command(
     "repro-check",
-    "each of the paper's claims (config/paper_claims.yaml) checked on the results: "
+    "each of the paper's claims (hara/analysis/paper_claims.yaml) checked on the results: "
     "reproduced / within noise / contradicted / not measured",
     repro_check_arguments,
     skip_checks=("check_local_folders",),
@@ -422,7 +422,7 @@ def run_repro_check(args: argparse.Namespace, config: dict) -> int:
 
 
 def sweep_arguments(parser: argparse.ArgumentParser) -> None:
-    from hara.sweeps.cli import add_sweep_arguments
+    from hara.sweeps.commands import add_sweep_arguments
 
     add_sweep_arguments(parser)
 
@@ -435,7 +435,7 @@ def sweep_arguments(parser: argparse.ArgumentParser) -> None:
     places_work=True,
 )
 def run_sweep(args: argparse.Namespace, config: dict) -> int:
-    from hara.sweeps.cli import sweep_command
+    from hara.sweeps.commands import sweep_command
 
     print(json.dumps(sweep_command(args), indent=2, default=str))
     return 0
@@ -540,7 +540,7 @@ def base_sanity_arguments(parser: argparse.ArgumentParser) -> None:
     skip_checks=("check_local_folders",),
 )
 def run_base_sanity(args: argparse.Namespace, config: dict) -> int:
-    from hara.evaluation.cli import base_sanity_command
+    from hara.evaluation.commands import base_sanity_command
 
     print(json.dumps(base_sanity_command(args, config)))
     return 0
@@ -626,13 +626,13 @@ def ui_arguments(parser: argparse.ArgumentParser) -> None:
     skip_checks=("check_local_folders",),
 )
 def run_ui(args: argparse.Namespace, config: dict) -> int:
-    from hara.mlflow_ui import serve_ui
+    from hara.tracking.ui import serve_ui
 
     return serve_ui(config, args.host, args.port, serve=not args.print_link)
 
 
 def tracking_server_arguments(parser: argparse.ArgumentParser) -> None:
-    from hara.tracking_server import add_arguments
+    from hara.tracking.server import add_arguments
 
     add_arguments(parser)
 
@@ -644,7 +644,7 @@ def tracking_server_arguments(parser: argparse.ArgumentParser) -> None:
     own_config=True,
 )
 def run_tracking_server(args: argparse.Namespace, config: dict) -> int:
-    from hara.tracking_server import serve
+    from hara.tracking.server import serve
 
     return serve(args)
 
@@ -655,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)
         if not command.own_config:
-            sub.add_argument("--config", required=True, help="YAML config (validated against config/schema.yaml)")
+            sub.add_argument("--config", required=True, help="YAML config (validated against hara/schemas/config.yaml)")
             sub.add_argument(
                 "--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value"
             )

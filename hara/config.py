@@ -1,9 +1,10 @@
 """The one config loader, used by the CLI and by the Snakefile.
 
-A config is a YAML file validated against ``config/schema.yaml`` (JSON Schema): defaults are filled from the schema,
-unknown keys are rejected, and every problem is reported as a single line ``<file>: <key.path>: <problem>`` through
-:class:`ConfigError`, which the CLI prints without a traceback. Checks that need the registries (model sizes,
-benchmark names, folders that must exist) run after the schema, as a small list of named checks.
+A config is a YAML file validated against ``hara/schemas/config.yaml`` (JSON Schema, shipped as package data, so an
+installed package validates as a checkout does): defaults are filled from the schema, unknown keys are rejected, and
+every problem is reported as a single line ``<file>: <key.path>: <problem>`` through :class:`ConfigError`, which the
+CLI prints without a traceback. Checks that need the registries (model sizes, benchmark names, folders that must
+exist) run after the schema, as a small list of named checks.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
-from hara.errors import ConfigError
+from hara.errors import ConfigError, UnknownNameError
 from hara.rlvr.presets import PRESETS
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
+#: The config schema (package data: read the same way from a checkout and from an installed wheel).
+SCHEMA_PATH = resources.files("hara") / "schemas" / "config.yaml"
 
 
 class ConfigLoader(yaml.SafeLoader):
@@ -50,27 +53,47 @@ def load_yaml(stream: Any) -> Any:
 
 
 def load_schema() -> dict:
-    """The JSON Schema of configs (the repository's config/schema.yaml), its ``$ref``s inlined: a copy of
+    """The JSON Schema of configs (hara/schemas/config.yaml), its ``$ref``s inlined: a copy of
     :func:`_parsed_schema`'s, so a caller may change it."""
     return copy.deepcopy(_parsed_schema())
 
 
 def validation_schema() -> dict:
-    """The schema a config is validated against: config/schema.yaml with the grid's preset enum read from the
+    """The schema a config is validated against: hara/schemas/config.yaml with the grid's preset enum read from the
     preset registry at this moment, so a preset is declared in PRESETS alone and one registered at run time (a
-    plug-in, a test) is valid too; the file's enum lists the built-in presets for its readers."""
+    plug-in, a test) is valid too; the file's enum lists the built-in presets for its readers. The knobs of a
+    registered method that the file lacks are added from its params dataclass (:func:`add_method_knobs`)."""
     schema = load_schema()
-    schema["properties"]["grid"]["properties"]["rlvr"]["items"]["enum"] = list(PRESETS)
+    schema["properties"]["grid"]["properties"]["rlvr"]["items"]["enum"] = PRESETS.names()
+    return add_method_knobs(schema)
+
+
+def add_method_knobs(schema: dict) -> dict:
+    """``schema`` with the knobs block (:func:`hara.knobs.knob_schema` of its params dataclass) of every registered
+    method with knobs whose section it lacks, in place: a method declared in one module (a plug-in's, under
+    ``hara.plugins.<name>``, or one registered at run time) is validated and default-filled like a built-in. The
+    built-ins' blocks are in the file, equal to their dataclasses' (tests/test_method_knobs.py), so reading them
+    imports no transform (and no torch)."""
+    from hara.knobs import knob_names, knob_schema
+    from hara.methods import methods
+
+    hara = schema["properties"]["hara"]["properties"]
+    for spec in methods().values():
+        *_, key = spec.knobs_path
+        parent = hara if spec.section else hara["plugins"].setdefault("properties", {})
+        if key in parent or spec.params is None or not knob_names(cls := spec.params_type()):
+            continue
+        parent[key] = {"description": f"Knobs of method {spec.name} ({cls.__name__}).", **knob_schema(cls)}
     return schema
 
 
 @functools.cache
 def _parsed_schema() -> dict:
-    """config/schema.yaml parsed once per process, with libyaml where PyYAML has it: every config load validates
+    """hara/schemas/config.yaml parsed once per process, with libyaml where PyYAML has it: every config load validates
     against it, and the pure-Python parser took ~0.08 s for its 1,600 lines, per load (hypothesis's bad-config
     tests load hundreds; every `hara` process and Snakemake's parse load at least one)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(SCHEMA_PATH, encoding="utf-8") as handle:
+    with SCHEMA_PATH.open(encoding="utf-8") as handle:
         schema = yaml.load(handle, Loader=loader)
     return inline_refs(schema, schema)
 
@@ -243,13 +266,15 @@ def check_methods(config: Mapping) -> str | None:
     """Every grid method must be in the method registry (built-ins and installed plug-ins, hara/methods.py), its
     needs supplied by the data source (the step oracle: synthetic only), and every method given extra seeds must be
     one of them."""
-    from hara.methods import NEED_SOURCES, methods, unknown_method
+    from hara.methods import NEED_SOURCES, get_method
 
-    known, source = methods(), config["data"]["source"]
+    source = config["data"]["source"]
     for index, name in enumerate(config["grid"]["methods"]):
-        if name not in known:
-            return f"grid.methods[{index}]: {unknown_method(name)}"
-        for need in sorted(known[name].needs & set(NEED_SOURCES)):
+        try:
+            needs = get_method(name).needs
+        except UnknownNameError as error:
+            return f"grid.methods[{index}]: {error}"
+        for need in sorted(needs & set(NEED_SOURCES)):
             if source not in NEED_SOURCES[need]:
                 return (
                     f"grid.methods[{index}]: {name} needs {need} that only data.source "

@@ -1,37 +1,40 @@
 """The method registry: everything the harness knows about an advantage transform, declared once.
 
-A :class:`MethodSpec` names the transform (its function is the ``hara.weighting`` registry entry of the same name, or
-``weighting`` for a plug-in), says what it reads from the training context (``needs``: one layer's hidden states,
-token entropies), which config section holds its knobs, the namespace of the metrics it logs, and its kind (the
-plain RLVR baseline, a HarA variant, or a credit-assignment baseline). The trainer, `hara train`, config and sweep
-validation, the memory planner and the report read it from here.
+A :class:`MethodSpec` names the transform (``weighting``, a "module:function" reference imported on first use) and
+its knobs (``params``, a dataclass whose fields carry their schema, hara/knobs.py), says what it reads from the
+training context (``needs``: one layer's hidden states, token entropies), which config section holds its knobs, the
+namespace of the metrics it logs, and its kind (the plain RLVR baseline, a HarA variant, or a credit-assignment
+baseline). Built-ins and plug-ins are declared alike and read alike: the trainer, `hara train`, config and sweep
+validation, the memory planner and the report read them from here.
 
 Methods from outside the repository: a package declares an entry point in the ``hara.methods`` group whose object is
-a :class:`MethodSpec` (or a list of them) with ``weighting = "module:function"``; :func:`methods` loads every such
-entry point once, so ``grid.methods`` and ``hara train --method`` accept the new name. Its knobs live in the config's
-``hara.plugins.<name>`` mapping. Every registered method, built in or not, passes the same contract tests
-(tests/test_methods.py). This module imports nothing heavy (no torch), so config validation stays fast.
+a :class:`MethodSpec` (or a list of them); :data:`METHODS` (a :class:`hara.plugins.Registry`, read through
+:func:`methods` and :func:`get_method`) loads every such entry point once, at its first lookup, so ``grid.methods``
+and ``hara train --method`` accept the new name; :func:`register_method` adds one from any module. Every registered
+method, built in or not, passes the same contract tests (tests/test_methods.py). This module imports nothing heavy
+(no torch), so config validation stays fast: the built-ins' transforms and params are references until first used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any
 
-from hara.plugins import add_unique, declared, load_reference
+from hara.knobs import read_knobs
+from hara.plugins import Registry, load_reference
 
 __all__ = [
     "CAPTURED",
     "ENTRY_POINT_GROUP",
     "KINDS",
+    "METHODS",
     "NEEDS",
     "NEED_SOURCES",
     "MethodSpec",
     "get_method",
     "methods",
     "register_method",
-    "unknown_method",
 ]
 
 ENTRY_POINT_GROUP = "hara.methods"
@@ -56,11 +59,14 @@ class MethodSpec:
 
     name: str
     kind: str
-    section: str | None = None  # config hara.<section> with its knobs (None: no knobs)
+    section: str | None = None  # its knobs' config section, hara.<section> (None: hara.plugins.<name>)
     needs: frozenset[str] = field(default_factory=frozenset)  # what the trainer captures for it
     namespace: str | None = None  # its info metrics' prefix, kept as-is in metrics.jsonl (others become trl/...)
     novelty_fp32: bool = False  # its novelty code converts the captured rows to fp32 (hara plan counts the copy)
-    weighting: str | None = None  # "module:function" of a plug-in's transform (built-ins: hara.weighting)
+    weighting: str | None = None  # "module:function" of its transform, imported on first use
+    # "module:Class" of its knobs' dataclass (hara/knobs.py), imported on first use: the transform gets context.params
+    # as one (None: as the config's mapping)
+    params: str | None = None
     # a control's (kind oracle) expected verdict against none: better (a positive control: the grid sees credit
     # when it separates) or worse (a negative control, a sabotage: it must lose)
     expect: str = "better"
@@ -82,26 +88,95 @@ class MethodSpec:
         return self.needs & CAPTURED
 
     def load_weighting(self) -> Any:
-        """A plug-in's transform function (imported on first use)."""
+        """Its transform function (imported on first use)."""
         return load_reference(self.weighting, f"method {self.name!r}: weighting")
+
+    def params_type(self) -> type | None:
+        """Its knobs' dataclass (imported on first use), None when it declares none."""
+        return None if self.params is None else load_reference(self.params, f"method {self.name!r}: params")
+
+    @property
+    def knobs_path(self) -> tuple[str, ...]:
+        """Where the config holds its knobs: hara.<section>, or hara.plugins.<name> for a method without a section."""
+        return ("hara", self.section) if self.section else ("hara", "plugins", self.name)
+
+    def knobs(self, config: Mapping) -> dict[str, Any]:
+        """Its knobs as the resolved config holds them (a flat mapping; {} where the config has none)."""
+        node: Any = config
+        for part in self.knobs_path:
+            node = node.get(part, {})
+        return dict(node)
+
+    def read_params(self, values: Mapping[str, Any] | Any) -> Any:
+        """Its knobs (a flat mapping, or already its params) as its params dataclass; an unknown knob raises a
+        ValueError naming it. A method without a params dataclass gets the mapping as it is."""
+        cls = self.params_type()
+        return dict(values) if cls is None else read_knobs(cls, values, f"weighting {self.name!r}")
 
 
 _HIDDEN, _ENTROPY = frozenset({"hidden"}), frozenset({"entropy"})
+_HARA, _BASELINES, _ORACLE = "hara.weighting.hara", "hara.weighting.baselines", "hara.weighting.oracle"
 _BUILT_IN = [
-    MethodSpec("none", "none"),
+    MethodSpec("none", "none", weighting=f"{_BASELINES}:none", params="hara.knobs:NoKnobs"),
     *(
-        MethodSpec(name, "hara", "hara", _HIDDEN, "hara/", novelty_fp32=True)
+        MethodSpec(
+            name,
+            "hara",
+            "hara",
+            _HIDDEN,
+            "hara/",
+            novelty_fp32=True,
+            weighting=f"{_HARA}:{name}",
+            params=f"{_HARA}:HaraParams",
+        )
         for name in ("hara_tok", "hara_seq", "hara_hier", "hara_exact_tok", "hara_exact_seq")
     ),
-    MethodSpec("forking_tokens", "baseline", "forking_tokens", _ENTROPY, "forking/"),
-    MethodSpec("gtpo", "baseline", "entropy_shaping", _ENTROPY, "gtpo/"),
-    MethodSpec("grpo_s", "baseline", "entropy_shaping", _ENTROPY, "grpo_s/"),
-    MethodSpec("position", "baseline", "position"),
-    MethodSpec("shear", "baseline", "shear", _HIDDEN, "shear/"),
+    MethodSpec(
+        "forking_tokens",
+        "baseline",
+        "forking_tokens",
+        _ENTROPY,
+        "forking/",
+        weighting=f"{_BASELINES}:forking_tokens",
+        params=f"{_BASELINES}:ForkingParams",
+    ),
+    *(
+        MethodSpec(
+            name,
+            "baseline",
+            "entropy_shaping",
+            _ENTROPY,
+            f"{name}/",
+            weighting=f"{_BASELINES}:{name}",
+            params=f"{_BASELINES}:EntropyShapingParams",
+        )
+        for name in ("gtpo", "grpo_s")
+    ),
+    MethodSpec(
+        "position", "baseline", "position", weighting=f"{_BASELINES}:position", params=f"{_BASELINES}:PositionParams"
+    ),
+    MethodSpec(
+        "shear",
+        "baseline",
+        "shear",
+        _HIDDEN,
+        "shear/",
+        weighting=f"{_BASELINES}:shear",
+        params=f"{_BASELINES}:ShearParams",
+    ),
     # the step oracle's modes (hara/weighting/oracle.py): suffix (the first control), step, reversed (a sabotage),
     # process
     *(
-        MethodSpec(name, "oracle", "oracle_steps", frozenset({"steps"}), "oracle/", expect=expect)
+        MethodSpec(
+            name,
+            "oracle",
+            "oracle_steps",
+            frozenset({"steps"}),
+            "oracle/",
+            weighting=f"{_ORACLE}:{name}",
+            params=f"{_ORACLE}:OracleParams",
+            expect=expect,
+        )
         for name, expect in (
             ("oracle_steps", "better"),
             ("oracle_step", "better"),
@@ -110,40 +185,12 @@ _BUILT_IN = [
         )
     ),
 ]
-_REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in _BUILT_IN}
-_PLUGINS_LOADED = False
-
-
-def register_method(spec: MethodSpec) -> MethodSpec:
-    """Add ``spec``; a different spec under a taken name raises (a plug-in cannot replace a built-in)."""
-    return add_unique(_REGISTRY, spec, "method")
-
-
-def _load_plugins() -> None:
-    global _PLUGINS_LOADED
-    if _PLUGINS_LOADED:
-        return
-    _PLUGINS_LOADED = True
-    for spec in declared(ENTRY_POINT_GROUP, MethodSpec, "MethodSpec(s) with weighting='module:function'", entry_points):
-        if spec.weighting is None:
-            raise TypeError(f"method {spec.name!r} of {ENTRY_POINT_GROUP}: expected weighting='module:function'")
-        register_method(spec)
-
-
-def methods() -> dict[str, MethodSpec]:
-    """Every registered method, built-ins first, then the installed plug-ins (loaded once)."""
-    _load_plugins()
-    return dict(_REGISTRY)
-
-
-def get_method(name: str) -> MethodSpec:
-    """The spec of ``name``; a KeyError listing the valid names otherwise."""
-    known = methods()
-    if name not in known:
-        raise KeyError(unknown_method(name))
-    return known[name]
-
-
-def unknown_method(name: str) -> str:
-    """The one message for a name the registry lacks (the config, `hara train`, study files and the trainer)."""
-    return f"unknown method {name!r} (valid: {', '.join(methods())})"
+#: Every method: the built-ins, then what installed packages declare in the ``hara.methods`` entry point group.
+METHODS: Registry[MethodSpec] = Registry(
+    "method",
+    _BUILT_IN,
+    group=ENTRY_POINT_GROUP,
+    accepts=lambda spec: isinstance(spec, MethodSpec) and spec.weighting is not None,
+    what="MethodSpec(s) with weighting='module:function'",
+)
+methods, get_method, register_method = METHODS.entries, METHODS.get, METHODS.register

@@ -19,12 +19,13 @@ whose hidden states do not vary (all tokens of all its rollouts at one point, up
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from hara.groups import group_all, group_max, prompt_index
+from hara.knobs import fixed, knob, knob_group
 from hara.ot.barycenter import BarycenterConfig, BarycenterResult, GroupedStates, linearized_barycenter
 from hara.ot.exact import exact_barycenter
 from hara.ot.linearized import centered_sqnorm
@@ -57,25 +58,31 @@ class NoveltyParams:
     model that differ at all are far above 1e-10).
     """
 
-    barycenter: BarycenterConfig = field(default_factory=BarycenterConfig)
-    whiten: bool = True
-    projection_dim: int = 0
-    projection_seed: int = 0
-    outcome_threshold: float = 0.5
-    zero_advantage_atol: float = 1e-8
-    backend: str = "linearized"
-    flat_rtol: float = 1e-10
+    barycenter: BarycenterConfig = knob_group(BarycenterConfig)
+    whiten: bool = knob(True, "Per-prompt whitening of the hidden states.")
+    projection_dim: int = knob(
+        0,
+        "Seeded Gaussian random projection to this many dimensions (0 = off; for very wide models).",
+        minimum=0,
+        maximum=65536,
+    )
+    projection_seed: int = knob(0, "Seed of the random projection.", minimum=0, maximum=4294967295)
+    outcome_threshold: float = knob(0.5, "Reward above which a rollout counts as correct.", minimum=-1000, maximum=1000)
+    zero_advantage_atol: float = knob(
+        1e-8, "A prompt whose |advantages| are all below this does no OT work.", minimum=0, maximum=1
+    )
+    backend: str = fixed("linearized")  # each HarA method fixes its own (hara_exact_*: exact)
+    flat_rtol: float = knob(
+        1e-10,
+        "An outcome group whose hidden-state variance is below this fraction of its mean squared norm has no feature "
+        "spread and gets w = 1 (its novelty would only measure lengths).",
+        minimum=0,
+        maximum=1,
+    )
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {self.backend!r}")
-
-    @classmethod
-    def from_flat(cls, values: dict) -> NoveltyParams:
-        """Build from one flat dict mixing these fields and :class:`BarycenterConfig` fields."""
-        bary_keys = {f.name for f in fields(BarycenterConfig)}
-        own = {k: v for k, v in values.items() if k not in bary_keys}
-        return cls(barycenter=BarycenterConfig(**{k: v for k, v in values.items() if k in bary_keys}), **own)
 
 
 @dataclass

@@ -36,8 +36,20 @@ from typing import Any
 
 from hara.config import read_yaml, validate_config
 from hara.errors import ConfigError, UserError
-from hara.layout import Cell, base_eval_dir, grid_cells, run_dir
+from hara.layout import (
+    CHECKPOINTS_DIR,
+    FINAL_DIR,
+    METRICS_FILE,
+    RUN_INFO,
+    SANITY_FILE,
+    Cell,
+    base_eval_dir,
+    grid_cells,
+    run_dir,
+)
 from hara.planning.calibration import SUMMARY_FORMAT
+from hara.results.collect import read_metrics
+from hara.results.files import read_json
 
 #: Snakemake settings the pilot needs whatever the profile says: the Slurm logs of successful jobs are where it
 #: reads each job's id back (the plugin names them .snakemake/slurm_logs/rule_<rule>/<wildcards>/<job id>.log).
@@ -78,8 +90,8 @@ def pilot_targets(config: Mapping, evaluate_base: list[str]) -> list[str]:
     if unknown:
         raise UserError(f"--evaluate-base {' '.join(unknown)}: not in models.sizes {config['models']['sizes']}")
     results = config["results_dir"]
-    base = [str(base_eval_dir(results, size) / "sanity.json") for size in evaluate_base]
-    return base + [str(run_dir(results, cell) / "final") for cell in grid_cells(config)]
+    base = [str(base_eval_dir(results, size) / SANITY_FILE) for size in evaluate_base]
+    return base + [str(run_dir(results, cell) / FINAL_DIR) for cell in grid_cells(config)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -106,7 +118,7 @@ def owner_job(run: Path) -> str | None:
 def interrupt_after_checkpoint(run: Path, step: int, env: Mapping, found: dict, stop: threading.Event) -> None:
     """Wait for checkpoint-<step> of ``run`` to be complete (its manifest is written last), then scancel the job
     that trains it; what happened goes into ``found``."""
-    checkpoint = run / "checkpoints" / f"checkpoint-{step}"
+    checkpoint = run / CHECKPOINTS_DIR / f"checkpoint-{step}"
     while not stop.is_set() and not (checkpoint / MANIFEST).is_file():
         time.sleep(0.05)
     if stop.is_set():
@@ -214,7 +226,7 @@ def steady_lines(lines: list[dict], resumed_step: int | None) -> list[dict]:
 
 def resumed_step(run: Path) -> tuple[str | None, int | None]:
     """The checkpoint the run resumed from (run_info.json), and its step."""
-    info = json.loads((run / "run_info.json").read_text(encoding="utf-8"))
+    info = read_json(run / RUN_INFO)
     name = Path(info["resumed_from"]).name if info.get("resumed_from") else None
     return name, int(name.rsplit("-", 1)[1]) if name else None
 
@@ -224,7 +236,7 @@ def run_figures(config: Mapping, cell: Cell, run: Path) -> dict:
     from hara.planning import architecture_of, setup_of, step_flops
     from hara.rlvr.phases import PHASES, memory_key, time_key
 
-    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = read_metrics(run / METRICS_FILE)
     checkpoint, step = resumed_step(run)
     steady = steady_lines(lines, step)
     setup = setup_of(config, cell.size, cell.rlvr, cell.method)
@@ -258,13 +270,13 @@ def pilot_summary(config: Mapping, workdir: Path, env: Mapping, evaluate_base: l
     runs, results = [], results_path(config, workdir)
     for cell in grid_cells(config):
         run = run_dir(results, cell)
-        if (run / "final").is_dir():
+        if (run / FINAL_DIR).is_dir():
             wildcards = f"{cell.size}_{cell.rlvr}_{cell.method}_{cell.seed}"
             jobs = job_records(job_ids(workdir, "train", wildcards), env)
             runs.append({**run_figures(config, cell, run), "slurm": jobs})
     bases = []
     for size in evaluate_base:
-        sanity = base_eval_dir(results, size) / "sanity.json"
+        sanity = base_eval_dir(results, size) / SANITY_FILE
         bases.append(
             {
                 "size": size,

@@ -1,13 +1,13 @@
 """`hara plan`'s power section and `hara plan --design`.
 
 The power section: for the configured grid, the minimum detectable paired difference per benchmark and on the
-benchmark average, and for each claim with a stated effect whether its primary endpoint (config/paper_claims.yaml
+benchmark average, and for each claim with a stated effect whether its primary endpoint (the claims file's
 ``primary``: one comparison pooled over the cells) detects it, beside its secondary family's MDE. The design: for
 each such primary the cheapest seeds per method and samples per problem that detect the paper's effect with 80%
 power, the grid's device-hours against the configured grid's, an overlay config the DAG runs as is, and a staged
 (group-sequential) alternative with its expected cost. Variance components: the declared file
 (``report.run_variance``) or, with ``--results``, estimated from the per-problem outcomes of a multi-seed run (which
-``--write-variance`` writes as a declared file). hara/power.py does the maths.
+``--write-variance`` writes as a declared file). hara/planning/power.py does the maths.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 
 from hara.errors import ConfigError
-from hara.power import (
+from hara.planning.power import (
     ALPHA,
     SEARCH_LIMIT,
     Contrast,

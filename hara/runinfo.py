@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from hara.layout import RESOLVED_CONFIG, RUN_INFO
+
 TRACKED_PACKAGES = (
     "hara",
     "torch",
@@ -96,7 +98,7 @@ def write_run_info(out_dir: str | os.PathLike, config: Mapping, extra: Mapping |
     """Write resolved_config.yaml and run_info.json into out_dir; return the run info."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    dump_config(config, out_dir / "resolved_config.yaml")
+    dump_config(config, out_dir / RESOLVED_CONFIG)
     info = {
         "command": " ".join(sys.argv),
         "seed": config.get("seed"),
@@ -108,7 +110,7 @@ def write_run_info(out_dir: str | os.PathLike, config: Mapping, extra: Mapping |
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **dict(extra or {}),
     }
-    (out_dir / "run_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out_dir / RUN_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return info
 
 

@@ -18,11 +18,11 @@ from collections import Counter
 
 
 def main() -> None:
+    from hara.boxed_answer import math_reward
     from hara.config import load_config
     from hara.data.format import prompt_format
     from hara.data.steps import first_wrong_step
     from hara.models.generate import generate_completions, load_model
-    from hara.reward import math_reward
     from hara.rlvr.prompts import read_prompts
     from hara.runinfo import set_threads
 

@@ -22,6 +22,16 @@ def merged(base: dict, overlay: dict) -> dict:
     return out
 
 
+def fresh_registry(monkeypatch, registry, scan=None) -> None:
+    """``registry`` (a hara.plugins.Registry) as a new process finds it, its installed plug-ins not read yet, and as
+    it was again after the test (what the test registers goes with it); ``scan(group=...)``: the entry points it then
+    finds (default: the installed ones)."""
+    monkeypatch.setattr(registry, "_items", dict(registry._items))
+    monkeypatch.setattr(registry, "_loaded", registry.group is None)
+    if scan is not None:
+        monkeypatch.setattr(registry, "scan", scan)
+
+
 def read(path: Path) -> dict:
     """A YAML file's content."""
     return yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -234,7 +234,7 @@ def test_a_value_matching_no_alternative_names_the_alternatives(tmp_path):
 
 
 def test_the_schema_is_parsed_once_per_process_and_each_caller_gets_its_own_copy(monkeypatch):
-    """Every config load validates against config/schema.yaml; parsing its 1,600 lines each time cost ~0.08 s per
+    """Every config load validates against hara/schemas/config.yaml; parsing its 1,600 lines each time cost ~0.08 s per
     load (hundreds of loads in the bad-config property tests, one or more in every `hara` process)."""
     import hara.config as config_module
 

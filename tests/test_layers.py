@@ -10,17 +10,18 @@ HARA = Path(__file__).resolve().parents[1] / "hara"
 
 #: Bottom to top. A unit (a package, or a module directly in hara/) imports only from lower layers.
 LAYERS = [
-    {"errors", "hashing", "groups", "reward", "plugins", "layout", "runinfo", "metric_keys"},  # foundations
-    {"methods", "tracking", "vllm_cpu", "ot", "results"},  # registries, tracking, transport, results reading
-    {"device"},
-    {"data", "novelty", "tracking_server"},
+    {"errors", "hashing", "groups", "boxed_answer", "layout", "metric_keys", "knobs"},  # foundations
+    {"plugins"},  # the registry API
+    {"methods", "vllm_cpu", "ot", "results", "runinfo"},  # registries, transport, results reading, run provenance
+    {"device", "tracking"},  # tracking (client, server, UI) reads mlflow_run.json through hara.results.files
+    {"data", "novelty"},
     {"models", "weighting"},
     {"rlvr"},  # training
     {"config"},  # the config and its checks against the registries below
     {"evaluation"},
-    {"planning", "analysis", "sweeps", "power"},
+    {"planning", "analysis", "sweeps"},
     {"report"},
-    {"power_plan", "mlflow_ui", "preflight", "pilot"},
+    {"power_plan", "preflight", "pilot"},
     {"cli"},
 ]
 LEVEL = {unit: level for level, units in enumerate(LAYERS) for unit in units}

@@ -1,51 +1,40 @@
-"""Every method knob is declared twice, by design: its dataclass (the maths' default, used by code and tests that call
-the transforms directly) and config/schema.yaml (the config's default, with its description and range). This holds
-the two equal, key for key."""
+"""A method's knobs are declared once, in its params dataclass (hara/knobs.py: each field's type, default, description
+and bounds). hara/schemas/config.yaml holds the block :func:`hara.knobs.knob_schema` writes from it for every built-in
+section (the user-facing schema, read without importing a transform); this holds each block equal to it, node for
+node, and prints the block to paste where they differ."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
+import yaml
 
 from hara.config import load_schema
+from hara.knobs import knob_schema
 from hara.methods import methods
-from hara.novelty import NoveltyParams
-from hara.ot.barycenter import BarycenterConfig
-from hara.weighting.baselines import EntropyShapingParams, ForkingParams, PositionParams, ShearParams
-from hara.weighting.hara import ReweightParams
-from hara.weighting.oracle import OracleParams
 
-#: Each method section of the config and the dataclasses its transform builds from it (HarA: nested configs left out,
-#: they are sections of their own or not knobs).
-SECTION_CLASSES = {
-    "hara": (ReweightParams, NoveltyParams, BarycenterConfig),
-    "forking_tokens": (ForkingParams,),
-    "entropy_shaping": (EntropyShapingParams,),
-    "position": (PositionParams,),
-    "shear": (ShearParams,),
-    "oracle_steps": (OracleParams,),
-}
-NOT_KNOBS = {"barycenter", "backend"}  # NoveltyParams' nested BarycenterConfig; the solver backend is not a knob
+#: Keys of the config's hara section that are not a method's knobs.
+NOT_METHOD_SECTIONS = {"plugins", "hidden_layer", "capture", "entropy_chunk"}
 
 
-def dataclass_defaults(classes) -> dict:
-    defaults = {}
-    for cls in classes:
-        for f in dataclasses.fields(cls):
-            if f.name in NOT_KNOBS:
-                continue
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            defaults[f.name] = list(default) if isinstance(default, tuple) else default
-    return defaults
+def section_params() -> dict[str, type]:
+    """Each built-in method section and the one params dataclass of the methods that read it."""
+    found: dict[str, set[type]] = {}
+    for spec in methods().values():
+        if spec.section:
+            found.setdefault(spec.section, set()).add(spec.params_type())
+    assert all(len(classes) == 1 for classes in found.values()), found  # methods sharing a section share its knobs
+    return {section: classes.pop() for section, classes in found.items()}
 
 
-def test_every_sectioned_method_has_its_classes_here():
-    sections = {spec.section for spec in methods().values() if spec.section and spec.weighting is None}
-    assert sections == set(SECTION_CLASSES)
+def test_every_method_section_of_the_schema_belongs_to_a_method():
+    schema = load_schema()["properties"]["hara"]["properties"]
+    assert set(schema) - NOT_METHOD_SECTIONS == set(section_params())
 
 
-@pytest.mark.parametrize("section", sorted(SECTION_CLASSES))
-def test_schema_defaults_equal_the_dataclass_defaults(section):
-    schema = load_schema()["properties"]["hara"]["properties"][section]["properties"]
-    assert {key: node.get("default") for key, node in schema.items()} == dataclass_defaults(SECTION_CLASSES[section])
+@pytest.mark.parametrize("section", sorted(section_params()))
+def test_the_schema_block_is_the_params_dataclass(section):
+    block = load_schema()["properties"]["hara"]["properties"][section]
+    expected = knob_schema(section_params()[section])
+    paste = yaml.safe_dump({section: expected}, sort_keys=False, width=120)
+    assert block["properties"] == expected["properties"], f"hara/schemas/config.yaml's hara.{section}:\n{paste}"
+    assert block["type"] == "object" and block["additionalProperties"] is False

@@ -4,6 +4,8 @@ contract for every registered method, built in or not."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import sys
 from importlib.metadata import EntryPoint
 
@@ -11,11 +13,10 @@ import pytest
 import torch
 
 import hara.methods as registry
-import hara.weighting.registry as weighting_registry
 from hara.config import ConfigError, load_config, validate_config
-from hara.methods import MethodSpec, get_method, methods
-from hara.weighting import WeightingContext, apply_weighting, available_weightings
-from tests.helpers import REPO, SMOKE, smoke_train_args
+from hara.methods import METHODS, MethodSpec, get_method, methods
+from hara.weighting import WeightingContext, apply_weighting, get_weighting
+from tests.helpers import REPO, SMOKE, fresh_registry, smoke_train_args
 
 PLUGIN = MethodSpec(
     "flip_late",
@@ -23,6 +24,7 @@ PLUGIN = MethodSpec(
     needs=frozenset({"entropy"}),
     namespace="flip_late/",
     weighting="tests.method_plugin:flip_late",
+    params="tests.method_plugin:FlipLateParams",
 )
 
 
@@ -30,19 +32,14 @@ PLUGIN = MethodSpec(
 def plugin_installed(monkeypatch):
     """The registry as it is when a package declares ``flip_late = tests.method_plugin:SPEC`` in hara.methods."""
     point = EntryPoint(name="flip_late", value="tests.method_plugin:SPEC", group=registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [point] if group == registry.ENTRY_POINT_GROUP else [])
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    yield
-    import hara.weighting
-
-    hara.weighting._REGISTRY.pop("flip_late", None)
+    fresh_registry(monkeypatch, METHODS, lambda group: [point] if group == registry.ENTRY_POINT_GROUP else [])
 
 
 def contract(name: str) -> None:
     """What every method must do: run on a batch with only the context its spec declares, give finite token
     advantages of the batch's shape that are 0 on padding, and log its info under its namespace (none without one)."""
-    from hara.rlvr.train import method_params, rename_metrics
+    from hara.rlvr.metrics_sink import rename_metrics
+    from hara.rlvr.train import method_params
 
     spec = get_method(name)
     config = validate_config({"hara": {"plugins": {"flip_late": {"scale": 0.5}}}})
@@ -74,10 +71,15 @@ def test_every_built_in_method_meets_the_contract(name):
     contract(name)
 
 
-def test_the_registry_and_the_transforms_cover_each_other():
-    assert set(methods()) == set(available_weightings())
+def test_every_method_names_a_transform_and_its_knobs_that_load():
+    """Built-ins and plug-ins are declared alike: the transform and the params dataclass are references, imported on
+    first use, and the knobs sit where the spec says (hara.<section>, or hara.plugins.<name>)."""
+    config = validate_config({})
     for name, spec in methods().items():
-        assert spec.section is None or spec.section in validate_config({})["hara"], name
+        assert callable(get_weighting(name)) and spec.weighting and spec.params, name
+        assert dataclasses.is_dataclass(spec.params_type()), name
+        assert spec.section is None or spec.section in config["hara"], name
+        assert spec.read_params(spec.knobs(config)) == spec.params_type()(), name  # the config's defaults are its
 
 
 def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_installed, tmp_path):
@@ -87,7 +89,8 @@ def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_insta
     from hara.layout import grid_cells
     from hara.report.tables import main_table
     from hara.results.collect import Run
-    from hara.rlvr.train import method_params, rename_metrics
+    from hara.rlvr.metrics_sink import rename_metrics
+    from hara.rlvr.train import method_params
     from hara.sweeps.study import load_study
 
     assert methods()["flip_late"] == PLUGIN
@@ -95,12 +98,17 @@ def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_insta
     config = load_config(SMOKE, ["grid.methods=[none, flip_late]", "hara.plugins.flip_late.scale=0.5"])
     assert config["grid"]["methods"] == ["none", "flip_late"]
     assert method_params(config, "flip_late") == {"scale": 0.5}
+    assert load_config(SMOKE)["hara"]["plugins"]["flip_late"] == {"scale": 1.0}  # its params dataclass's default
+    with pytest.raises(ConfigError, match=r"hara.plugins.flip_late.scale: 99 is greater than the maximum of 10"):
+        load_config(SMOKE, ["hara.plugins.flip_late.scale=99"])
     assert rename_metrics({"flip_late/w_mean": 1.2}) == {"flip_late/w_mean": 1.2}  # its namespace, not trl/
 
     study = tmp_path / "study.yaml"
     text = (REPO / "sweeps" / "smoke.yaml").read_text().replace("method: hara_tok", "method: flip_late")
+    text = text.replace("hara.hara.alpha:", "hara.plugins.flip_late.scale:")  # its knob, swept like a built-in's
     study.write_text(text.replace("base_config: ../config/smoke.yaml", f"base_config: {SMOKE}"))
     assert load_study(study).fields["method"] == "flip_late"
+    assert "hara.plugins.flip_late.scale" in load_study(study).fields["space"]
 
     benchmarks = config["data"]["benchmarks"]
     outcomes = {"none": [0.0, 1.0, 0.0, 0.0], "flip_late": [1.0, 1.0, 0.0, 1.0]}
@@ -118,6 +126,78 @@ def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_insta
     assert row[-1].startswith("75.0; Δ +50.0 [")  # its score and its paired difference from none
 
 
+ONE_MODULE = '''
+"""A credit-assignment method in one module: its transform, its knobs and its declaration."""
+from dataclasses import dataclass
+
+from hara.knobs import knob
+from hara.methods import MethodSpec
+
+
+@dataclass(frozen=True)
+class LateParams:
+    slope: float = knob(1.0, "Weight of a rollout's last token over its first, minus one.", minimum=0, maximum=4)
+
+
+def late_credit(advantages, completion_mask, group_ids, rewards, context):
+    """w = 1 + slope (u - 1/2), u = (t - 1) / (n - 1): mean 1 over each rollout's tokens, growing along it."""
+    mask = completion_mask.float()
+    u = (mask.cumsum(1) - 1.0) / (mask.sum(1, keepdim=True) - 1.0).clamp_min(1.0)
+    weights = (1.0 + context.params.slope * (u - 0.5)) * mask
+    return advantages.float()[:, None] * weights, {"late/w_max": float(weights.max())}
+
+
+SPEC = MethodSpec(
+    "late_credit",
+    "baseline",
+    "late_credit",
+    namespace="late/",
+    weighting=f"{__name__}:late_credit",
+    params=f"{__name__}:LateParams",
+)
+'''
+
+
+@pytest.mark.slow
+def test_a_method_declared_in_one_module_validates_its_knobs_and_trains(tmp_path, monkeypatch, tiny_base):
+    """Adding a method is one module (docs/methods.md counts the files): registered from it, no other file edited,
+    its knobs are a config section validated and default-filled from its dataclass, the contract holds, and
+    build_trainer trains it with the config's knobs reaching the transform."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hara.rlvr.train import build_trainer, method_params
+
+    (tmp_path / "late_credit.py").write_text(ONE_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh_registry(monkeypatch, METHODS)
+    registry.register_method(importlib.import_module("late_credit").SPEC)
+
+    assert load_config(SMOKE)["hara"]["late_credit"] == {"slope": 1.0}  # its default, filled as a built-in's
+    config = load_config(SMOKE, ["grid.methods=[none, late_credit]", "hara.late_credit.slope=2.0"])
+    assert config["grid"]["methods"] == ["none", "late_credit"] and method_params(config, "late_credit") == {
+        "slope": 2.0
+    }
+    with pytest.raises(ConfigError, match=r"hara.late_credit.slope: 9 is greater than the maximum of 4"):
+        load_config(SMOKE, ["hara.late_credit.slope=9"])
+    with pytest.raises(ConfigError, match=r"hara.late_credit.slop: unknown key \(valid keys: slope\)"):
+        load_config(SMOKE, ["hara.late_credit.slop=1"])
+    contract("late_credit")
+
+    config["training"]["save_steps"] = 1000
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, local_files_only=True)
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    parity = [lambda completions, **kwargs: [float(sum(map(ord, c)) % 2) for c in completions]]
+    trainer = build_trainer(config, "grpo", "late_credit", 0, model, tokenizer, data, tmp_path, reward_funcs=parity)
+    trainer.train()
+    last = trainer.last_advantages
+    mask = last["mask"].bool()
+    u = (mask.float().cumsum(1) - 1.0) / (mask.sum(1, keepdim=True) - 1.0).clamp_min(1.0)
+    expected = last["sequence"].float()[:, None] * (1.0 + 2.0 * (u - 0.5)) * mask  # slope 2.0 from the config
+    assert (last["sequence"] != 0).any() and torch.allclose(last["token"].float(), expected, atol=1e-6)
+
+
 def test_an_unknown_method_is_named_in_config_and_study_files(tmp_path):
     with pytest.raises(ConfigError, match=r"grid.methods\[1\]: unknown method 'hara_fast'"):
         load_config(SMOKE, ["grid.methods=[none, hara_fast]"])
@@ -132,9 +212,7 @@ def test_an_unknown_method_is_named_in_config_and_study_files(tmp_path):
 
 def test_a_bad_plugin_is_refused_with_its_entry_point(monkeypatch):
     point = EntryPoint(name="broken", value="tests.method_plugin:NOT_A_SPEC", group=registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [point])
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    fresh_registry(monkeypatch, METHODS, lambda group: [point])
     with pytest.raises(TypeError, match="entry point 'broken'"):
         methods()
     with pytest.raises(ValueError, match="kind 'other'"):
@@ -219,10 +297,7 @@ def test_an_installed_plugin_package_trains_with_hara_train_and_its_contract_vio
     assert (tmp_path / "run" / "final" / "config.json").is_file()
 
     monkeypatch.syspath_prepend(str(site))  # the same package seen by this process's registry
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    # the transforms the contract registers go with the test (a later file's registry checks see built-ins only)
-    monkeypatch.setattr(weighting_registry, "_REGISTRY", dict(weighting_registry._REGISTRY))
+    fresh_registry(monkeypatch, METHODS)
     assert {"toy", "toy_leaky"} <= set(methods())
     contract("toy")
     with pytest.raises(AssertionError, match="toy_leaky"):

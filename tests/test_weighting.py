@@ -6,19 +6,19 @@ import math
 import pytest
 import torch
 
+from hara.methods import METHODS, methods, register_method
 from hara.novelty import NoveltyResult, OutcomeGroups
 from hara.weighting import (
     HOST_TOKEN_WEIGHTS,
     ReweightParams,
     WeightingContext,
     apply_weighting,
-    available_weightings,
     get_weighting,
     group_weights,
     host_token_weights,
     novelty_weights,
-    register,
 )
+from tests.helpers import fresh_registry
 
 HARA = ["hara_tok", "hara_seq", "hara_hier"]
 LOSSES = sorted(HOST_TOKEN_WEIGHTS)
@@ -55,7 +55,7 @@ def _outcome_mass(token_adv, mask, group_ids, rewards, loss_type):
 
 
 def test_registry_has_every_method():
-    assert set(available_weightings()) >= {
+    assert set(methods()) >= {
         "none",
         "hara_tok",
         "hara_seq",
@@ -70,11 +70,13 @@ def test_registry_has_every_method():
     }
 
 
-def test_registering_a_conflicting_name_raises_and_reregistering_is_idempotent():
-    fn = get_weighting("none")
-    assert register("none")(fn) is fn
+def test_registering_a_conflicting_name_raises_and_reregistering_is_idempotent(monkeypatch):
+    """Transforms are registered with their method (its spec names the function): one registry to conflict in."""
+    fresh_registry(monkeypatch, METHODS)
+    spec = METHODS.get("none")
+    assert register_method(spec) is spec and get_weighting("none") is get_weighting("none")
     with pytest.raises(ValueError, match="already registered"):
-        register("none")(lambda *args: args)
+        register_method(dataclasses.replace(spec, weighting="tests.method_plugin:flip_late"))
 
 
 def test_unknown_names_and_parameters_are_named_in_the_error():

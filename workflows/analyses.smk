@@ -15,7 +15,7 @@ wildcard_constraints:
 # carries the run's config changes (--set ...), empty for a grid cell.
 use rule train as analysis_train with:
     output:
-        final=directory(f"{ANALYSIS_TRAIN}/final"),
+        final=directory(f"{ANALYSIS_TRAIN}/{layout.FINAL_DIR}"),
     log:
         f"{LOGS}/analysis_train/{{study}}/{{label}}/{CELL}.log",
     params:
@@ -27,7 +27,7 @@ use rule evaluate as analysis_evaluate with:
         final=rules.analysis_train.output.final,
         manifest=rules.prepare_data.output.manifest,
     output:
-        scores=f"{ANALYSIS_EVAL}/scores.json",
+        scores=f"{ANALYSIS_EVAL}/{layout.SCORES_FILE}",
     log:
         f"{LOGS}/analysis_evaluate/{{study}}/{{label}}/{CELL}.log",
 
@@ -55,8 +55,8 @@ rule analysis:
         f"{LOGS}/analysis/{{analysis}}.log",
     params:
         config=CONFIG_FILE,
-        results=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output.json))),
-        out=lambda wildcards, output: os.path.dirname(output.json),
+        results=RESULTS,
+        out=lambda wildcards: layout.analysis_dir(RESULTS, wildcards.analysis),
         settings=settings_digest("analyses", "hara"),
     threads: THREADS
     resources:

@@ -23,7 +23,7 @@ from hara.analysis.workflow import (
     analysis_runs,
     enabled_analyses,
     override_args,
-    run_dir,
+    study_run_dir,
 )
 from hara.sweeps.workflow import sweep_plans
 
@@ -62,6 +62,13 @@ REPORT_DIR = f"{RESULTS}/{layout.REPORT}"
 PROMPTS_DIR = f"{RESULTS}/{layout.PROMPTS}"  # the RL prompts of a size, selected once (select_prompts)
 DATA_DIR = f"{RESULTS}/{layout.DATA}"
 BASE_MODEL_DIR = f"{RESULTS}/{layout.BASE_MODEL}"
+# The stage files that rules name (hara.layout's file names below those folders).
+RUN_FINAL = f"{RUN_DIR}/{layout.FINAL_DIR}"  # a run's trained model: rule train's declared output
+EVAL_SCORES = f"{EVAL_DIR}/{layout.SCORES_FILE}"
+BASE_SCORES = f"{BASE_EVAL_DIR}/{layout.SCORES_FILE}"
+BASE_SANITY = f"{BASE_EVAL_DIR}/{layout.SANITY_FILE}"
+REPORT_PAGE = f"{REPORT_DIR}/{layout.REPORT_HTML}"
+REPORT_MARKDOWN = f"{REPORT_DIR}/{layout.REPORT_MD}"
 
 
 # Gates of a cluster run (cluster.gates): `hara preflight` before every first rule, the Base models' sanity before
@@ -78,7 +85,7 @@ def preflight_gate():
 def base_sanity_gate(wildcards):
     """The Base model's sanity summary of a training job's size (workflows/evaluate.smk; nothing without
     cluster.gates)."""
-    return ancient(f"{BASE_EVAL_DIR}/sanity.json".format(size=wildcards.size)) if GATES else []
+    return ancient(BASE_SANITY.format(size=wildcards.size)) if GATES else []
 
 
 def preflight_args(wildcards, resources):
@@ -107,9 +114,9 @@ def final_targets():
     a missing target that is rebuilt (Snakemake does not rebuild a missing input of an up-to-date report), and the
     new file then reruns the report."""
     return [
-        f"{REPORT_DIR}/index.html",
-        f"{REPORT_DIR}/report.md",
-        *cell_paths(f"{EVAL_DIR}/scores.json"),
+        REPORT_PAGE,
+        REPORT_MARKDOWN,
+        *cell_paths(EVAL_SCORES),
         *selection_paths(),
         *base_score_paths(),
     ]
@@ -120,7 +127,10 @@ def selection_outputs():
     speed scores too when report.speed names a benchmark."""
     if not SELECTION:
         return {}
-    files = {"selection": f"{EVAL_DIR}/selection.json", "selected_scores": f"{EVAL_DIR}/selected_scores.json"}
+    files = {
+        "selection": f"{EVAL_DIR}/{layout.SELECTION_FILE}",
+        "selected_scores": f"{EVAL_DIR}/{layout.SELECTED_SCORES}",
+    }
     return files | ({"speed": f"{EVAL_DIR}/{layout.SPEED_SCORES}"} if SPEED else {})
 
 
@@ -145,7 +155,7 @@ def selection_paths():
 
 def base_score_paths():
     """The Base models' scores, one per size."""
-    return [f"{BASE_EVAL_DIR}/scores.json".format(size=size) for size in SIZES]
+    return [BASE_SCORES.format(size=size) for size in SIZES]
 
 
 def _write_if_changed(path, text):
@@ -160,7 +170,7 @@ def _write_if_changed(path, text):
 
 
 # Every `hara` command reads this one resolved file, so Snakemake's --config overrides reach the jobs too.
-CONFIG_FILE = f"{RESULTS}/workflow_config.yaml"
+CONFIG_FILE = f"{RESULTS}/{layout.WORKFLOW_CONFIG}"
 _write_if_changed(CONFIG_FILE, yaml.safe_dump(dict(config), sort_keys=False))
 
 
@@ -273,7 +283,7 @@ def base_model_args():
 
 # The paper's analyses (workflows/analyses.smk; hara.analysis.workflow decides which runs and files exist): the extra
 # training runs by folder, their path patterns, what each analysis job reads, and every enabled analysis' JSON.
-ANALYSIS_RUNS = {run_dir(config, run): run for run in analysis_runs(config)}
+ANALYSIS_RUNS = {study_run_dir(config, run): run for run in analysis_runs(config)}
 ANALYSIS_NAMES = analysis_names()  # the analysis registry, hara.analysis.registry
 ANALYSIS_DIR = f"{RESULTS}/{layout.ANALYSIS.format(name='{analysis}')}"
 ANALYSIS_TRAIN = f"{RESULTS}/{layout.ANALYSIS_TRAIN}"
@@ -284,7 +294,7 @@ ANALYSIS_JSONS = [analysis_outputs(config, name)["json"] for name in enabled_ana
 
 def analysis_overrides(wildcards, output):
     """An analysis run's config changes as ``" --set KEY=VALUE ..."`` (the train rule's `overrides` param)."""
-    run = ANALYSIS_RUNS[os.path.dirname(output.final)]
+    run = ANALYSIS_RUNS[layout.run_of(output.final)]
     return "".join(f" --set {shlex.quote(arg)}" for arg in override_args(config, run))
 
 
@@ -296,7 +306,8 @@ def analysis_gpus(wildcards):
 # Optuna sweeps (workflows/sweeps.smk, included only when the config lists study files).
 SWEEPS = sweep_plans(config["sweeps"], CONFIG_FILE, workflow.basedir) if config["sweeps"] else {}
 SWEEP_DIR = f"{RESULTS}/{layout.SWEEP}"
-SWEEP_TARGETS = [f"{SWEEP_DIR.format(sweep=name)}/summary.json" for name in SWEEPS]
+SWEEP_SUMMARY = f"{SWEEP_DIR}/{layout.SUMMARY_FILE}"
+SWEEP_TARGETS = [SWEEP_SUMMARY.format(sweep=name) for name in SWEEPS]
 
 
 def sweep_worker_resources():

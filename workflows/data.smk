@@ -13,7 +13,7 @@ rule fetch_data:
         f"{LOGS}/fetch_data/fetch_data.log",
     params:
         config=CONFIG_FILE,
-        out=lambda wildcards, output: os.path.dirname(output.manifest),
+        out=HUB_DATA,
     localrule: True
     threads: 1
     resources:
@@ -30,7 +30,7 @@ rule prepare_data:
         fetched=rules.fetch_data.output.manifest if FETCH_DATA else [],
         preflight=preflight_gate(),
     output:
-        manifest=f"{RESULTS}/{layout.MANIFEST}",
+        manifest=layout.manifest_path(RESULTS),
         train=f"{DATA_DIR}/train.jsonl",
         benchmarks=expand(f"{DATA_DIR}/benchmarks/{{benchmark}}.jsonl", benchmark=DATA_BENCHMARKS),
         validation=[f"{DATA_DIR}/validation.jsonl"] if SELECTION else [],
@@ -38,7 +38,7 @@ rule prepare_data:
         f"{LOGS}/prepare_data/data.log",
     params:
         config=CONFIG_FILE,
-        out=lambda wildcards, output: os.path.dirname(output.manifest),
+        out=DATA_DIR,
         # report.speed's benchmark is drawn too, and kept out of the training problems
         settings=settings_digest("seed", "data", speed=SPEED),
         held_out=HELD_OUT,

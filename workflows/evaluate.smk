@@ -17,12 +17,12 @@ rule evaluate:
         manifest=rules.prepare_data.output.manifest,
     output:
         **selection_outputs(),
-        scores=f"{EVAL_DIR}/scores.json",
+        scores=EVAL_SCORES,
     log:
         f"{LOGS}/evaluate/{CELL}.log",
     params:
         config=CONFIG_FILE,
-        data=lambda wildcards, input: os.path.dirname(input.manifest),
+        data=DATA_DIR,
         benchmarks=benchmark_args(),
         selection=selection_args,
         settings=settings_digest("selection", "evaluation", "prompt", speed=SPEED_SETTINGS),
@@ -41,7 +41,7 @@ use rule evaluate as evaluate_base with:
         final=rules.base_model.output.model,
         manifest=rules.prepare_data.output.manifest,
     output:
-        scores=f"{BASE_EVAL_DIR}/scores.json",
+        scores=BASE_SCORES,
     log:
         f"{LOGS}/evaluate_base/{{size}}.log",
     params:  # merged into evaluate's; no selection files declared, so no selection flags (selection_args)
@@ -55,7 +55,7 @@ rule base_sanity:
     input:
         scores=rules.evaluate_base.output.scores,
     output:
-        summary=f"{BASE_EVAL_DIR}/sanity.json",
+        summary=BASE_SANITY,
     log:
         f"{LOGS}/base_sanity/{{size}}.log",
     params:

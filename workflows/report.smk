@@ -3,21 +3,21 @@
 
 rule report:
     input:
-        scores=cell_paths(f"{EVAL_DIR}/scores.json"),
+        scores=cell_paths(EVAL_SCORES),
         selections=selection_paths(),
         base_scores=base_score_paths(),
-        finals=cell_paths(f"{RUN_DIR}/final"),
+        finals=cell_paths(RUN_FINAL),
         analyses=ANALYSIS_JSONS,  # workflows/analyses.smk: [] unless config analyses.enabled
         sweeps=SWEEP_TARGETS,  # workflows/sweeps.smk: the studies' summaries, [] unless config sweeps lists some
     output:
-        html=f"{REPORT_DIR}/index.html",
-        markdown=f"{REPORT_DIR}/report.md",
+        html=REPORT_PAGE,
+        markdown=REPORT_MARKDOWN,
     log:
         f"{LOGS}/report/report.log",
     params:
         config=CONFIG_FILE,
-        results=lambda wildcards, output: os.path.dirname(os.path.dirname(output.html)),
-        out=lambda wildcards, output: os.path.dirname(output.html),
+        results=RESULTS,
+        out=REPORT_DIR,
     threads: 1
     resources:
         **job_resources("report"),

@@ -39,8 +39,8 @@ rule sweep_summary:
             worker=range(SWEEPS[wildcards.sweep].workers),
         ),
     output:
-        summary=f"{SWEEP_DIR}/summary.json",
-        best=f"{SWEEP_DIR}/best_params.yaml",
+        summary=SWEEP_SUMMARY,
+        best=f"{SWEEP_DIR}/{layout.BEST_PARAMS}",
         history=f"{SWEEP_DIR}/history.png",
     log:
         f"{LOGS}/sweep_summary/{{sweep}}.log",

@@ -7,7 +7,7 @@ rule tracking_store:
     input:
         preflight=preflight_gate(),
     output:
-        store=f"{RESULTS}/mlflow_store.json",
+        store=f"{RESULTS}/{layout.STORE_FILE}",
     log:
         f"{LOGS}/tracking_store/tracking_store.log",
     params:
@@ -33,7 +33,7 @@ rule select_prompts:
         f"{LOGS}/select_prompts/{{size}}.log",
     params:
         config=CONFIG_FILE,
-        data=lambda wildcards, input: os.path.dirname(input.manifest),
+        data=DATA_DIR,
         settings=settings_digest("training", "prompt"),
     threads: THREADS
     resources:
@@ -53,13 +53,13 @@ rule train:
         prompts=lambda wildcards: PROMPTS_DIR.format(size=wildcards.size) if SELECT_PROMPTS else [],
         base_sanity=base_sanity_gate,
     output:
-        final=directory(f"{RUN_DIR}/final"),
+        final=directory(RUN_FINAL),
     log:
         f"{LOGS}/train/{CELL}.log",
     params:
         config=CONFIG_FILE,
-        data=lambda wildcards, input: os.path.dirname(input.manifest),
-        run_dir=lambda wildcards, output: os.path.dirname(output.final),
+        data=DATA_DIR,
+        run_dir=lambda wildcards, output: layout.run_of(output.final),
         settings=settings_digest("training", "rlvr", "hara", "prompt", "selection"),
         prompts=lambda wildcards, input: f"--prompts {shlex.quote(input.prompts)}" if SELECT_PROMPTS else "",
         processes=train_processes,

@@ -5,14 +5,15 @@ analysis section tests is part of its declaration (hara.analysis.registry).
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib import resources
 
 import yaml
 
 __all__ = ["CLAIMS_PATH", "PAPER_EFFECTS", "PAPER_NUMBERS", "STRUCTURE_NOTE"]
 
-#: The claims file: the paper's statements that the harness can measure, and how (hara.report.repro).
-CLAIMS_PATH = Path(__file__).resolve().parents[2] / "config" / "paper_claims.yaml"
+#: The claims file: the paper's statements that the harness can measure, and how (hara.report.repro). Package data
+#: (hara/analysis/paper_claims.yaml), so an installed package reads it as a checkout does.
+CLAIMS_PATH = resources.files("hara.analysis") / "paper_claims.yaml"
 
 #: Paper's headline numbers (docs/method.md, "The paper's numbers") keyed by what they measure, from the claims file.
 #: None of these is ever used as one of our results.

@@ -14,7 +14,7 @@ import itertools
 import json
 import random
 from collections.abc import Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -35,8 +35,10 @@ from hara.analysis.transport import (
     variant_label,
 )
 from hara.analysis.workflow import probe_checkpoint
+from hara.knobs import read_knobs
 from hara.ot.barycenter import BarycenterConfig
 from hara.ot.linearized import support_positions
+from hara.weighting.hara import HaraParams
 
 __all__ = ["Rollouts", "interpretability_study", "sample_rollouts", "score_variants"]
 
@@ -107,8 +109,7 @@ def sample_rollouts(
 
 def barycenter_config(config: Mapping) -> BarycenterConfig:
     """The barycenter knobs of the config's hara.hara section (the same loop as training)."""
-    names = {f.name for f in fields(BarycenterConfig)}
-    return BarycenterConfig(**{k: v for k, v in config["hara"]["hara"].items() if k in names})
+    return read_knobs(HaraParams, config["hara"]["hara"], "hara.hara").novelty.barycenter
 
 
 def score_variants(

@@ -30,9 +30,7 @@ __all__ = [
     "MappingScores",
     "block_diagonality",
     "fit_stage_model",
-    "heldout_likelihood",
     "heldout_tokens",
-    "likelihood_score",
     "mapping_scores",
     "sparsity",
     "stage_mass",
@@ -102,11 +100,6 @@ def token_loglik(plans: Tensor, stages: Tensor, given: Tensor) -> Tensor:
     return torch.log(chosen.clamp_min(1e-300))
 
 
-def likelihood_score(plans: Tensor, stages: Tensor, given: Tensor) -> float:
-    """Mean over labelled tokens of log sum_j (T[t, j] / a_t) P(s_t | j); plans (N, n, k), given (k, S)."""
-    return float(token_loglik(plans, stages, given)[stages >= 0].mean())
-
-
 def heldout_tokens(
     plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -128,14 +121,6 @@ def heldout_tokens(
     if not scores:
         raise ValueError("held-out likelihood needs labelled tokens in at least two problems of both parities")
     return torch.cat(scores), torch.cat(chances), torch.cat(problems)
-
-
-def heldout_likelihood(
-    plans: Tensor, stages: Tensor, problem: Tensor, num_stages: int, smoothing: float = 0.5
-) -> tuple[float, float]:
-    """Two-fold held-out (score, chance) (:func:`heldout_tokens`), averaged over every held-out labelled token."""
-    scores, chances, _ = heldout_tokens(plans, stages, problem, num_stages, smoothing)
-    return float(scores.mean()), float(chances.mean())
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from hara.results.files import read_json
+
 __all__ = ["PROBLEM_SCORES", "AnalysisResult", "fmt", "read_result", "write_result"]
 
 #: The interpretability analysis' per-problem held-out likelihood scores per (variant, structure, rollouts): the units
-#: of the paper's interpretability claims' intervals over problems (hara.report.repro, config/paper_claims.yaml).
+#: of the paper's interpretability claims' intervals over problems (hara.report.repro, analysis/paper_claims.yaml).
 PROBLEM_SCORES = "problem_scores.json"
 
 
@@ -56,7 +58,7 @@ def read_result(path: str | Path) -> AnalysisResult | None:
     path = Path(path)
     if not path.is_file():
         return None
-    return AnalysisResult(**json.loads(path.read_text(encoding="utf-8")))
+    return AnalysisResult(**read_json(path, f"rule analysis (hara analysis {path.stem})"))
 
 
 def save_figure(fig, path: Path) -> str:

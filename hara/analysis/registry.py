@@ -17,14 +17,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
 from hara.analysis import runs
 from hara.analysis.claims import PAPER_NUMBERS
-from hara.plugins import add_unique, declared, load_reference
+from hara.plugins import Registry, load_reference
 
-__all__ = ["ENTRY_POINT_GROUP", "AnalysisSpec", "analyses", "get_analysis", "plugin_knobs", "register_analysis"]
+__all__ = [
+    "ANALYSES",
+    "ENTRY_POINT_GROUP",
+    "AnalysisSpec",
+    "analyses",
+    "get_analysis",
+    "plugin_knobs",
+    "register_analysis",
+]
 
 ENTRY_POINT_GROUP = "hara.analyses"
 
@@ -108,28 +115,12 @@ _BUILT_IN = [
         gpu=True,
     ),
 ]
-_REGISTRY: dict[str, AnalysisSpec] = {spec.name: spec for spec in _BUILT_IN}
-_PLUGINS_LOADED = False
-
-
-def register_analysis(spec: AnalysisSpec) -> AnalysisSpec:
-    """Add ``spec``; a different spec under a taken name raises (a plug-in cannot replace a built-in)."""
-    return add_unique(_REGISTRY, spec, "analysis")
-
-
-def analyses() -> dict[str, AnalysisSpec]:
-    """Every registered analysis in report order: built-ins, then the installed plug-ins (loaded once)."""
-    global _PLUGINS_LOADED
-    if not _PLUGINS_LOADED:
-        _PLUGINS_LOADED = True
-        for spec in declared(ENTRY_POINT_GROUP, AnalysisSpec, "AnalysisSpec(s)", entry_points):
-            register_analysis(spec)
-    return dict(_REGISTRY)
-
-
-def get_analysis(name: str) -> AnalysisSpec:
-    """The spec of ``name``; a KeyError listing the valid names otherwise."""
-    known = analyses()
-    if name not in known:
-        raise KeyError(f"unknown analysis {name!r} (valid: {', '.join(known)})")
-    return known[name]
+#: Every analysis in report order: the built-ins, then what installed packages declare in ``hara.analyses``.
+ANALYSES: Registry[AnalysisSpec] = Registry(
+    "analysis",
+    _BUILT_IN,
+    group=ENTRY_POINT_GROUP,
+    accepts=lambda spec: isinstance(spec, AnalysisSpec),
+    what="AnalysisSpec(s)",
+)
+analyses, get_analysis, register_analysis = ANALYSES.entries, ANALYSES.get, ANALYSES.register

@@ -122,7 +122,7 @@ def probe_checkpoint(config: Mapping) -> str:
     ``analyses.interpretability.method``."""
     method = config["analyses"]["interpretability"]["method"]
     cell = Cell(config["models"]["sizes"][0], host_rlvr(config), method, method_seeds(config, method)[0])
-    return f"{layout.run_dir(config['results_dir'], cell)}/final"
+    return str(layout.run_dir(config["results_dir"], cell) / layout.FINAL_DIR)
 
 
 def probed_methods(config: Mapping) -> list[str]:
@@ -139,7 +139,7 @@ def interpretability_inputs(config: Mapping) -> list[str]:
 
 def grid_finals(config: Mapping) -> list[str]:
     """Every grid cell's final checkpoint (the efficiency analysis reads their training curves)."""
-    return [f"{layout.run_dir(config['results_dir'], cell)}/final" for cell in layout.grid_cells(config)]
+    return [str(layout.run_dir(config["results_dir"], cell) / layout.FINAL_DIR) for cell in layout.grid_cells(config)]
 
 
 def group_size_inputs(config: Mapping) -> list[str]:

@@ -13,7 +13,8 @@ from pathlib import Path
 from hara.analysis.claims import STRUCTURE_NOTE
 from hara.analysis.output import AnalysisResult, column, fmt, pyplot, save_figure
 from hara.analysis.registry import get_analysis
-from hara.analysis.workflow import AnalysisRun, eval_dir, exact_counterpart, host_rlvr, run_dir, study_runs
+from hara.analysis.workflow import AnalysisRun, exact_counterpart, host_rlvr, study_eval_dir, study_run_dir, study_runs
+from hara.layout import METRICS_FILE, SCORES_FILE
 from hara.metric_keys import ACCURACY, HARA_S, STEP_S
 from hara.results.collect import Cell, Run, collect_runs, read_metrics, read_scores
 from hara.results.stats import (
@@ -36,8 +37,8 @@ def _mean_of(metrics: list[dict], key: str) -> float | None:
 
 def run_measures(config: Mapping, run: AnalysisRun) -> dict[str, float | None]:
     """Per-step time, HarA time per step, final smoothed training accuracy, steps, benchmark-average pass@1."""
-    metrics = read_metrics(Path(run_dir(config, run)) / "metrics.jsonl")
-    scores = read_scores(Path(eval_dir(config, run)) / "scores.json")
+    metrics = read_metrics(Path(study_run_dir(config, run)) / METRICS_FILE)
+    scores = read_scores(Path(study_eval_dir(config, run)) / SCORES_FILE)
     benchmarks = config["data"]["benchmarks"]
     average = (sum(scores[b] for b in benchmarks) / len(benchmarks)) if all(b in scores for b in benchmarks) else None
     return {
@@ -129,7 +130,7 @@ def variants_study(config: Mapping, results: Path, out: Path) -> AnalysisResult:
     )
 
 
-#: The paper's per-step times (config/paper_claims.yaml), shown next to ours and labelled as the paper's.
+#: The paper's per-step times (hara/analysis/paper_claims.yaml), shown next to ours and labelled as the paper's.
 PAPER_STEP_S = {
     ("hara_seq", "exact"): "154",
     ("hara_seq", "linearized"): "41.0",

@@ -25,13 +25,13 @@ __all__ = [
     "analysis_outputs",
     "analysis_runs",
     "enabled_analyses",
-    "eval_dir",
     "exact_counterpart",
     "host_rlvr",
     "is_grid_cell",
     "override_args",
     "probe_checkpoint",
-    "run_dir",
+    "study_eval_dir",
+    "study_run_dir",
     "study_runs",
 ]
 
@@ -58,7 +58,7 @@ def _cell(run: AnalysisRun) -> Cell:
     return Cell(run.size, run.rlvr, run.method, run.seed)
 
 
-def run_dir(config: Mapping, run: AnalysisRun) -> str:
+def study_run_dir(config: Mapping, run: AnalysisRun) -> str:
     """The run's training folder: the grid cell's when it is one, else below <results>/analysis/train/."""
     results = config["results_dir"]
     if is_grid_cell(config, run):
@@ -66,7 +66,7 @@ def run_dir(config: Mapping, run: AnalysisRun) -> str:
     return layout.analysis_train_dir(results, run.study, run.label, _cell(run))
 
 
-def eval_dir(config: Mapping, run: AnalysisRun) -> str:
+def study_eval_dir(config: Mapping, run: AnalysisRun) -> str:
     """The run's evaluation folder (holding scores.json), following :func:`run_dir`."""
     results = config["results_dir"]
     if is_grid_cell(config, run):
@@ -83,7 +83,7 @@ def override_args(config: Mapping, run: AnalysisRun) -> list[str]:
 def analysis_runs(config: Mapping) -> list[AnalysisRun]:
     """Every extra training run of the enabled studies (grid cells excluded: the main DAG trains those)."""
     runs = [r for study in enabled_analyses(config) for r in study_runs(config, study)]
-    unique = {(run_dir(config, r)): r for r in runs if not is_grid_cell(config, r)}
+    unique = {(study_run_dir(config, r)): r for r in runs if not is_grid_cell(config, r)}
     return list(unique.values())
 
 
@@ -113,7 +113,7 @@ def analysis_inputs(config: Mapping, name: str) -> list[str]:
     runs = [
         p
         for r in study_runs(config, name)
-        for p in (f"{run_dir(config, r)}/final", f"{eval_dir(config, r)}/scores.json")
+        for p in (f"{study_run_dir(config, r)}/{layout.FINAL_DIR}", f"{study_eval_dir(config, r)}/{layout.SCORES_FILE}")
     ]
     return [*runs, *get_analysis(name).inputs(config)]
 

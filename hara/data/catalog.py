@@ -3,33 +3,38 @@
 An entry is a :class:`Benchmark`: the short name that configs, result paths and MLflow metric keys use
 (``eval/math500/pass@1``), its source, and for a hub benchmark the dataset id and its :class:`~hara.data.hub.HubSchema`
 (split, configuration, which column holds the problem, answer, solution, id, and how to clean them). Registering a
-hub benchmark also makes its dataset readable by :func:`hara.data.hub.load_local_dataset` and fetchable by
-``hara fetch-data``; config validation, the data stage, the evaluation tasks and the report read the registry.
+hub benchmark also makes its dataset readable by :func:`load_local_dataset` and fetchable by ``hara fetch-data``;
+config validation, the data stage, the evaluation tasks and the report read the registry.
 
 - ``embedded``: the mini benchmarks of the offline default (hara.data.embedded generates them, sources synthetic and
   champ);
 - ``hub``: the paper's benchmarks, read from the folders ``hara fetch-data`` wrote (source hub).
 
-Another package (or a test) adds one with :func:`register_benchmark`; it is then valid in ``data.benchmarks``.
+Another package (or a test) adds one with :func:`register_benchmark` (:data:`BENCHMARKS`, a
+:class:`hara.plugins.Registry`); it is then valid in ``data.benchmarks``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import hara.data.hub as hub  # noqa: PLR0402 - `from hara.data import hub` would import the package from inside it
 from hara.data.embedded import BENCHMARKS as MINI_BENCHMARKS
 from hara.data.embedded import embedded_size
 from hara.data.hub import HubSchema, answer_list, solution_list
+from hara.data.io import lookup
+from hara.plugins import Registry
 
 __all__ = [
-    "HUB_BENCHMARKS",
-    "HUB_TRAIN_SETS",
+    "BENCHMARKS",
     "SOURCES",
     "Benchmark",
     "benchmarks",
     "get_benchmark",
+    "hub_schemas",
+    "load_local_dataset",
     "register_benchmark",
 ]
 
@@ -63,37 +68,27 @@ class Benchmark:
             raise ValueError(f"benchmark {self.name!r}: a hub benchmark needs a hub_id and a benchmark schema")
 
 
-_REGISTRY: dict[str, Benchmark] = {}
-#: Short name -> hub dataset id of every registered hub benchmark (kept in step with the registry).
-HUB_BENCHMARKS: dict[str, str] = {}
-
-
-def register_benchmark(benchmark: Benchmark) -> Benchmark:
-    """Add a benchmark; a second registration of a name or of a hub dataset is a bug."""
-    if benchmark.name in _REGISTRY:
-        raise ValueError(f"benchmark {benchmark.name!r} already registered")
-    if benchmark.source == "hub":
-        if benchmark.hub_id in hub.HUB_DATASETS:
-            raise ValueError(f"benchmark {benchmark.name!r}: hub dataset {benchmark.hub_id!r} already registered")
-        hub.HUB_DATASETS[benchmark.hub_id] = benchmark.schema
-        HUB_BENCHMARKS[benchmark.name] = benchmark.hub_id
-    _REGISTRY[benchmark.name] = benchmark
-    return benchmark
+#: Every benchmark, in registration order; no two hub benchmarks read the same hub dataset.
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", unique=("hub_id",))
+get_benchmark, register_benchmark = BENCHMARKS.get, BENCHMARKS.register
 
 
 def benchmarks(data_source: str | None = None) -> dict[str, Benchmark]:
     """Every registered benchmark in registration order, or those a data source provides (synthetic, champ, hub)."""
-    return {name: b for name, b in _REGISTRY.items() if data_source is None or data_source in SOURCES[b.source]}
+    return {n: b for n, b in BENCHMARKS.entries().items() if data_source is None or data_source in SOURCES[b.source]}
 
 
-def get_benchmark(name: str) -> Benchmark:
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown benchmark {name!r} (valid: {', '.join(_REGISTRY)})")
-    return _REGISTRY[name]
+def hub_schemas() -> dict[str, HubSchema]:
+    """Hub dataset id -> schema of every hub dataset the harness reads: the training sets (hara.data.hub), then the
+    registered hub benchmarks."""
+    return {**hub.TRAINING_SETS, **{b.hub_id: b.schema for b in benchmarks("hub").values()}}
 
 
-# The training sets are datasets, not benchmarks: their schemas live in hara.data.hub.
-HUB_TRAIN_SETS: tuple[str, ...] = hub.TRAINING_DATASETS
+def load_local_dataset(hub_id: str, folder: str | Path, split: str | None = None) -> list[dict]:
+    """The hub dataset ``hub_id`` saved under ``folder`` as canonical records (:func:`hara.data.hub.read_dataset`
+    in its schema); an unknown id raises an UnknownNameError listing the known ones."""
+    return hub.read_dataset(hub_id, lookup(hub_schemas(), hub_id, "hub dataset"), folder, split)
+
 
 for _name in MINI_BENCHMARKS:
     register_benchmark(Benchmark(_name, "embedded"))

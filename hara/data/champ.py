@@ -9,7 +9,7 @@ Answers are free text (``"239"``, ``"2^(n-1)"``, ``"C(10, 5), or equivalently 25
 35.7%"``, ``"No"``), so only those whose answer is a number or a simple expression are kept: the answer, or one of its
 ``", or equivalently ..."`` alternatives, must consist of digits, one-letter variables and arithmetic
 (``+ - * / ^ ( ) !``), must parse to a sympy expression with math-verify, and its LaTeX form (``2^{n-1}`` for
-``2^(n-1)``) must score 1.0 against it with :func:`hara.reward.math_reward`. Approximate alternatives are never
+``2^(n-1)``) must score 1.0 against it with :func:`hara.boxed_answer.math_reward`. Approximate alternatives are never
 used as gold answers.
 """
 
@@ -67,7 +67,7 @@ def _parses(answer: str) -> bool:
     import sympy
     from math_verify import parse
 
-    from hara.reward import math_reward  # the same scoring rule that will grade the answer
+    from hara.boxed_answer import math_reward  # the same scoring rule that will grade the answer
 
     parsed = parse(f"${answer}$", extraction_mode="first_match")
     if not parsed or not isinstance(parsed[0], sympy.Basic):

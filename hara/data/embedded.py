@@ -25,6 +25,7 @@ import hara
 from hara.data.io import lookup, write_jsonl
 from hara.data.synthetic import LEVELS, SKILLS, generate_problems, normalize_problem
 from hara.hashing import file_sha256
+from hara.layout import MANIFEST_FILE
 
 __all__ = [
     "BENCHMARKS",
@@ -175,5 +176,5 @@ def write_datasets(datasets: Mapping[str, list[dict]], out_dir: str | Path, *, s
         **({"validation": f"{VALIDATION}.jsonl"} if VALIDATION in datasets else {}),
         "files": files,
     }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return manifest

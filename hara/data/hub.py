@@ -2,7 +2,9 @@
 
 On a cluster a rule downloads each dataset once into a folder (``ds.to_json(...)`` / ``ds.to_parquet(...)`` of one
 split); training and evaluation then read the folder here, offline. Every dataset keeps its own column names, so
-:data:`HUB_DATASETS` records, per dataset (benchmarks: declared in hara.data.catalog), where the problem, answer and solution are and how to clean the answer.
+a :class:`HubSchema` records, per dataset, where the problem, answer and solution are and how to clean the answer: the
+training sets' in :data:`TRAINING_SETS` here, each benchmark's in its declaration (hara.data.catalog, which also loads
+a dataset by its id: ``load_local_dataset``).
 
 Schemas (looked up with the project's search tool over dataset cards, evaluation code and docs):
 
@@ -40,14 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hara.data.io import DataError, lookup, read_jsonl
+from hara.data.io import DataError, read_jsonl
 
-__all__ = [
-    "HUB_DATASETS",
-    "TRAINING_DATASETS",
-    "HubSchema",
-    "load_local_dataset",
-]  # and BENCHMARK_DATASETS (__getattr__)
+__all__ = ["TRAINING_SETS", "HubSchema", "read_dataset"]
 
 
 # ------------------------------------------------------------------------------------------------ value cleaning
@@ -99,7 +96,7 @@ def parse_level(value: Any) -> int | None:
     return int(match.group()) if match else None
 
 
-# ------------------------------------------------------------------------------------------------------ registry
+# ------------------------------------------------------------------------------------------------------- schemas
 @dataclass(frozen=True)
 class HubSchema:
     """Where one hub dataset keeps each field of the canonical record, and how to clean them."""
@@ -117,9 +114,8 @@ class HubSchema:
     clean_solution: Callable[[Any], str] = as_text
 
 
-#: Hub dataset id -> schema: the training sets here; each hub benchmark's schema is added when hara.data.catalog
-#: registers it (its one declaration), before anything reads this table (hara.data imports the catalog).
-HUB_DATASETS: dict[str, HubSchema] = {
+#: Hub dataset id -> schema of the training sets (the benchmarks' schemas are declared in hara.data.catalog).
+TRAINING_SETS: dict[str, HubSchema] = {
     "hiyouga/math12k": HubSchema("train", "train", problem="problem", answer="answer", solution="solution"),
     "joyheyueya/math500": HubSchema(
         "train",
@@ -132,14 +128,6 @@ HUB_DATASETS: dict[str, HubSchema] = {
         id="unique_id",
     ),
 }
-TRAINING_DATASETS = tuple(HUB_DATASETS)
-
-
-def __getattr__(name: str):
-    """``BENCHMARK_DATASETS``: the hub ids of the registered benchmarks, read when asked (plug-ins add some)."""
-    if name == "BENCHMARK_DATASETS":
-        return tuple(hub_id for hub_id, schema in HUB_DATASETS.items() if schema.role == "benchmark")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -------------------------------------------------------------------------------------------------------- reading
@@ -230,20 +218,19 @@ def _iter_rows(files: list[Path]) -> Iterator[tuple[Path, int, dict]]:
             yield path, index, row
 
 
-def load_local_dataset(name: str, folder: str | Path, split: str | None = None) -> list[dict]:
-    """Load a hub dataset saved under ``folder`` and map it to canonical records.
+def read_dataset(name: str, schema: HubSchema, folder: str | Path, split: str | None = None) -> list[dict]:
+    """Read the hub dataset ``name`` saved under ``folder`` in its ``schema`` and map it to canonical records.
 
     Args:
-        name: a key of :data:`HUB_DATASETS` (the hub repository name).
+        name: the hub repository name (the records' ids and source start with it).
+        schema: where its columns are (hara.data.catalog.hub_schemas holds every known one).
         folder: directory holding ``.jsonl``, ``.json`` (JSON Lines or an array) and/or ``.parquet`` files of one
             split, read recursively in sorted order.
         split: if given, only files with a path component starting with it (``train.jsonl``,
             ``data/test-00000-of-00001.parquet``).
 
     Raises:
-        UnknownNameError: unknown ``name`` (the message lists the valid names).
         DataError: no data files, unreadable file, missing column (names file, row and column), empty answer.
     """
-    schema = lookup(HUB_DATASETS, name, "hub dataset")
     files = _data_files(Path(folder), split)
     return [_to_record(name, schema, row, path, index) for path, index, row in _iter_rows(files)]

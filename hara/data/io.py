@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hara.errors import DataError, UnknownNameError
+from hara.results.files import jsonl_values
 
 __all__ = ["DataError", "UnknownNameError", "dumps_record", "lookup", "read_jsonl", "write_jsonl"]
 
@@ -24,8 +25,7 @@ def lookup(registry: Mapping[str, T], name: str, kind: str) -> T:
     try:
         return registry[name]
     except (KeyError, TypeError):
-        valid = ", ".join(registry)
-        raise UnknownNameError(f"unknown {kind} {name!r}; valid names: {valid}") from None
+        raise UnknownNameError.of(kind, name, registry) from None
 
 
 def dumps_record(record: Mapping[str, Any]) -> str:
@@ -51,36 +51,21 @@ def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
     return count
 
 
-def _parse_line(path: Path, lineno: int, line: str, required_keys: Sequence[str]) -> dict[str, Any]:
-    """Decode one non-blank line into a dict, or raise a DataError naming ``file:line``."""
-    where = f"{path}:{lineno}"
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise DataError(f"{where}: invalid JSON ({err.msg} at column {err.colno})") from None
-    if not isinstance(record, dict):
-        raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    missing = [key for key in required_keys if key not in record]
-    if missing:
-        raise DataError(f"{where}: missing key(s) {', '.join(map(repr, missing))}")
-    return record
-
-
 def read_jsonl(path: str | Path, required_keys: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Read a JSON Lines file into a list of dicts, skipping blank lines.
 
     Raises:
-        DataError: ``"<file>:<line>: <problem>"`` for invalid JSON, a line that is not an object, or a missing key.
+        DataError: ``"<file>:<line>: <problem>"`` for invalid JSON or text that is not UTF-8
+            (:func:`hara.results.files.jsonl_values`), a line that is not an object, or a missing key.
         FileNotFoundError: if ``path`` does not exist.
     """
-    path = Path(path)
     records = []
-    with open(path, "rb") as handle:  # decoded per line, so that bytes that are not UTF-8 get a file:line too
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {err.start + 1} of the line)") from None
-            if line.strip():
-                records.append(_parse_line(path, lineno, line, required_keys))
+    for lineno, record in jsonl_values(path):
+        where = f"{path}:{lineno}"
+        if not isinstance(record, dict):
+            raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        missing = [key for key in required_keys if key not in record]
+        if missing:
+            raise DataError(f"{where}: missing key(s) {', '.join(map(repr, missing))}")
+        records.append(record)
     return records

@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from hara.data.catalog import HUB_BENCHMARKS
+from hara.data.catalog import get_benchmark, load_local_dataset
 from hara.data.embedded import TRAIN, VALIDATION, build_embedded_datasets, write_datasets
 from hara.data.io import DataError, read_jsonl
 
@@ -72,14 +72,18 @@ def hub_folder(config: Mapping, hub_id: str) -> Path:
 
 def hub_datasets(config: Mapping) -> dict[str, list[dict]]:
     """The paper's datasets from local folders, mapped from each dataset's own schema to canonical records."""
-    from hara.data.hub import load_local_dataset
-
     data = config["data"]
     train = load_local_dataset(data["train_dataset"], hub_folder(config, data["train_dataset"]), split="train")
     datasets = {TRAIN: train[: data["train_size"]]}
     for name in data_benchmarks(config):
-        datasets[name] = load_local_dataset(HUB_BENCHMARKS[name], hub_folder(config, HUB_BENCHMARKS[name]))
+        datasets[name] = hub_benchmark(config, name)
     return datasets
+
+
+def hub_benchmark(config: Mapping, name: str) -> list[dict]:
+    """A hub benchmark from the folder `hara fetch-data` wrote, mapped from the dataset's own schema."""
+    hub_id = get_benchmark(name).hub_id
+    return load_local_dataset(hub_id, hub_folder(config, hub_id))
 
 
 DATA_SOURCES: dict[str, Callable[[Mapping], dict[str, list[dict]]]] = {

@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hara.data.catalog import HUB_BENCHMARKS
-from hara.data.hub import HUB_DATASETS
+from hara.data.catalog import benchmarks, hub_schemas
 from hara.hashing import file_sha256
 
 __all__ = ["FetchItem", "fetch_datasets", "fetch_plan"]
@@ -34,11 +33,11 @@ class FetchItem:
 
 
 def fetch_plan(config: Mapping, out_dir: str | Path) -> list[FetchItem]:
-    """The five benchmarks and the config's training set (``data.train_dataset``), in that order."""
-    names = [*HUB_BENCHMARKS.values(), config["data"]["train_dataset"]]
+    """The hub benchmarks and the config's training set (``data.train_dataset``), in that order."""
+    names, schemas = [*(b.hub_id for b in benchmarks("hub").values()), config["data"]["train_dataset"]], hub_schemas()
     plan = []
     for hub_id in names:
-        schema = HUB_DATASETS[hub_id]
+        schema = schemas[hub_id]
         path = Path(out_dir) / hub_id / f"{schema.split}.parquet"
         plan.append(FetchItem(hub_id, schema.config, schema.split, str(path)))
     return plan

@@ -39,6 +39,7 @@ from lighteval.utils.cache_management import SampleCache, cached
 from hara.data.format import cut_at_stop
 from hara.evaluation.settings import SamplingSettings
 from hara.hashing import stream_into
+from hara.layout import METRICS_FILE, RESOLVED_CONFIG, RUN_FILE, RUN_INFO
 
 __all__ = [
     "ENGINES",
@@ -56,11 +57,11 @@ __all__ = [
 # Provenance and logs written next to the weights: they do not change what the model generates.
 NOT_MODEL_FILES = frozenset(
     {
-        "run_info.json",
-        "resolved_config.yaml",
+        RUN_INFO,
+        RESOLVED_CONFIG,
         "warmup.json",
-        "mlflow_run.json",
-        "metrics.jsonl",
+        RUN_FILE,
+        METRICS_FILE,
         "trainer_state.json",
         "training_args.bin",
         "README.md",

@@ -2,7 +2,7 @@
 
 Every benchmark entry of scores.json carries ``completion_stats``: how many completions stopped (a stop sequence or
 the eos token) and how many ran into ``max_new_tokens`` (``length``), and the share with a complete ``\\boxed{}``
-answer (:func:`hara.reward.last_boxed`, what the reward and the scores read). A Base model that never boxes its
+answer (:func:`hara.boxed_answer.last_boxed`, what the reward and the scores read). A Base model that never boxes its
 answer or never stops scores zero and trains on noise, silently: :func:`base_sanity` turns the pooled shares of a
 size's Base model into one verdict against ``evaluation.base_sanity``.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from hara.reward import last_boxed
+from hara.boxed_answer import last_boxed
 
 __all__ = ["base_sanity", "completion_stats", "finish_reason", "pooled_stats"]
 

@@ -2,8 +2,8 @@
 
 Why not lighteval's own ``Metrics.pass_at_k_math``: its sample scorer (``MultilingualExtractiveMatchMetric`` with
 expression and LaTeX extraction) falls back to the last number or expression anywhere in the text, while training
-rewards only the last complete ``\\boxed{}`` (:func:`hara.reward.math_reward`). Measured with lighteval 0.13.0
-and math-verify 0.5.2 (tests/evaluation/test_scoring.py keeps both cases):
+rewards only the last complete ``\\boxed{}`` (:func:`hara.boxed_answer.math_reward`). Measured with lighteval 0.13.0
+and math-verify 0.5.2 (tests/evaluation/test_eval_scoring.py keeps both cases):
 
 - ``"The answer is 7."`` against gold ``7``: lighteval 1, math_reward 0 (no boxed answer: the format was not followed);
 - ``"\\boxed{1,2}"`` against OlympiadBench's ``"1, 2"``: lighteval 0, math_reward 1.
@@ -23,7 +23,7 @@ from lighteval.metrics.utils.metric_utils import SampleLevelMetric
 from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.requests import Doc, SamplingMethod
 
-from hara.reward import math_reward
+from hara.boxed_answer import math_reward
 
 __all__ = ["METRIC_NAME", "RewardPassAtK", "pass_at_1_metric", "reward_score"]
 
@@ -53,7 +53,7 @@ class RewardPassAtK(PassAtK):
         return self.pass_at_k(scores)
 
     def __str__(self) -> str:
-        return f"RewardPassAtK(k={self.k}, n={self.n}, scorer=hara.reward.math_reward)"
+        return f"RewardPassAtK(k={self.k}, n={self.n}, scorer=hara.boxed_answer.math_reward)"
 
 
 def pass_at_1_metric(n: int) -> SampleLevelMetric:

@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hara.data.embedded import VALIDATION
-from hara.layout import candidate_dir, candidate_steps
+from hara.layout import FINAL_DIR, candidate_dir, candidate_steps
+from hara.results.files import read_json
 
 __all__ = ["SELECTION_RULE", "CandidateEngine", "cached_score", "candidates", "select_checkpoint", "write_selection"]
 
@@ -45,7 +46,7 @@ def candidates(config: Mapping, run_dir: Path) -> list[tuple[int, Path]]:
             f"{missing[0]}: candidate checkpoint missing (was the run trained with "
             "selection.enabled and the same selection.candidates?)"
         )
-    return [*kept, (steps[-1], run_dir / "final")]
+    return [*kept, (steps[-1], run_dir / FINAL_DIR)]
 
 
 class CandidateEngine:
@@ -103,7 +104,7 @@ def cached_score(
     key = {"checkpoint": checkpoint_fingerprint(checkpoint), "evaluation": fingerprint}
     path = cache_dir / f"{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()}.json"
     if path.is_file():
-        return {**json.loads(path.read_text(encoding="utf-8")), "cached": True}
+        return {**read_json(path, "hara evaluate (a cached score: delete it)"), "cached": True}
     result = evaluate_checkpoint(
         config,
         checkpoint,
@@ -146,7 +147,7 @@ def select_checkpoint(
     cache_dir = Path(cache_dir or Path(config["results_dir"]) / "selection_cache")
     records = validation_records(Path(data_dir))
     speed = SpeedCurve.from_config(config, data_dir)
-    listed, by_step, final_dir = candidates(config, run_dir), {}, run_dir / "final"
+    listed, by_step, final_dir = candidates(config, run_dir), {}, run_dir / FINAL_DIR
     # final/ first on its live engine, closed before another starts: one engine at a time (a GPU holds one engine's
     # memory share, and vLLM's parallel state is one per process: a second engine beside it failed on the CPU build)
     order = listed if final_engine is None else sorted(listed, key=lambda c: c[1] != final_dir)
@@ -173,7 +174,7 @@ def select_checkpoint(
     best = max(scored, key=lambda c: (c["validation_pass_at_1"], c["step"]))
     final = scored[-1]
     if best is final:
-        test = json.loads(Path(final_scores).read_text(encoding="utf-8"))
+        test = read_json(final_scores)
     else:
         test = evaluate_checkpoint(
             config,
@@ -211,7 +212,7 @@ def write_selection(
     first, so a selection.json on disk always has them beside it); what the commands print. `hara evaluate
     --selection-out` (the workflow's evaluate job, one process for the final's evaluation and the selection) and `hara
     select-checkpoint` both come here, after checking selection.enabled and that ``speed_out`` is given exactly when
-    report.speed names a benchmark (:func:`hara.evaluation.cli.check_speed_out`)."""
+    report.speed names a benchmark (:func:`hara.evaluation.commands.check_speed_out`)."""
     from hara.evaluation.runner import write_result
 
     selection, test, speed = select_checkpoint(

@@ -1,7 +1,7 @@
 """Speed as an endpoint (config ``report.speed``): every candidate checkpoint of checkpoint selection scored per
 problem on one benchmark, so the report can pair the in-distribution curve by seed and problem at each candidate step.
 
-Credit-assignment effects show mostly as learning speed (../shared/credit-assignment.md), which a final-only
+Credit-assignment effects show mostly as learning speed (docs/analyses.md, "Speed as an endpoint"), which a final-only
 comparison on a plateau does not see. The candidates are the checkpoints a run keeps anyway
 (:func:`hara.layout.candidate_steps`, final/ last); :func:`hara.evaluation.selection.select_checkpoint` scores them
 here in the loop that scores their validation, on the same engine and through the same cache (checkpoint content

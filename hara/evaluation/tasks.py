@@ -6,7 +6,7 @@ Every task is built from canonical problem records (``id``, ``problem``, ``answe
 - given a `hara data` folder (``--data``, what the workflow passes), the canonical records the data stage wrote there,
   for every source;
 - else hub benchmarks are read from the folder `hara fetch-data` wrote (``<data.local_dir>/<owner>/<name>``), in each
-  dataset's own schema, through :func:`hara.data.hub.load_local_dataset` (the one place that knows those schemas),
+  dataset's own schema (:func:`hara.data.pipeline.hub_benchmark`; hara.data.catalog holds the schemas),
   and mini benchmarks are generated from the config exactly as the data stage does (same seed, same benchmark
   order, so the same problems).
 
@@ -30,8 +30,9 @@ from pathlib import Path
 from lighteval.tasks.lighteval_task import LightevalTaskConfig
 from lighteval.tasks.requests import Doc
 
-from hara.data.catalog import HUB_BENCHMARKS, get_benchmark
+from hara.data.catalog import benchmarks, get_benchmark
 from hara.data.format import PROMPT_TEMPLATE, PromptFormat, format_prompt
+from hara.data.pipeline import hub_benchmark
 from hara.evaluation.scoring import pass_at_1_metric
 from hara.evaluation.settings import SamplingSettings
 
@@ -80,14 +81,6 @@ def load_mini(config: Mapping, benchmark: str) -> list[dict]:
     return datasets[benchmark]
 
 
-def load_hub(config: Mapping, benchmark: str) -> list[dict]:
-    """A paper benchmark from the folder `hara fetch-data` wrote, mapped from the dataset's own schema."""
-    from hara.data.hub import load_local_dataset
-    from hara.data.pipeline import hub_folder
-
-    return load_local_dataset(HUB_BENCHMARKS[benchmark], hub_folder(config, HUB_BENCHMARKS[benchmark]))
-
-
 def load_prepared(data_dir: str | Path, benchmark: str) -> list[dict]:
     """The canonical records of a benchmark as the data stage wrote them (``<data_dir>/benchmarks/<name>.jsonl``),
     whatever the source: what the workflow's evaluation jobs read."""
@@ -101,13 +94,13 @@ def load_prepared(data_dir: str | Path, benchmark: str) -> list[dict]:
 
 
 #: How a benchmark of each source (hara.data.catalog) is built when no `hara data` folder is given.
-BENCHMARK_LOADERS: dict[str, Callable[[Mapping, str], list[dict]]] = {"embedded": load_mini, "hub": load_hub}
+BENCHMARK_LOADERS: dict[str, Callable[[Mapping, str], list[dict]]] = {"embedded": load_mini, "hub": hub_benchmark}
 
 
 def benchmark_records(config: Mapping, benchmark: str, data_dir: str | Path | None = None) -> list[dict]:
     """Canonical records of one benchmark: from a `hara data` folder when ``data_dir`` is given (any source), else
-    from the config's source. An unknown name raises a KeyError that lists the valid ones."""
-    source = get_benchmark(benchmark).source  # KeyError listing the valid names
+    from the config's source. An unknown name raises an UnknownNameError (a KeyError) that lists the valid ones."""
+    source = get_benchmark(benchmark).source  # UnknownNameError listing the valid names
     if data_dir is not None:
         records = load_prepared(data_dir, benchmark)
     else:
@@ -151,7 +144,7 @@ def build_task(
     config = LightevalTaskConfig(
         name=task_name(benchmark),
         prompt_function=functools.partial(record_to_doc, template=prompt.template),
-        hf_repo=HUB_BENCHMARKS.get(benchmark, "hara/embedded"),
+        hf_repo=hub[benchmark].hub_id if benchmark in (hub := benchmarks("hub")) else "hara/embedded",
         hf_subset=benchmark,
         hf_revision=revision,
         metrics=[pass_at_1_metric(settings.n)],

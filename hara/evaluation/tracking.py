@@ -1,7 +1,7 @@
 """Logging evaluation scores into the MLflow run of the training run that produced the checkpoint.
 
-The training stage writes ``mlflow_run.json`` = ``{"tracking_uri", "run_id", "experiment_id"}`` into the run folder
-(the checkpoint's folder or its parent). Scores go into that same run, so a run's curves and its benchmark scores
+The training stage writes ``mlflow_run.json`` (:mod:`hara.tracking`: the run and its store) into the run folder (the
+checkpoint's folder or its parent). Scores go into that same run, so a run's curves and its benchmark scores
 sit side by side in the MLflow UI.
 
 MLflow 3.17 accepts only alphanumerics, ``_ - . : /`` and spaces in metric names: ``eval/math500/pass@1`` is
@@ -20,11 +20,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from hara.tracking import RUN_FILE  # the file the training stage writes; named once, in hara.tracking
+from hara.layout import RUN_FILE  # the file the training stage writes, read in hara.tracking
+from hara.tracking import read_run_file
 
 __all__ = ["RUN_FILE", "benchmark_inputs", "find_run_file", "log_benchmark_inputs", "log_scores", "mlflow_key"]
 
-RUN_KEYS = ("tracking_uri", "run_id")
 #: Characters of the benchmark's sha256 kept as the MLflow dataset digest: MLflow's stores cap a digest at 36, and the
 #: UI prints it beside the name in every Dataset cell (MLflow's own digests are 8). The source keeps the full hash.
 DIGEST_CHARS = 16
@@ -42,18 +42,6 @@ def find_run_file(checkpoint: str | Path) -> Path | None:
 def mlflow_key(benchmark: str, metric: str) -> str:
     """MLflow metric key of a benchmark score (``@`` is not a valid MLflow name character)."""
     return f"eval/{benchmark}/{metric.replace('@', '_at_')}"
-
-
-def read_run(path: Path) -> dict:
-    """The run reference; a file without tracking_uri / run_id is a user error naming the file."""
-    try:
-        run = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: invalid JSON ({err.msg})") from None
-    missing = [key for key in RUN_KEYS if not (isinstance(run, dict) and run.get(key))]
-    if missing:
-        raise ValueError(f"{path}: missing {', '.join(missing)}")
-    return run
 
 
 def benchmark_sha256(name: str, entry: Mapping) -> str:
@@ -123,7 +111,7 @@ def log_scores(
     path = find_run_file(checkpoint)
     if path is None:
         return None
-    run = read_run(path)
+    run = read_run_file(path)
     from mlflow.entities import Metric
     from mlflow.exceptions import MlflowException
 

@@ -153,14 +153,14 @@ def measure_accuracy(
 
     Each benchmark is a list of records with ``problem`` and ``answer``; ``limit`` keeps the first n of each.
     Completions are scored with ``reward_fn(completion, gold)``, by default the RL reward
-    (``hara.reward.math_reward``: math-verify on the last ``\\boxed{}``). ``boxed`` is the share of completions
+    (``hara.boxed_answer.math_reward``: math-verify on the last ``\\boxed{}``). ``boxed`` is the share of completions
     that contain a ``\\boxed{`` at all, i.e. that follow the answer format; ``direct`` the share that are a bare
     boxed answer with no working (:func:`hara.data.format.is_direct_answer`) and ``direct_correct`` the share that
     are both direct and right, so accuracy splits into direct and worked answers. ``prompt`` is the config's
     prompt format (template and stop sequences).
     """
     if reward_fn is None:
-        from hara.reward import math_reward as reward_fn
+        from hara.boxed_answer import math_reward as reward_fn
     set_threads(threads)
     model, tokenizer = load_model(model_dir)
     start = time.perf_counter()

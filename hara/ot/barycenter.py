@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from hara.knobs import knob
 from hara.ot.diagnostics import order_reversing_mass
 from hara.ot.linearized import (
     centered_sqnorm,
@@ -72,22 +73,50 @@ class BarycenterConfig:
     "hidden" (distances between a rollout's own hidden states; exact backend only, see :mod:`hara.ot.exact`).
     """
 
-    barycenter_size: int = 16
-    alpha: float = 0.5
-    eps_rel: float = 0.05
-    barycenter_iters: int = 5
-    barycenter_tol: float = 1e-3
-    sinkhorn_max_iter: int = 20
-    sinkhorn_tol: float = 1e-4
-    marginal_tol: float = 5e-3
-    final_max_iter: int = 1000
-    check_every: int = 10
-    absorb_every: int = 10
-    solver: str = "scaling"
-    leave_one_out: bool = False
-    exact_max_iter: int = 20
-    exact_tol: float = 1e-5
-    structure: str = "position"
+    barycenter_size: int = knob(16, "k, the number of barycenter supports.", minimum=2, maximum=4096)
+    alpha: float = knob(0.5, "FGW trade-off (0 = W, 1 = GW).", minimum=0, maximum=1)
+    eps_rel: float = knob(
+        0.05, "Sinkhorn epsilon relative to the mean cost (eps = eps_rel * mean(K)).", exclusiveMinimum=0, maximum=10
+    )
+    barycenter_iters: int = knob(5, "Barycenter iterations I_b.", minimum=1, maximum=1000)
+    barycenter_tol: float = knob(1e-3, "Relative-change stop of the barycenter loop.", minimum=0, maximum=1)
+    sinkhorn_max_iter: int = knob(
+        20,
+        "Sinkhorn iterations cap per barycenter iteration (warm-started) at eps_rel >= 0.05; multiplied by 0.05 / "
+        "eps_rel below it.",
+        minimum=1,
+        maximum=100000,
+    )
+    sinkhorn_tol: float = knob(
+        1e-4, "Sinkhorn marginal-error stop of the barycenter iterations (per row).", minimum=0, maximum=1
+    )
+    marginal_tol: float = knob(
+        5e-3,
+        "The final plans are solved until each rollout's L1 row-marginal error is below this; rows that miss it "
+        "within final_max_iter are counted (hara/sinkhorn_unconverged) and warned about once per run.",
+        exclusiveMinimum=0,
+        maximum=1,
+    )
+    final_max_iter: int = knob(
+        1000,
+        "Sinkhorn budget of the final plans at eps_rel >= 0.05; multiplied by 0.05 / eps_rel below it.",
+        minimum=1,
+        maximum=1000000,
+    )
+    check_every: int = knob(10, "Sinkhorn error check period (iterations).", minimum=1, maximum=10000)
+    absorb_every: int = knob(10, "Absorption period of the scaling solver.", minimum=1, maximum=10000)
+    solver: str = knob("scaling", "Sinkhorn solver: scaling (fast) or log.", enum=["scaling", "log"])
+    leave_one_out: bool = knob(False, "Final plans against the barycenter of the other rollouts.")
+    exact_max_iter: int = knob(
+        20, "Iteration budget of POT's barycenter solver (exact backend: hara_exact_*).", minimum=1, maximum=100000
+    )
+    exact_tol: float = knob(1e-5, "Tolerance of POT's barycenter solver (exact backend).", minimum=0, maximum=1)
+    structure: str = knob(
+        "position",
+        "FGW structure matrices - position (1-D |p_t - p_t'|, the only one the linearization supports) or hidden "
+        "(distances between a rollout's own hidden states, learned barycenter structure; hara_exact_* only).",
+        enum=["position", "hidden"],
+    )
 
     def __post_init__(self) -> None:
         if self.barycenter_size < 2:

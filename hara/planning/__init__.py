@@ -26,7 +26,6 @@ What it models is what the code runs (hara.rlvr.train, TRL 1.16, accelerate 1.15
 
 from __future__ import annotations
 
-from hara.methods import methods
 from hara.planning.architecture import PAPER_ARCHITECTURES, Architecture, architecture_from_hf_config, architecture_of
 from hara.planning.cost import (
     by_size,
@@ -61,7 +60,6 @@ from hara.planning.setup import Setup, setup_of
 from hara.planning.slurm import PLANNED, site_problems
 
 __all__ = [
-    "CONTEXT_NEEDS",
     "GB",
     "PAPER_ARCHITECTURES",
     "PLANNED",
@@ -96,7 +94,3 @@ __all__ = [
     "training_memory",
     "write_plan",
 ]
-
-#: What the planner counts as captured per method (the registry's declarations, hara/methods.py, as the trainer
-#: reads them), by method.
-CONTEXT_NEEDS = {name: tuple(sorted(spec.captures)) for name, spec in methods().items()}

@@ -64,7 +64,7 @@ class Architecture:
         projection, q-norm's fp32 input, rotary, attention output and its transposed copy), 4 kv_dim (k, v, k-norm's
         fp32 input), 4 intermediate (gate, up, SiLU(gate), their product). Fitted to the bytes torch's saved-tensor
         hooks see for Qwen3 blocks in bf16 with a padded batch (SDPA, GQA repeated by transformers): within 6% over
-        nine block shapes, 2% low at Qwen3-1.7B's (tests/test_planning.py). In fp32 the norms keep no extra copies
+        nine block shapes, 2% low at Qwen3-1.7B's (tests/planning/test_planning.py). In fp32 the norms keep no extra copies
         and the count is 10-17% high."""
         return 8 * self.hidden + 6 * self.q_dim + 4 * self.kv_dim + 4 * self.intermediate
 

@@ -54,7 +54,7 @@ def training_world(config: Mapping, size: str) -> int:
 
 
 def setup_of(config: Mapping, size: str, rlvr: str, method: str) -> Setup:
-    """The :class:`Setup` of one cell; the same divisibility rules as hara.rlvr.train.grpo_args."""
+    """The :class:`Setup` of one cell; the same divisibility rules as hara.rlvr.grpo_config.grpo_args."""
     t, gpu = config["training"], config["models"]["family"] == "hub"
     world = training_world(config, size)
     rollouts = t["prompts_per_step"] * t["group_size"]
@@ -82,7 +82,7 @@ def setup_of(config: Mapping, size: str, rlvr: str, method: str) -> Setup:
         steps=t["steps"],
         compute_bytes=2 if bf16 else 4,
         master_bytes=4,
-        sharded=sharded,  # fp32 master weights everywhere (hara.rlvr.train.policy_dtype)
+        sharded=sharded,  # fp32 master weights everywhere (hara.rlvr.policy.policy_dtype)
         checkpointing=gpu and t["gradient_checkpointing"],
         use_vllm=use_vllm,
         vllm_share=t["vllm"]["gpu_memory_utilization"],

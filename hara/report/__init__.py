@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from hara.layout import COMPARISONS, REPORT_HTML, REPORT_MD
 from hara.report.compare import grid_comparisons
 from hara.report.figures import write_figures
 from hara.report.render import render_html, render_markdown
@@ -39,17 +40,18 @@ def comparisons(config: Mapping, runs: Mapping[Cell, Run]) -> list[dict]:
     return grid_comparisons(config, runs).records()
 
 
-def log_report(config: Mapping, out_dir: Path) -> str:
-    """Log the report folder as artifacts of the ``report`` run of the config's experiment; returns the run id."""
-    from hara.tracking import start_run
+def log_report(config: Mapping, results: str | Path, out_dir: Path) -> str:
+    """Log the report folder as artifacts of the ``report`` run of the config's experiment, in the store of the
+    results folder (a copy's own: hara.tracking.results_store); returns the run id."""
+    from hara.tracking import results_store, start_run
 
     run, _ = start_run(
-        config["tracking"]["mlflow_uri"],
+        results_store(config, results),
         config["name"],
         "report",
         out_dir,
         {"stage": "report"},
-        {"results_dir": config["results_dir"]},
+        {"results_dir": str(results)},
     )
     run.client.log_artifacts(run.run_id, str(out_dir), artifact_path="report")
     run.finish()
@@ -87,19 +89,19 @@ def build_report(config: Mapping, results: str | Path, out_dir: str | Path, mlfl
     (out_dir / "tables.json").write_text(
         json.dumps([dataclasses.asdict(t) for t in tables], indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    (out_dir / "comparisons.json").write_text(
+    (out_dir / COMPARISONS).write_text(
         json.dumps(comparisons(config, runs), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     from hara.report.sweeps_section import sweep_studies  # none when results/sweeps/ has no study
 
     studies = sweep_studies(results)
-    (out_dir / "report.md").write_text(
+    (out_dir / REPORT_MD).write_text(
         render_markdown(title, summary, tables, figures, out_dir, sections, studies), encoding="utf-8"
     )
-    (out_dir / "index.html").write_text(
+    (out_dir / REPORT_HTML).write_text(
         render_html(title, summary, tables, figures, sections, studies), encoding="utf-8"
     )
-    run_id = log_report(config, out_dir) if mlflow else None
+    run_id = log_report(config, results, out_dir) if mlflow else None
     from hara.report.mlflow_runs import log_run_summaries  # each training run: scores, vs none, description
 
     log_run_summaries(config, results, runs, out_dir, run_id)

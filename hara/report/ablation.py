@@ -12,16 +12,16 @@ listed and flagged, never compared silently.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from hara.layout import eval_dir, grid_cells, run_dir
+from hara.layout import RESOLVED_CONFIG, RUN_INFO, eval_dir, grid_cells, run_dir
 from hara.report.compare import compare_cells, flatten
 from hara.results.collect import Cell, Run, read_run
+from hara.results.files import read_json
 from hara.results.stats import NA, step_costs
 
 __all__ = ["BOOKKEEPING", "TrainedRun", "ablation_table", "factor_differences", "run_factors"]
@@ -56,11 +56,11 @@ class TrainedRun:
 
 def run_factors(train_dir: Path) -> dict[str, object] | None:
     """The run's factors, or None when it has not written its resolved config and run info yet."""
-    config_path, info_path = train_dir / "resolved_config.yaml", train_dir / "run_info.json"
+    config_path, info_path = train_dir / RESOLVED_CONFIG, train_dir / RUN_INFO
     if not config_path.is_file() or not info_path.is_file():
         return None
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    info = json.loads(info_path.read_text(encoding="utf-8"))
+    info = read_json(info_path)
     factors = {
         key: value
         for key, value in flatten(config).items()
@@ -103,8 +103,8 @@ def analysis_runs(config: Mapping, results: Path) -> list[TrainedRun]:
     return [
         TrainedRun(
             f"{run.study}/{run.label}/{run.cell}",
-            Path(workflow.run_dir(moved, run)),
-            Path(workflow.eval_dir(moved, run)),
+            Path(workflow.study_run_dir(moved, run)),
+            Path(workflow.study_eval_dir(moved, run)),
             (run.size, run.rlvr, run.method, run.seed),
         )
         for run in workflow.analysis_runs(config)

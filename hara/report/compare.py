@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Self
 
 from hara.errors import ComparisonError
 from hara.layout import candidate_steps
@@ -33,6 +34,7 @@ from hara.results.curves import CurveDifference, curve_difference
 from hara.results.paired import (
     DECLARED,
     PROBLEMS_ONLY,
+    WITHIN_NOISE,
     Bootstrap,
     Corrected,
     Difference,
@@ -54,6 +56,7 @@ __all__ = [
     "ComparisonError",
     "GridComparisons",
     "SpeedComparison",
+    "VerdictCell",
     "compare_cells",
     "compare_speed",
     "compared_pairs",
@@ -81,6 +84,29 @@ PROBLEMS_ONLY_MARK = "¶"
 BASIS_MARKS = {DECLARED: DECLARED_MARK, PROBLEMS_ONLY: PROBLEMS_ONLY_MARK}
 #: The method every other is compared with (the report's tables, figures and MLflow summaries).
 BASELINE = "none"
+
+
+class VerdictCell(str):
+    """A table cell that states a verdict: its text (the string itself, what the pages and tables.json show) with
+    the verdict it states (better / worse / within noise, :mod:`hara.results.paired`; after correction where the
+    table corrects) and whether that comparison has low power (its MDE above the effect it should see,
+    :data:`LOW_POWER_MARK` in the text). The page colours a cell from these fields (hara.report.render), never from
+    its text."""
+
+    verdict: str
+    low_power: bool
+
+    def __new__(cls, text: str = "", verdict: str = WITHIN_NOISE, low_power: bool = False) -> Self:
+        cell = super().__new__(cls, text)
+        cell.verdict, cell.low_power = verdict, low_power
+        return cell
+
+    def __repr__(self) -> str:
+        return f"VerdictCell({str(self)!r}, {self.verdict!r}, low_power={self.low_power})"
+
+    def after(self, prefix: str) -> VerdictCell:
+        """The cell with ``prefix`` before its text (a score before its paired difference), same verdict."""
+        return VerdictCell(prefix + self, self.verdict, self.low_power)
 
 
 def flatten(tree: Mapping, prefix: str = "") -> dict[str, object]:
@@ -130,11 +156,11 @@ class Comparison:
     mismatched: dict[str, list[str]] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> differing descriptive fields
 
-    def format(self, benchmark: str | None = None) -> str:
+    def format(self, benchmark: str | None = None) -> VerdictCell:
         """``+0.3 [-1.2, +1.8] within noise`` for one benchmark (None: the average), marked when mismatched."""
         diff = self.average if benchmark is None else self.per_benchmark[benchmark]
         mark = MISMATCH_MARK if (self.mismatched if benchmark is None else benchmark in self.mismatched) else ""
-        return f"{diff.format()} {diff.verdict}{mark}"
+        return VerdictCell(f"{diff.format()} {diff.verdict}{mark}", diff.verdict)
 
     def as_dict(self) -> dict:
         return {
@@ -361,7 +387,7 @@ class GridComparisons:
     def get(self, size: str, rlvr: str, method: str, against: str) -> Comparison | None:
         return self.found.get((size, rlvr, method, against))
 
-    def format(self, key: Key, benchmark: str | None = None) -> str:
+    def format(self, key: Key, benchmark: str | None = None) -> VerdictCell:
         """``+2.1 [+0.4, +3.8] within noise°, MDE 3.1‡``: the raw interval (percentage points), the verdict after
         correction over the family, marks (:data:`CORRECTED_MARK`, :data:`LOW_POWER_MARK`, :data:`MISMATCH_MARK`)
         and the minimum detectable effect."""
@@ -370,17 +396,19 @@ class GridComparisons:
         mismatched = comparison.mismatched if benchmark is None else benchmark in comparison.mismatched
         return self._format(key, benchmark, raw, bool(mismatched))
 
-    def format_speed(self, key: Key, member: str) -> str:
+    def format_speed(self, key: Key, member: str) -> VerdictCell:
         """:meth:`format` for a member of the speed endpoint (:func:`speed_step`, :data:`SPEED_AREA`)."""
         speed = self.speed[key]
         return self._format(key, member, speed.members()[member], bool(speed.mismatched))
 
-    def _format(self, key: Key, member: str | None, raw: Difference, mismatched: bool) -> str:
+    def _format(self, key: Key, member: str | None, raw: Difference, mismatched: bool) -> VerdictCell:
         corrected, threshold = self.corrected[key][member], self.thresholds[key[3]]
         marks = (CORRECTED_MARK if raw.verdict != corrected.verdict else "") + (MISMATCH_MARK if mismatched else "")
         marks += BASIS_MARKS.get(raw.basis, "")
-        power = LOW_POWER_MARK if threshold is not None and corrected.mde > threshold else ""
-        return f"{raw.format()} {corrected.verdict}{marks}, MDE {100 * corrected.mde:.1f}{power}"
+        low_power = threshold is not None and corrected.mde > threshold
+        power = LOW_POWER_MARK if low_power else ""
+        text = f"{raw.format()} {corrected.verdict}{marks}, MDE {100 * corrected.mde:.1f}{power}"
+        return VerdictCell(text, corrected.verdict, low_power)
 
     def family_sizes(self) -> dict[str, int]:
         """Family (:func:`family_of`) -> how many differences it corrects over (per benchmark and averages)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from hara import layout
 from hara.results.collect import Run
+from hara.results.files import read_json
 
 __all__ = ["data_inputs", "log_candidate_models", "model_name"]
 
@@ -50,12 +51,13 @@ def data_inputs(results: Path, size: str) -> list:
     inputs = []
     manifest_path = Path(layout.manifest_path(str(results)))  # the data stage's manifest (workflows/data.smk)
     if manifest_path.is_file():
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest = read_json(manifest_path)
         for key, context in (("train", "training"), ("validation", "validation")):
             entry = manifest.get("files", {}).get(manifest.get(key) or "")
             if entry:
                 inputs.append(_dataset_input(key, entry["sha256"], entry.get("count"), context))
-    prompts = layout.prompts_dir(results, size) / "prompts.jsonl"  # the RL prompts of the size (workflows/models.smk)
+    # the RL prompts of the size (workflows/models.smk)
+    prompts = layout.prompts_dir(results, size) / layout.PROMPTS_FILE
     if prompts.is_file():
         rows = sum(1 for line in prompts.read_text(encoding="utf-8").splitlines() if line.strip())
         inputs.append(_dataset_input(f"rl_prompts/{size}", file_sha256(prompts), rows, "training"))

@@ -29,14 +29,14 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from hara.layout import run_dir
+from hara.layout import COMPARISONS, REPORT_HTML, RUN_FILE, run_dir
 from hara.report.tables import BASELINE
 from hara.results.collect import Cell, Run
+from hara.results.files import read_json
+from hara.tracking.ui import VIEW_BY_METHOD, VIEW_PER_RUN
 
 __all__ = [
     "AVERAGE",
-    "VIEW_BY_METHOD",
-    "VIEW_PER_RUN",
     "average_pass_at_1",
     "comparison_summary",
     "describe",
@@ -53,9 +53,7 @@ BASELINE_VERDICT = "baseline"
 NOTE_TAG = "mlflow.note.content"
 NOTE_HEADER = "**HarA training run**"  # how a description that hara wrote is told from one a person wrote
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow's saved views are experiment tags under this prefix
-VIEW_PER_RUN = ("hara-scores", "HarA: scores per run")  # (key in the URL and the tag, name in the Views menu)
-VIEW_BY_METHOD = ("hara-scores-by-method", "HarA: scores by method")
-REPORT_ARTIFACT = "report/index.html"  # where log_report puts the page among the report run's artifacts
+REPORT_ARTIFACT = f"report/{REPORT_HTML}"  # where log_report puts the page among the report run's artifacts
 
 
 def average_pass_at_1(config: Mapping, run: Run) -> float | None:
@@ -187,10 +185,10 @@ def saved_views(comparisons: Iterable[Mapping], now_ms: int) -> dict[str, str]:
 
 def read_comparisons(out_dir: Path) -> list[dict]:
     """The report's comparisons.json (written by build_report before it logs)."""
-    path = out_dir / "comparisons.json"
+    path = out_dir / COMPARISONS
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; the run summaries are the report's numbers, build the report first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path)
 
 
 def _benchmark_entries(run: Run) -> dict[str, dict]:
@@ -262,17 +260,16 @@ def log_run_summaries(
     to MLflow, and nothing is)."""
     if report_run_id is None:
         return []
-    from hara.evaluation.tracking import RUN_FILE, read_run
-    from hara.tracking import tracking_client
+    from hara.tracking import read_run_file, tracking_client
 
     out_dir, config = Path(out_dir), {**config, "results_dir": str(results)}  # where the data inputs are read
-    comparisons, report_file = read_comparisons(out_dir), (out_dir / "index.html").resolve()
+    comparisons, report_file = read_comparisons(out_dir), (out_dir / REPORT_HTML).resolve()
     clients, experiments, done = {}, set(), []
     for cell, run in runs.items():
         path = run_dir(results, cell) / RUN_FILE
         if not path.is_file():  # a cell not trained (yet), or trained without MLflow
             continue
-        reference = read_run(path)
+        reference = read_run_file(path)  # the store of the results folder the file is in (a copy's own)
         uri = reference["tracking_uri"]
         if uri not in clients:
             clients[uri] = tracking_client(uri)

@@ -13,10 +13,15 @@ from typing import Any
 
 import jinja2
 
+from hara.report.compare import VerdictCell
 from hara.report.sections import Section
 from hara.report.tables import Table
+from hara.results.paired import BETTER, WITHIN_NOISE, WORSE
 
-__all__ = ["page_macros", "render_html", "render_markdown"]
+__all__ = ["MARKDOWN_TEMPLATE", "page_macros", "render_html", "render_markdown"]
+
+#: The Markdown twin of the page template (templates/report.md; it renders the report folder's hara.layout.REPORT_MD).
+MARKDOWN_TEMPLATE = "report.md"
 
 STYLE = (
     "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
@@ -26,16 +31,20 @@ STYLE = (
     "td.better{background:#dff3df}td.worse{background:#f8dddd}td.low-power{color:#777}"
 )
 
-#: The verdict after correction that a table cell states (hara.report.compare.GridComparisons.format), as the CSS
-#: class that colours it: better green, worse red, a low-power "within noise" greyed.
-VERDICT_CLASSES = (("] better", "better"), ("] worse", "worse"))
+#: The verdict a table cell states (a VerdictCell's, hara.report.compare) as the CSS class that colours it: better
+#: green, worse red; a low-power "within noise" greyed (LOW_POWER_CLASS).
+VERDICT_CLASSES = {BETTER: "better", WORSE: "worse"}
+LOW_POWER_CLASS = "low-power"
 
 
 def verdict_class(cell: str) -> str:
-    """`` class="..."`` for a table cell holding a verdict, else ""."""
-    found = next((name for marker, name in VERDICT_CLASSES if marker in cell), None)
-    if found is None and "] within noise" in cell and "‡" in cell:
-        found = "low-power"
+    """`` class="..."`` for a table cell that states a verdict (a :class:`VerdictCell`), else "". Read from the
+    cell's fields: plain text is never searched for a verdict."""
+    if not isinstance(cell, VerdictCell):
+        return ""
+    found = VERDICT_CLASSES.get(cell.verdict)
+    if found is None and cell.verdict == WITHIN_NOISE and cell.low_power:
+        found = LOW_POWER_CLASS
     return f' class="{found}"' if found else ""
 
 
@@ -50,7 +59,7 @@ def render_markdown(
 ) -> str:
     """report.md: the page of templates/report.md, the Markdown twin of the HTML page's macros (figures linked
     relative to ``out_dir``)."""
-    return str(page_macros("report.md").page(title, summary, tables, figures, sections, studies, out_dir))
+    return str(page_macros(MARKDOWN_TEMPLATE).page(title, summary, tables, figures, sections, studies, out_dir))
 
 
 def _png(path: Path) -> str:

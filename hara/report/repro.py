@@ -1,4 +1,5 @@
-"""`hara repro-check`: each of the paper's claims (config/paper_claims.yaml) checked against the results present.
+"""`hara repro-check`: each of the paper's claims (hara/analysis/paper_claims.yaml) checked against the results
+present.
 
 A claim names a measure of :data:`MEASURES`; each measure reads the runs, computes our numbers with intervals
 (hara.results.paired: paired bootstrap over seeds and problems, crossed, for accuracy; t-intervals over seeds for
@@ -26,6 +27,7 @@ from hara.analysis.claims import CLAIMS_PATH
 from hara.errors import ConfigError
 from hara.report.compare import Comparison, compare_cells
 from hara.results.collect import Cell, Run, collect_runs, read_run, seed_runs
+from hara.results.files import read_json
 from hara.results.paired import (
     BETTER,
     WITHIN_NOISE,
@@ -121,9 +123,11 @@ def measure(name: str) -> Callable[[Measure], Measure]:
     return register
 
 
-def load_claims(path: str | Path = CLAIMS_PATH) -> list[Claim]:
-    """The claims file; a claim naming an unknown measure is refused with its key."""
-    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+def load_claims(path: str | Path | None = None) -> list[Claim]:
+    """The claims file (the shipped hara/analysis/paper_claims.yaml by default); a claim naming an unknown measure is
+    refused with its key."""
+    path = CLAIMS_PATH if path is None else Path(path)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     claims = []
     for key, entry in (raw or {}).get("claims", {}).items():
         if entry.get("measure") not in MEASURES:
@@ -434,7 +438,7 @@ def curve_measure(evidence: Evidence, params: Mapping) -> Outcome:
 
 def _exact_runs(evidence: Evidence, method: str) -> dict[str, dict[int, Run]] | None:
     """The exact-vs-linearized analysis' runs of ``method``: {"exact" | "linearized": {seed: Run}}."""
-    from hara.analysis.workflow import eval_dir, exact_counterpart, run_dir, study_runs
+    from hara.analysis.workflow import exact_counterpart, study_eval_dir, study_run_dir, study_runs
 
     analyses = evidence.config["analyses"]
     if not analyses["enabled"] or method not in analyses["exact_methods"]:
@@ -445,7 +449,7 @@ def _exact_runs(evidence: Evidence, method: str) -> dict[str, dict[int, Run]] | 
         if backend:
             cell = Cell(run.size, run.rlvr, backend, run.seed)
             found[backend][run.seed] = read_run(
-                cell, Path(run_dir(evidence.config, run)), Path(eval_dir(evidence.config, run))
+                cell, Path(study_run_dir(evidence.config, run)), Path(study_eval_dir(evidence.config, run))
             )
     return found
 
@@ -496,7 +500,6 @@ def exact_accuracy(evidence: Evidence, params: Mapping) -> Outcome:
 def _problem_scores(evidence: Evidence) -> list[dict] | None:
     """The interpretability analysis' per-problem held-out scores (hara.analysis.output.PROBLEM_SCORES), or None
     while the analysis is off or has not run."""
-    import json
 
     from hara.analysis.output import PROBLEM_SCORES
     from hara.analysis.workflow import analysis_outputs, enabled_analyses
@@ -505,7 +508,7 @@ def _problem_scores(evidence: Evidence) -> list[dict] | None:
         return None
     folder = Path(analysis_outputs(evidence.config, "interpretability")["json"]).parent
     path = folder / PROBLEM_SCORES
-    return json.loads(path.read_text(encoding="utf-8"))["rows"] if path.is_file() else None
+    return read_json(path, "rule analysis (hara analysis interpretability)")["rows"] if path.is_file() else None
 
 
 def _problem_difference(a: Mapping[str, float], b: Mapping[str, float], evidence: Evidence):
@@ -625,12 +628,13 @@ def claims_table(checks: list[tuple[Claim, Outcome]], stages: Mapping[str, str] 
     return Table(
         "paper",
         "The paper's claims checked on this run",
-        "Left: the paper's own statements (its models, benchmarks and hardware; config/paper_claims.yaml, "
+        "Left: the paper's own statements (its models, benchmarks and hardware; hara/analysis/paper_claims.yaml, "
         "from the public summary), never ours. Right: the same measure on this run's results with its "
         "interval, and the status: reproduced / within noise / contradicted / not measured, which is the claim's "
         "pre-registered primary endpoint's (one comparison pooled over the grid, tested alone); the family of "
-        "per-cell comparisons follows as 'Secondary', described, never the status (see config/paper_claims.yaml for "
-        "how each is measured; `hara repro-check` prints the same; with staged seeds, the stage and its decision).",
+        "per-cell comparisons follows as 'Secondary', described, never the status (see "
+        "hara/analysis/paper_claims.yaml for how each is measured; `hara repro-check` prints the same; with staged "
+        "seeds, the stage and its decision).",
         ["claim", "paper", "ours (this run)", "status"],
         rows,
     )

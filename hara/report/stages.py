@@ -19,7 +19,7 @@ import yaml
 
 from hara.errors import ConfigError
 from hara.layout import method_seeds
-from hara.power import components_from_config, contrast_variance, primary_contrast
+from hara.planning.power import components_from_config, contrast_variance, primary_contrast
 from hara.report.repro import (
     CONTRADICTED,
     NOISE,

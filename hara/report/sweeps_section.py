@@ -1,28 +1,26 @@
 """The "Sweeps" section of the main report: every study under results/sweeps/ that `hara sweep report` summarised.
 
 hara.report calls :func:`sweep_studies` and renders the studies with the page templates' `sweeps` macros
-(:func:`sweeps_html` and :func:`sweeps_markdown` give the section alone); all are empty when no sweep was run, so a
-report without sweeps is unchanged.
+(hara.report.render); the list is empty when no sweep was run, and the section is then left out, so a report without
+sweeps is unchanged.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from hara import layout
+from hara.results.files import read_json
 
-__all__ = ["study_summaries", "sweep_studies", "sweeps_html", "sweeps_markdown"]
+__all__ = ["study_summaries", "sweep_studies"]
 
 
 def study_summaries(results_dir: str | Path) -> list[tuple[Path, dict]]:
     """(study folder, summary.json) of every summarised study, by name."""
     root = Path(results_dir) / layout.SWEEPS
-    return (
-        [(path.parent, json.loads(path.read_text(encoding="utf-8"))) for path in sorted(root.glob("*/summary.json"))]
-        if root.is_dir()
-        else []
-    )
+    if not root.is_dir():
+        return []
+    return [(path.parent, read_json(path)) for path in sorted(root.glob(f"*/{layout.SUMMARY_FILE}"))]
 
 
 def best_line(summary: dict) -> str:
@@ -67,20 +65,6 @@ def effect_rows(summary: dict) -> list[list[str]]:
         ]
         for row in summary.get("effects", [])
     ]
-
-
-def sweeps_markdown(results_dir: str | Path, out_dir: str | Path) -> str:
-    """Markdown section (figure links relative to the report folder ``out_dir``)."""
-    from hara.report.render import page_macros
-
-    return str(page_macros("report.md").sweeps(sweep_studies(results_dir), Path(out_dir)))
-
-
-def sweeps_html(results_dir: str | Path) -> str:
-    """HTML section with the figures embedded (the report stays one self-contained file); "" without a study."""
-    from hara.report.render import page_macros
-
-    return str(page_macros().sweeps(sweep_studies(results_dir)))
 
 
 def sweep_studies(results_dir: str | Path) -> list[tuple[Path, dict, str, list, list]]:

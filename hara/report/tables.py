@@ -1,4 +1,5 @@
-"""The paper's tables over our runs, as plain data (title, note, header, rows of strings) for the renderers.
+"""The paper's tables over our runs, as plain data (title, note, header, rows of strings) for the renderers; a cell
+that states a verdict is a :class:`~hara.report.compare.VerdictCell`, a string that carries it.
 
 Every number is computed from the runs; a cell without data reads "n/a". Scores are pass@1 in percent (mean ±
 standard error over seeds); comparisons between two methods are paired differences in percentage points with a
@@ -23,6 +24,7 @@ from hara.report.compare import (
     PROBLEMS_ONLY_MARK,
     SPEED_AREA,
     GridComparisons,
+    VerdictCell,
     expected_verdict,
     grid_comparisons,
     is_control,
@@ -47,7 +49,8 @@ BaseScores = Mapping[str, Mapping[str, float]]  # pass@1 per benchmark of each s
 
 @dataclass(frozen=True)
 class Table:
-    """One table of the report."""
+    """One table of the report. A cell is a string; one that states a verdict is a
+    :class:`~hara.report.compare.VerdictCell`, which the page colours by its verdict."""
 
     key: str
     title: str
@@ -213,8 +216,9 @@ def method_label(method: str) -> str:
 
 
 def _with_difference(estimate: str, found: GridComparisons, key: tuple, benchmark: str | None) -> str:
-    """``25.3 ± 1.1; Δ +0.3 [-1.2, +1.8] within noise, MDE 2.9``, or the estimate alone without paired data."""
-    return estimate if found.get(*key) is None else f"{estimate}; Δ {found.format(key, benchmark)}"
+    """``25.3 ± 1.1; Δ +0.3 [-1.2, +1.8] within noise, MDE 2.9`` (its verdict's cell), or the estimate alone without
+    paired data."""
+    return estimate if found.get(*key) is None else found.format(key, benchmark).after(f"{estimate}; Δ ")
 
 
 def _plain_pct(value: float | None) -> str:
@@ -234,7 +238,7 @@ def rlvr_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScore
             ),
         ]
         for size in config["models"]["sizes"]
-        for rlvr in PRESETS
+        for rlvr in PRESETS.names()
     ]
     return Table(
         "rlvr",
@@ -362,7 +366,7 @@ def speed_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: BaseScor
                 key, seeds = (size, rlvr, method, BASELINE), seed_count(config, method)
                 cells = [pct(level, seeds) for level in levels]
                 if key in found.speed:
-                    cells = [f"{cell}; Δ {found.format_speed(key, m)}" for cell, m in zip(cells, members)]
+                    cells = [found.format_speed(key, m).after(f"{cell}; Δ ") for cell, m in zip(cells, members)]
                 rows.append([size, rlvr, method_label(method), *cells])
     return Table(
         "speed",
@@ -515,9 +519,9 @@ def selection_table(config: Mapping, runs: Mapping[Cell, Run], base_scores: Base
     )
 
 
-def _corrected_text(diff, corrected) -> str:
+def _corrected_text(diff, corrected) -> VerdictCell:
     mark = CORRECTED_MARK if diff.verdict != corrected.verdict else ""
-    return f"{diff.format()} {corrected.verdict}{mark}, MDE {100 * corrected.mde:.1f}"
+    return VerdictCell(f"{diff.format()} {corrected.verdict}{mark}, MDE {100 * corrected.mde:.1f}", corrected.verdict)
 
 
 def _average(problems: Mapping[str, Mapping[str, float]], config: Mapping) -> float | None:

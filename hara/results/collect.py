@@ -2,18 +2,30 @@
 
 Paths follow hara.layout: ``<results>/train/<size>/<rlvr>/<method>/seed<k>/metrics.jsonl``
 and ``<results>/eval/<size>/<rlvr>/<method>/seed<k>/scores.json``; the Base model of a size, before RL, at
-``<results>/eval/<size>/base/scores.json`` (:func:`read_base_scores`). A missing or unreadable file leaves the cell
-empty (the report then says "n/a"); nothing is filled in.
+``<results>/eval/<size>/base/scores.json`` (:func:`read_base_scores`). A missing file leaves the cell empty (the
+report then says "n/a"); nothing is filled in. A corrupt one is an error naming it and its rule
+(:mod:`hara.results.files`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hara.layout import SPEED_SCORES, Cell, base_eval_dir, eval_dir, grid_cells, run_dir
+from hara.layout import (
+    METRICS_FILE,
+    SCORES_FILE,
+    SELECTED_SCORES,
+    SELECTION_FILE,
+    SPEED_SCORES,
+    Cell,
+    base_eval_dir,
+    eval_dir,
+    grid_cells,
+    run_dir,
+)
+from hara.results.files import jsonl_values, read_json
 
 __all__ = ["Cell", "Run", "collect_runs", "grid_cells", "read_base_scores", "read_run", "seed_runs"]
 
@@ -49,15 +61,14 @@ def read_metrics(path: Path) -> list[dict]:
     """metrics.jsonl as a list of dicts sorted by step ([] when absent)."""
     if not path.is_file():
         return []
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return sorted(rows, key=lambda row: row["step"])
+    return sorted((row for _, row in jsonl_values(path)), key=lambda row: row["step"])
 
 
 def read_evaluation(path: Path) -> dict[str, dict]:
     """A `hara evaluate` JSON's benchmarks ({} when absent)."""
     if not path.is_file():
         return {}
-    return json.loads(path.read_text(encoding="utf-8")).get("benchmarks", {})
+    return read_json(path).get("benchmarks", {})
 
 
 def read_scores(path: Path) -> dict[str, float]:
@@ -78,25 +89,25 @@ def read_run(cell: Cell, train_dir: Path, eval_dir: Path) -> Run:
     """One run's metrics (train_dir/metrics.jsonl) and evaluation (eval_dir/scores.json: scores, per-problem pass@1
     from the saved predictions, fingerprints; selection.json and selected_scores.json when selection ran, speed.json
     with report.speed)."""
-    evaluation = read_evaluation(eval_dir / "scores.json")
+    evaluation = read_evaluation(eval_dir / SCORES_FILE)
     fingerprints = {
         name: entry["eval_fingerprint"] for name, entry in evaluation.items() if "eval_fingerprint" in entry
     }
     return Run(
         cell,
-        read_metrics(train_dir / "metrics.jsonl"),
+        read_metrics(train_dir / METRICS_FILE),
         {name: float(entry["score"]) for name, entry in evaluation.items()},
         problem_scores(evaluation),
         fingerprints,
-        read_json(eval_dir / "selection.json"),
-        problem_scores(read_evaluation(eval_dir / "selected_scores.json")),
-        read_json(eval_dir / SPEED_SCORES),
+        read_optional(eval_dir / SELECTION_FILE),
+        problem_scores(read_evaluation(eval_dir / SELECTED_SCORES)),
+        read_optional(eval_dir / SPEED_SCORES),
     )
 
 
-def read_json(path: Path) -> dict:
+def read_optional(path: Path) -> dict:
     """A stage's JSON file ({} when absent)."""
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return read_json(path) if path.is_file() else {}
 
 
 def seed_runs(runs: Mapping[Cell, Run], size: str, rlvr: str, method: str) -> dict[int, Run]:
@@ -111,4 +122,4 @@ def collect_runs(config: Mapping, results: str | Path) -> dict[Cell, Run]:
 
 def read_base_scores(config: Mapping, results: str | Path) -> dict[str, dict[str, float]]:
     """pass@1 per benchmark of each size's Base model ({} for a size not evaluated)."""
-    return {size: read_scores(base_eval_dir(results, size) / "scores.json") for size in config["models"]["sizes"]}
+    return {size: read_scores(base_eval_dir(results, size) / SCORES_FILE) for size in config["models"]["sizes"]}

@@ -2,14 +2,14 @@
 A minus method B at each checkpoint step and on the area under the curve, paired by seed and problem. Pure numpy, no
 I/O.
 
-Credit-assignment effects show mostly as learning speed (../shared/credit-assignment.md): a method that gets to the
-same plateau sooner has a larger area under its curve and the same final value. The area is the trapezoid rule over
-the checkpoint steps divided by their span, so it reads in pass@1 (the curve's mean height between the first and the
-last checkpoint). It is linear in the per-step values, so the area of the difference is the difference of the areas,
+Credit-assignment effects show mostly as learning speed (docs/analyses.md, "Speed as an endpoint"): a method that gets
+to the same plateau sooner has a larger area under its curve and the same final value. The area is the trapezoid rule
+over the checkpoint steps divided by their span, so it reads in pass@1 (the curve's mean height between the first and
+the last checkpoint). It is linear in the per-step values, so the area of the difference is the difference of the areas,
 and each (seed, problem) cell's area difference is one number: the area's interval is the same crossed bootstrap
 (:func:`hara.results.paired.bootstrap_difference`) as any benchmark's, over one (seeds, problems) matrix. Every run is
-measured at the same steps on the same problems (like with like), so no run has to reach a target and none is
-censored, unlike a first-passage time (:func:`hara.results.stats.first_passage`).
+measured at the same steps on the same problems (like with like), so no run has to reach a target and none is censored,
+unlike a first-passage time (:func:`hara.results.stats.first_passage`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ Its interval is a percentile bootstrap that resamples what varies between reruns
   replacement and, per benchmark, **one** problem index vector that every drawn seed uses. Seeds and problems are
   crossed factors (every seed is scored on the same problems, and a method's advantage on a problem persists across
   seeds); drawing problems anew inside each seed would divide that persistent per-problem variance by the number of
-  seeds and give intervals that are too narrow (../shared/statistics.md; tests/report/test_paired.py measures it).
+  seeds and give intervals that are too narrow (docs/comparisons.md, "Paired differences"; tests/report/test_paired.py
+  measures it).
   With 2-5 seeds a whole run's luck (the seed effect) is estimated from 2-5 values, which no percentile bootstrap
   can widen enough: the seed part of each replicate is rescaled by sqrt(S / (S - 1)) (so that its variance is
   unbiased, as the sample variance is), and the interval is ``mean -+ t_df * se`` with se the replicates' standard
@@ -97,7 +98,8 @@ __all__ = [
 ]
 
 BETTER, WORSE, WITHIN_NOISE = "better", "worse", "within noise"
-#: The power every minimum detectable effect is stated at (80%, Miller 2024; ../shared/statistics.md).
+#: The power every minimum detectable effect is stated at (80%, Miller 2024; docs/plan.md, "Power of the grid's
+#: comparisons").
 POWER = 0.8
 #: What an interval covers (:attr:`Difference.basis`): seeds and problems crossed (report.min_seeds seeds or more, or
 #: one seed where the caller set min_seeds 1: a per-seed objective's units), the problems plus a declared run

@@ -1,10 +1,10 @@
-"""Group-sequential boundaries for staged seeds (../shared/statistics.md, "Designs and stages"). Pure maths (scipy).
+"""Group-sequential boundaries for staged seeds (docs/plan.md, "Staged seeds"). Pure maths (scipy).
 
 A primary endpoint tested after each stage of seeds gives z statistics Z_1..Z_K whose joint law, under the
 canonical model, is normal with corr(Z_j, Z_k) = sqrt(t_j / t_k) (j < k), t_k the information fraction at stage k
 (Jennison and Turnbull 2000, ch. 3). With seeds and problems crossed the cumulative estimates keep that law
 (cov(D_j, D_k) = var(D_k)), but the information is not the seed fraction: the problems' part of the variance does
-not shrink with seeds, so t_k = var(D_K) / var(D_k) from the variance components (hara.power.contrast_variance).
+not shrink with seeds, so t_k = var(D_K) / var(D_k) from the variance components (hara.planning.power.contrast_variance).
 
 Efficacy bounds: Lan-DeMets alpha spending with the O'Brien-Fleming-type function alpha(t) = 2 - 2 Phi(z_{1-a/2} /
 sqrt(t)) (two-sided), each bound solved so that the probability of first crossing at stage k is the alpha spent

@@ -1,6 +1,6 @@
 """A declared run variance: how much a whole training run's luck moves a paired pass@1 difference, measured once
 from a multi-seed results folder of a world and then used where a comparison has fewer seeds than
-``report.min_seeds`` (../shared/statistics.md, "One seed").
+``report.min_seeds`` (docs/comparisons.md, "One seed, honestly").
 
 A one-seed interval resamples the problems only; a whole run better or worse (the seed effect of the paired
 difference, ``seed_sd``) is in none of it. Simulated through the claims check on null grids of the embedded

@@ -30,7 +30,7 @@ from transformers import TrainerCallback
 
 from hara.errors import ConfigError
 from hara.hashing import file_sha256, file_xxh3
-from hara.layout import CANDIDATE
+from hara.layout import CANDIDATE, RESOLVED_CONFIG
 
 __all__ = [
     "FINISHED_CHECKPOINTS",
@@ -381,7 +381,7 @@ def refuse_changed_config(run_dir: str | Path, config: Mapping) -> None:
     """Raise ConfigError naming the differing keys if ``run_dir`` was made with another resolved config."""
     import yaml
 
-    saved_path = Path(run_dir) / "resolved_config.yaml"
+    saved_path = Path(run_dir) / RESOLVED_CONFIG
     if not saved_path.is_file():
         return
     saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}

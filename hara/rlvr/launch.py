@@ -7,7 +7,7 @@ accelerate config named by ``training.accelerate_config`` (FSDP by default, conf
 so they train instead of launching again. Note: accelerate 1.15 applies the FSDP config only on accelerators; on
 the CPU the processes are plain data parallel (DistributedType.MULTI_CPU, gloo), so the CPU tests exercise the
 launcher, the per-process groups, rank-0 logging and checkpoint/resume, but FSDP sharding itself only runs on GPUs. Each process generates and scores whole prompt groups and computes the
-HarA novelty on its own groups (hara.rlvr.train.grpo_args); only rank 0 logs and writes files.
+HarA novelty on its own groups (hara.rlvr.grpo_config.grpo_args); only rank 0 logs and writes files.
 """
 
 from __future__ import annotations

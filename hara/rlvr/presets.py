@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hara.plugins import Registry
+
 __all__ = [
     "PRESETS",
     "RLVRPreset",
@@ -80,27 +82,30 @@ class RLVRPreset:
 
 
 #: The host algorithms by name (the ``--rlvr`` choices).
-PRESETS: dict[str, RLVRPreset] = {
-    "grpo": RLVRPreset(scale_rewards="group", loss_type="grpo"),
-    "dr_grpo": RLVRPreset(scale_rewards="none", loss_type="dr_grpo"),
-    "dapo": RLVRPreset(
-        scale_rewards="group", loss_type="dapo", epsilon_high=0.28, dynamic_sampling=True, overlong_shaping=True
-    ),
-}
+PRESETS: Registry[RLVRPreset] = Registry(
+    "preset",
+    {
+        "grpo": RLVRPreset(scale_rewards="group", loss_type="grpo"),
+        "dr_grpo": RLVRPreset(scale_rewards="none", loss_type="dr_grpo"),
+        "dapo": RLVRPreset(
+            scale_rewards="group", loss_type="dapo", epsilon_high=0.28, dynamic_sampling=True, overlong_shaping=True
+        ),
+    },
+)
 
 
 def get_preset(name: str, overrides: Mapping[str, Any] | None = None) -> RLVRPreset:
     """The preset ``name`` with ``overrides`` (e.g. the config's ``rlvr.<name>`` section) applied.
 
-    Unknown names or override keys raise ValueError naming them.
+    An unknown name raises an UnknownNameError (a ValueError) listing the valid ones, unknown override keys a
+    ValueError naming them.
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown rlvr preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+    preset = PRESETS.get(name)
     known = {f.name for f in dataclasses.fields(RLVRPreset)}
     unknown = set(overrides or {}) - known
     if unknown:
         raise ValueError(f"unknown rlvr.{name} key(s) {sorted(unknown)}; known: {sorted(known)}")
-    return dataclasses.replace(PRESETS[name], **dict(overrides or {}))
+    return dataclasses.replace(preset, **dict(overrides or {}))
 
 
 def config_preset(config: Mapping, name: str) -> RLVRPreset:

@@ -21,10 +21,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hara.errors import ConfigError
+from hara.layout import PROMPTS_FILE, SELECTION_FILE
 
-__all__ = ["pass_rates", "read_prompts", "select_prompts"]
-
-PROMPTS_FILE = "prompts.jsonl"
+__all__ = ["pass_rates", "read_prompts", "select_prompts", "train_dataset"]
 
 
 def pass_rates(
@@ -41,9 +40,9 @@ def pass_rates(
 ) -> list[float]:
     """Fraction of ``samples`` sampled completions per record that the RL reward scores correct (``prompt``: the
     config's :class:`hara.data.format.PromptFormat`, as in training)."""
+    from hara.boxed_answer import math_reward
     from hara.data.format import PromptFormat
     from hara.models.generate import generate_completions, load_model
-    from hara.reward import math_reward
 
     prompt = prompt or PromptFormat()
     model, tokenizer = load_model(model_dir)
@@ -133,7 +132,7 @@ def select_prompts(config: Mapping, model_dir: str | Path, train_records: list[d
         "histogram": histogram,
         "seconds": time.perf_counter() - start,
     }
-    (out / "selection.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (out / SELECTION_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
 
 
@@ -145,3 +144,28 @@ def read_prompts(folder: str | Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"--prompts: no {PROMPTS_FILE} in {folder} (run `hara select-prompts` first)")
     return read_jsonl(path)
+
+
+def train_dataset(config: Mapping, data_dir: str | Path | None, prompts_dir: str | Path | None = None):
+    """The RL prompts as a ``datasets.Dataset`` with TRL's ``prompt``, the gold ``answer``, the reference
+    ``solution`` and the problem's ``source``: the problems kept by
+    ``hara select-prompts`` when ``prompts_dir`` is given, else the config's whole training set."""
+    from datasets import Dataset
+
+    from hara.data.format import prompt_format
+    from hara.models.base import config_datasets
+
+    records = read_prompts(prompts_dir) if prompts_dir else config_datasets(config, data_dir)["train"]
+    prompt = prompt_format(config)
+    # the reference solution and the source ride along for methods that read the problem (the step oracle)
+    return Dataset.from_list(
+        [
+            {
+                "prompt": prompt.prompt(r["problem"]),
+                "answer": str(r["answer"]),
+                "solution": str(r.get("solution") or ""),
+                "source": str(r.get("source") or ""),
+            }
+            for r in records
+        ]
+    )

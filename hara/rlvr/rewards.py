@@ -1,12 +1,12 @@
 """TRL's side of the reward: :func:`accuracy_reward` scores a batch of completions with the project's one scoring
-rule, :func:`hara.reward.math_reward` (also used by the warm-up check, the prompt selection and the evaluation)."""
+rule, :func:`hara.boxed_answer.math_reward` (also used by the warm-up check, the prompt selection and the evaluation)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from hara.reward import math_reward
+from hara.boxed_answer import math_reward
 
 __all__ = ["accuracy_reward"]
 

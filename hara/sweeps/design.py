@@ -5,7 +5,7 @@ Every trial carries its ``role`` and ``seeds`` (user attributes):
 - ``search``: a point the sampler chose, trained on the study's seeds (``repeats`` of them);
 - ``reevaluation``: a search trial's point (``reevaluates``: its number) trained again on fresh seeds, the same for
   every candidate, once the search budget is spent. Its values were not used to select it, so they do not carry the
-  winner's curse (../shared/statistics.md): the best of m equal trials is inflated by the expected maximum of m
+  winner's curse (docs/sweeps.md, "search"): the best of m equal trials is inflated by the expected maximum of m
   draws, about 1.8 standard deviations for m = 16;
 - ``sensitivity``: one (value, seed) of a sensitivity study, the reference included; a listed value equal to the
   reference is the reference (its runs are the reference's, so its effect is exactly 0).

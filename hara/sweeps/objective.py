@@ -22,7 +22,6 @@ paired instances: seed k's problem i is instance ``k * P + i``, the same for eve
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import statistics
@@ -36,7 +35,9 @@ from transformers import TrainerCallback
 
 from hara.data.embedded import VALIDATION
 from hara.data.pipeline import validation_records
+from hara.layout import FINAL_DIR, MANIFEST_FILE, METRICS_FILE, SELECTION_FILE
 from hara.metric_keys import REWARD
+from hara.results.collect import read_metrics
 
 __all__ = ["METRICS", "VALIDATION", "Measurement", "run_trial", "write_trial_prompts", "write_validation_split"]
 
@@ -57,7 +58,7 @@ def write_validation_split(config: Mapping, held_out: int, seed: int, out_dir: P
     from hara.data.embedded import TRAIN, write_datasets
     from hara.data.pipeline import build_config_datasets, hold_out_validation
 
-    if (out_dir / "manifest.json").is_file():
+    if (out_dir / MANIFEST_FILE).is_file():
         return out_dir
     datasets = build_config_datasets(config)
     datasets[TRAIN], datasets[VALIDATION] = hold_out_validation(
@@ -77,7 +78,7 @@ def write_trial_prompts(config: Mapping, base_model: Path, data_dir: Path, out_d
 
     if not config["training"]["prompt_selection"]["enabled"]:
         return None
-    if not (out_dir / "selection.json").is_file():
+    if not (out_dir / SELECTION_FILE).is_file():
         with written_aside(out_dir) as partial:
             select_prompts(config, base_model, config_datasets(config, data_dir)["train"], partial)
     return out_dir
@@ -105,7 +106,7 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> Meas
     from hara.evaluation.settings import benchmark_settings
     from hara.evaluation.tasks import build_task
 
-    checkpoint = run_dir / "final"
+    checkpoint = run_dir / FINAL_DIR
     settings = benchmark_settings(config, VALIDATION)  # the evaluation defaults (no per-benchmark override)
     backend = evaluation_backend(config)
     model_config = make_model_config(
@@ -133,10 +134,10 @@ def validation_pass_at_1(config: Mapping, run_dir: Path, data_dir: Path) -> Meas
 
 def train_reward(config: Mapping, run_dir: Path, data_dir: Path) -> Measurement:
     """Mean train/reward over the steps trained so far (metrics.jsonl of the run)."""
-    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    lines = read_metrics(run_dir / METRICS_FILE)
     rewards = [line[REWARD] for line in lines if REWARD in line and line["step"] <= config["training"]["steps"]]
     if not rewards:
-        raise ValueError(f"{run_dir / 'metrics.jsonl'}: no train/reward logged")
+        raise ValueError(f"{run_dir / METRICS_FILE}: no train/reward logged")
     return Measurement(sum(rewards) / len(rewards))
 
 
@@ -176,7 +177,7 @@ class PruningCallback(TrainerCallback):
         if not logs or "loss" not in logs or step not in self.steps:
             return
         if self.metric in NEEDS_MODEL:
-            final = self.run_dir / "final"
+            final = self.run_dir / FINAL_DIR
             shutil.rmtree(final, ignore_errors=True)
             model.save_pretrained(str(final))
             processing_class.save_pretrained(str(final))
@@ -225,7 +226,8 @@ def train_seed(
     """Train one seed of the trial into ``run_dir`` (its training curves into ``run``, when given), measuring the
     objective (at every report step when ``on_value`` is given, else at the end only); returns the callback holding
     the measurement."""
-    from hara.rlvr.train import MetricsCallback, TrainingSession
+    from hara.rlvr.metrics_sink import MetricsCallback
+    from hara.rlvr.train import TrainingSession
 
     fields = spec.fields
     session = TrainingSession(
@@ -245,19 +247,19 @@ def train_seed(
     )
     metric = fields["objective"]["metric"]
     pruning = PruningCallback(trial, config, metric, spec.report_steps(config), run_dir, where.data_dir, on_value)
-    trainer = session.trainer([MetricsCallback(run_dir / "metrics.jsonl", run), pruning])
+    trainer = session.trainer([MetricsCallback(run_dir / METRICS_FILE, run), pruning])
     trainer.train()
     return pruning
 
 
 def constraint_values(constraints: Mapping[str, float], run_dir: Path) -> list[float]:
     """Per constraint: the trained steps' mean of its metrics.jsonl key minus its limit (<= 0 is feasible)."""
-    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    lines = read_metrics(run_dir / METRICS_FILE)
     values = []
     for key, limit in constraints.items():
         logged = [line[key] for line in lines if isinstance(line.get(key), (int, float))]
         if not logged:
-            raise ValueError(f"constraints.{key}: not logged by the trial's training ({run_dir / 'metrics.jsonl'})")
+            raise ValueError(f"constraints.{key}: not logged by the trial's training ({run_dir / METRICS_FILE})")
         values.append(sum(logged) / len(logged) - limit)
     return values
 

@@ -1,9 +1,10 @@
 """Study files (sweeps/<name>.yaml): loading, validation, search space, sampler and pruner registries.
 
-A study file is validated against ``sweeps/schema.yaml`` with hara.config's machinery (defaults filled, unknown keys
-rejected, one-line :class:`~hara.config.ConfigError` naming the file and key path). Then the checks that need the
-main config: every swept or overridden key must be a config key of ``config/schema.yaml``, every bound and choice
-must pass that schema, the method must be valid, and the objective's steps must fit ``training.steps``.
+A study file is validated against ``hara/schemas/study.yaml`` (package data) with hara.config's machinery (defaults
+filled, unknown keys rejected, one-line :class:`~hara.config.ConfigError` naming the file and key path). Then the
+checks that need the main config: every swept or overridden key must be a config key of the config schema
+(``hara/schemas/config.yaml``), every bound and choice must pass that schema, the method must be valid, and the
+objective's steps must fit ``training.steps``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +27,13 @@ from hara.config import (
     apply_overrides,
     fill_defaults,
     get_path,
-    load_schema,
     read_yaml,
     set_path,
     validate_against_schema,
     validate_config,
+    validation_schema,
 )
+from hara.errors import UnknownNameError
 from hara.metric_keys import REWARD
 
 __all__ = [
@@ -46,7 +49,8 @@ __all__ = [
     "stored_constraints",
 ]
 
-STUDY_SCHEMA_PATH = Path(__file__).resolve().parents[2] / "sweeps" / "schema.yaml"
+#: The study file schema (package data, like the config schema).
+STUDY_SCHEMA_PATH = resources.files("hara") / "schemas" / "study.yaml"
 # lr schedules whose value at a step does not depend on the total step count: only these can be trained in
 # segments (a cosine or linear decay would decay to zero at the end of every segment).
 SEGMENTABLE_SCHEDULES = ("constant", "constant_with_warmup")
@@ -201,8 +205,8 @@ def trial_config(spec: StudySpec, params: Mapping[str, Any]) -> dict:
 
 
 def schema_node(dotted: str) -> Mapping | None:
-    """The config/schema.yaml node of a dotted key path (None when there is no such key)."""
-    node: Mapping = load_schema()
+    """The config schema's node of a dotted key path (None when there is no such key)."""
+    node: Mapping = validation_schema()
     for part in dotted.split("."):
         node = node.get("properties", {}).get(part) if isinstance(node, Mapping) else None
         if node is None:
@@ -225,12 +229,12 @@ def missing_required(data: Any, schema: Mapping, path: str = "") -> str | None:
 
 
 def check_keys(fields: Mapping) -> str | None:
-    """Swept and overridden keys must be leaf keys of config/schema.yaml; data.* is shared by all trials."""
+    """Swept and overridden keys must be leaf keys of the config schema; data.* is shared by all trials."""
     for section in ("overrides", "space"):
         for dotted in fields[section]:
             node = schema_node(dotted)
             if node is None or node.get("type") == "object" and "properties" in node:
-                return f"{section}.{dotted}: not a config key of config/schema.yaml"
+                return f"{section}.{dotted}: not a config key of hara/schemas/config.yaml"
             if section == "space" and dotted.split(".")[0] in ("data", "results_dir", "tracking", "name"):
                 return f"space.{dotted}: every trial shares the data split and the stores; this key cannot be swept"
     return None
@@ -399,13 +403,14 @@ def distributions(spec: StudySpec) -> dict:
 def check_method(fields: Mapping) -> str | None:
     """The swept method must be in the method registry (hara/methods.py: built-ins and installed plug-ins), its preset
     in the preset registry (hara/rlvr/presets.py)."""
-    from hara.methods import methods, unknown_method
+    from hara.methods import METHODS
     from hara.rlvr.presets import PRESETS
 
-    if fields["method"] not in methods():
-        return f"method: {unknown_method(fields['method'])}"
-    if fields["rlvr"] not in PRESETS:
-        return f"rlvr: unknown preset {fields['rlvr']!r} (valid: {', '.join(PRESETS)})"
+    for key, registry in (("method", METHODS), ("rlvr", PRESETS)):
+        try:
+            registry.get(fields[key])
+        except UnknownNameError as error:
+            return f"{key}: {error}"
     return None
 
 

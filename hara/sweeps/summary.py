@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from hara.layout import BEST_PARAMS, SUMMARY_FILE, TRIALS_FILE
 from hara.sweeps.study import OBJECTIVES
 
 __all__ = ["write_summary"]
@@ -189,8 +190,8 @@ def write_summary(spec, mlflow: bool = True) -> dict:
         "states": {s: sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")},
         **KIND_SUMMARIES[spec.kind](spec, study, trials),
     }
-    write_trials_csv(trials, list(spec.fields["space"]), out / "trials.csv")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_trials_csv(trials, list(spec.fields["space"]), out / TRIALS_FILE)
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if mlflow:
         log_summary(spec, summary, trials)
     return summary
@@ -221,7 +222,7 @@ def search_summary(spec, study, trials) -> dict:
         from hara.errors import UserError
 
         raise UserError(f"study {spec.fields['name']}: no complete feasible search trial (see trials.csv)")
-    (out / "best_params.yaml").write_text(yaml.safe_dump(dict(choice.trial.params), sort_keys=False), encoding="utf-8")
+    (out / BEST_PARAMS).write_text(yaml.safe_dump(dict(choice.trial.params), sort_keys=False), encoding="utf-8")
     best = {
         "trial": choice.trial.number,
         "value": choice.reported,
@@ -340,8 +341,8 @@ def log_summary(spec, summary: Mapping, trials) -> None:
     else:
         log_effects(spec, summary, trials, run)
         run.set_tags({"sweep.conclusion": summary["conclusion"][:5000]})
-    files = ["summary.json", "trials.csv", *summary["figures"].values()]
-    files += ["best_params.yaml"] if summary["kind"] == "search" else []
+    files = [SUMMARY_FILE, TRIALS_FILE, *summary["figures"].values()]
+    files += [BEST_PARAMS] if summary["kind"] == "search" else []
     for name in files:
         run.client.log_artifact(run.run_id, str(spec.study_dir / name), artifact_path="summary")
     run.finish()

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from hara.layout import base_model_dir
+from hara.layout import CHECKPOINTS_DIR, FINAL_DIR, base_model_dir
 from hara.sweeps.study import (
     StudySpec,
     distributions,
@@ -283,7 +283,7 @@ class Worker:
     def cleanup(self, folder: Path) -> None:
         """Drop the trial's weights unless the study keeps them (a sweep of 8B models would fill any disk)."""
         if not self.spec.fields["keep_checkpoints"]:
-            for name in ("checkpoints", "final", "final.partial"):
+            for name in (CHECKPOINTS_DIR, FINAL_DIR, f"{FINAL_DIR}.partial"):
                 shutil.rmtree(folder / name, ignore_errors=True)
         gc.collect()  # the next trial builds a new policy and trainer in this process
         import torch

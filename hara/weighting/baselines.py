@@ -1,5 +1,5 @@
 """The credit-assignment baselines HarA is compared with (docs/method.md, "Baselines"), and `none`, the host
-algorithm as is: each a registered transform with its parameter dataclass."""
+algorithm as is: each a transform with its parameter dataclass (their specs: hara/methods.py)."""
 
 from __future__ import annotations
 
@@ -10,24 +10,29 @@ import torch
 from torch import Tensor
 
 from hara.groups import live_prompts, prompt_index
+from hara.knobs import knob
 from hara.ot.linearized import token_positions
 from hara.ot.sinkhorn import sinkhorn_log
-from hara.weighting.registry import WeightingContext, parse_params, register, require_context
+from hara.weighting.interface import WeightingContext, require_context
 
-__all__ = ["EntropyShapingParams", "ForkingParams", "PositionParams", "ShearParams"]
+__all__ = [
+    "EntropyShapingParams",
+    "ForkingParams",
+    "PositionParams",
+    "ShearParams",
+    "forking_tokens",
+    "grpo_s",
+    "gtpo",
+    "none",
+    "position",
+    "shear",
+]
 
 
-@dataclass(frozen=True)
-class _NoParams:
-    """`none` takes no parameters."""
-
-
-@register("none")
 def none(
     advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
 ) -> tuple[Tensor, dict[str, float]]:
     """The host algorithm as is: every valid token carries its rollout's advantage."""
-    parse_params(_NoParams, context.params, "none")
     return advantages.float()[:, None] * completion_mask.float(), {}
 
 
@@ -38,10 +43,14 @@ def none(
 class ForkingParams:
     """top_fraction: share of the batch's valid tokens (highest entropy) that keep their gradient."""
 
-    top_fraction: float = 0.2
+    top_fraction: float = knob(
+        0.2,
+        "Share of the batch's valid tokens (highest entropy) that keep their gradient.",
+        exclusiveMinimum=0,
+        maximum=1,
+    )
 
 
-@register("forking_tokens")
 def forking_tokens(
     advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
 ) -> tuple[Tensor, dict[str, float]]:
@@ -50,7 +59,7 @@ def forking_tokens(
     w = 1[H >= threshold] with the threshold the ceil(top_fraction * N)-th largest entropy among the N valid
     tokens (ties may keep slightly more); non-finite entropies are never kept. No renormalisation (as published).
     """
-    p = parse_params(ForkingParams, context.params, "forking_tokens")
+    p: ForkingParams = context.params
     mask = completion_mask.bool()
     ent = require_context(context.token_entropies, "token_entropies (B, T)", "forking_tokens").float()
     ent = torch.where(torch.isfinite(ent) & mask, ent, float("-inf"))
@@ -70,11 +79,15 @@ class EntropyShapingParams:
     outcome_threshold (correct = reward above it), normalization "joint" (one mean/std over the prompt's shaped
     rewards) or "separate" (over correct and incorrect rollouts separately), eps (divisions)."""
 
-    alpha1: float = 1.0
-    alpha2: float = 0.1
-    outcome_threshold: float = 0.5
-    normalization: str = "joint"
-    eps: float = 1e-8
+    alpha1: float = knob(1.0, "Outcome reward weight.", minimum=0, maximum=100)
+    alpha2: float = knob(0.1, "Entropy bonus weight.", minimum=0, maximum=100)
+    outcome_threshold: float = knob(0.5, "Reward above which a rollout counts as correct.", minimum=-1000, maximum=1000)
+    normalization: str = knob(
+        "joint",
+        "joint (one mean/std over the prompt's shaped rewards) or separate (per outcome).",
+        enum=["joint", "separate"],
+    )
+    eps: float = knob(1e-8, "Guard of divisions.", exclusiveMinimum=0, maximum=1)
 
 
 def _shaped_rewards(
@@ -118,7 +131,7 @@ def _entropy_shaping(
     method: str,
 ) -> tuple[Tensor, dict[str, float]]:
     """Shared body of gtpo (level "token") and grpo_s (level "sequence")."""
-    p = parse_params(EntropyShapingParams, context.params, method)
+    p: EntropyShapingParams = context.params
     if p.normalization not in ("joint", "separate"):
         raise ValueError(f"normalization must be 'joint' or 'separate', got {p.normalization!r}")
     mask = completion_mask.bool()
@@ -140,7 +153,6 @@ def _entropy_shaping(
     }
 
 
-@register("gtpo")
 def gtpo(
     advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
 ) -> tuple[Tensor, dict[str, float]]:
@@ -151,7 +163,6 @@ def gtpo(
     return _entropy_shaping("token", advantages, completion_mask, group_ids, rewards, context, "gtpo")
 
 
-@register("grpo_s")
 def grpo_s(
     advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
 ) -> tuple[Tensor, dict[str, float]]:
@@ -163,10 +174,9 @@ def grpo_s(
 class PositionParams:
     """beta: slope of the linear position weight."""
 
-    beta: float = 1.0
+    beta: float = knob(1.0, "Slope of the linear position weight.", minimum=0, maximum=100)
 
 
-@register("position")
 def position(
     advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
 ) -> tuple[Tensor, dict[str, float]]:
@@ -174,7 +184,7 @@ def position(
 
     The mean of w over a rollout's tokens is exactly 1, so every host loss keeps its advantage mass.
     """
-    p = parse_params(PositionParams, context.params, "position")
+    p: PositionParams = context.params
     mask = completion_mask.bool()
     u = token_positions(mask)
     u = torch.where(mask.sum(1, keepdim=True) == 1, 0.5, u)
@@ -188,12 +198,14 @@ class ShearParams:
     regulariser relative to the mean pair cost), sinkhorn_iters, outcome_threshold (correct = reward above it),
     chunk_elements (memory bound of one batched cost tensor)."""
 
-    span_width: int = 100
-    span_stride: int = 25
-    eps_rel: float = 0.05
-    sinkhorn_iters: int = 100
-    outcome_threshold: float = 0.5
-    chunk_elements: int = 1 << 22
+    span_width: int = knob(100, "Sliding span width in valid tokens.", minimum=1, maximum=100000)
+    span_stride: int = knob(25, "Sliding span stride in valid tokens.", minimum=1, maximum=100000)
+    eps_rel: float = knob(0.05, "Entropic regulariser relative to the mean pair cost.", exclusiveMinimum=0, maximum=10)
+    sinkhorn_iters: int = knob(100, "Sinkhorn iterations.", minimum=1, maximum=100000)
+    outcome_threshold: float = knob(0.5, "Reward above which a rollout counts as correct.", minimum=-1000, maximum=1000)
+    chunk_elements: int = knob(
+        1 << 22, "Memory bound of one batched cost tensor (elements).", minimum=1024, maximum=4294967296
+    )
 
 
 def _spans(
@@ -270,7 +282,6 @@ def _shear_prompt(h: Tensor, mask: Tensor, good: list[int], bad: list[int], p: S
     w[rows_t] = flat.view_as(w)[rows_t] / norm
 
 
-@register("shear")
 def shear(
     advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
 ) -> tuple[Tensor, dict[str, float]]:
@@ -278,7 +289,7 @@ def shear(
     spans (last-layer hidden states) and the closest span of any rollout of the opposite outcome; a token's weight
     is the max over the spans covering it, divided by the mean hidden-state norm; w = 1 when the opposite outcome
     group is empty. Not renormalised."""
-    p = parse_params(ShearParams, context.params, "shear")
+    p: ShearParams = context.params
     h = require_context(context.hidden_states, "hidden_states (B, T, d)", "shear")
     mask = completion_mask.bool() & torch.isfinite(h).all(-1)
     prompt, P = prompt_index(group_ids)

@@ -1,24 +1,35 @@
 """HarA's weights (docs/method.md, "From novelty to weights"): the novelty -> weight formulas E1-E3, their group
-normalisation per sign subset with a weight cap, and the registered transforms hara_tok / hara_seq / hara_hier /
-hara_exact_tok / hara_exact_seq."""
+normalisation per sign subset with a weight cap, HarA's knobs (:class:`HaraParams`) and the transforms hara_tok /
+hara_seq / hara_hier / hara_exact_tok / hara_exact_seq (their specs: hara/methods.py)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
 from hara.groups import GroupOps, group_all, group_any
+from hara.knobs import knob, knob_group
 from hara.novelty import NoveltyParams, NoveltyResult, compute_novelty
-from hara.ot.barycenter import BarycenterConfig
 from hara.weighting.host import host_token_weights
-from hara.weighting.registry import WeightingContext, WeightingFn, register
+from hara.weighting.interface import WeightingContext, WeightingFn
 
-__all__ = ["FORMULAS", "ReweightParams", "cap_weights", "group_weights", "novelty_weights"]
+__all__ = [
+    "FORMULAS",
+    "HaraParams",
+    "ReweightParams",
+    "cap_weights",
+    "group_weights",
+    "hara_exact_seq",
+    "hara_exact_tok",
+    "hara_hier",
+    "hara_seq",
+    "hara_tok",
+    "novelty_weights",
+]
 
 
 @dataclass(frozen=True)
@@ -36,16 +47,38 @@ class ReweightParams:
     the default binds only E3 (unbounded otherwise) and E1's final renormalisation overshoot.
     """
 
-    formula: str = "mean_ratio"
-    clip_min: float = 0.2
-    clip_max: float = 5.0
-    renorm_iters: int = 3
-    beta: float = 0.5
-    clip_c: float = 0.8
-    sign_mode: str = "magnitude"
-    explore_floor: float = 0.2
-    zero_spread_rtol: float = 1e-4
-    max_weight: float = 5.0
+    formula: str = knob(
+        "mean_ratio",
+        "Novelty -> weight map: mean_ratio (E1, default), affine_z (E2), softmax (E3).",
+        enum=["mean_ratio", "affine_z", "softmax"],
+    )
+    clip_min: float = knob(0.2, "E1 lower clip of w.", minimum=0, maximum=1)
+    clip_max: float = knob(5.0, "E1 upper clip of w.", minimum=1, maximum=1000)
+    renorm_iters: int = knob(3, "E1 clip-and-renormalise rounds.", minimum=1, maximum=100)
+    beta: float = knob(0.5, "E2 slope.", minimum=0, maximum=100)
+    clip_c: float = knob(0.8, "E2 clip half-width (w in [1-c, 1+c]).", minimum=0, maximum=1)
+    sign_mode: str = knob(
+        "magnitude",
+        "magnitude (same map for both outcomes) or explore (incorrect rollouts use 1/x).",
+        enum=["magnitude", "explore"],
+    )
+    explore_floor: float = knob(
+        0.2,
+        "Explore mode floors x at this fraction of its group's mean before taking 1/x, so a token with novelty near 0 "
+        "cannot take its group's mass (0.2 mirrors clip_min).",
+        exclusiveMinimum=0,
+        maximum=1,
+    )
+    zero_spread_rtol: float = knob(
+        1e-4, "A group whose novelty spread is below this fraction of its mean gets w = 1.", minimum=0, maximum=1
+    )
+    max_weight: float = knob(
+        5.0,
+        "Cap on any single token weight, for every formula (the capped mass goes to the group's other tokens); 5 = "
+        "E1's clip_max, so by default it binds E3 and E1's renormalisation overshoot only.",
+        minimum=1,
+        maximum=1000,
+    )
 
     def __post_init__(self) -> None:
         if self.formula not in FORMULAS:
@@ -154,17 +187,14 @@ def group_weights(
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _hara_params(params: dict[str, Any], method: str) -> tuple[dict[str, Any], ReweightParams]:
-    """Split a flat HarA params dict into novelty/barycenter knobs and reweighting knobs (unknown keys raise)."""
-    rw = {f.name for f in fields(ReweightParams)}
-    nov = ({f.name for f in fields(NoveltyParams)} | {f.name for f in fields(BarycenterConfig)}) - {
-        "barycenter",
-        "backend",
-    }
-    unknown = set(params) - rw - nov
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for weighting {method!r}; known: {sorted(rw | nov)}")
-    return {k: v for k, v in params.items() if k in nov}, ReweightParams(**{k: v for k, v in params.items() if k in rw})
+@dataclass(frozen=True)
+class HaraParams:
+    """HarA's knobs, typed and nested once: the novelty computation (its barycenter loop inside) and the novelty ->
+    weight map. The config holds them as one flat section, ``hara.hara``, which :func:`hara.knobs.read_knobs` reads
+    into this; the barycenter backend is not a knob (each method fixes its own)."""
+
+    novelty: NoveltyParams = knob_group(NoveltyParams)
+    reweight: ReweightParams = knob_group(ReweightParams)
 
 
 def _indistinguishable(sequence: Tensor, index: Tensor, num_groups: int, rtol: float) -> Tensor:
@@ -250,7 +280,8 @@ def _make_hara(level: str, backend: str, method: str) -> WeightingFn:
         advantages: Tensor, completion_mask: Tensor, group_ids: Tensor, rewards: Tensor, context: WeightingContext
     ) -> tuple[Tensor, dict[str, float]]:
         start = time.perf_counter()
-        nov_flat, rw = _hara_params(context.params, method)
+        params: HaraParams = context.params
+        rw = params.reweight
         if context.hidden_states is None:
             raise ValueError(f"weighting {method!r} needs context.hidden_states (B, T, d)")
         mask = completion_mask.bool()
@@ -260,7 +291,7 @@ def _make_hara(level: str, backend: str, method: str) -> WeightingFn:
             group_ids,
             rewards,
             advantages,
-            NoveltyParams.from_flat({**nov_flat, "backend": backend}),
+            replace(params.novelty, backend=backend),
         )
         omega = host_token_weights(mask, context.loss_type) * advantages.abs().float()[:, None]
         w, clipped, fallback = novelty_weights(nov, omega, level, rw, negative=advantages < 0)
@@ -278,11 +309,8 @@ def _make_hara(level: str, backend: str, method: str) -> WeightingFn:
     return hara
 
 
-for _name, _level, _backend in [
-    ("hara_tok", "token", "linearized"),
-    ("hara_seq", "sequence", "linearized"),
-    ("hara_hier", "hierarchical", "linearized"),
-    ("hara_exact_tok", "token", "exact"),
-    ("hara_exact_seq", "sequence", "exact"),
-]:
-    register(_name)(_make_hara(_level, _backend, _name))
+hara_tok = _make_hara("token", "linearized", "hara_tok")
+hara_seq = _make_hara("sequence", "linearized", "hara_seq")
+hara_hier = _make_hara("hierarchical", "linearized", "hara_hier")
+hara_exact_tok = _make_hara("token", "exact", "hara_exact_tok")
+hara_exact_seq = _make_hara("sequence", "exact", "hara_exact_seq")

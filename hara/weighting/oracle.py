@@ -31,11 +31,21 @@ import torch
 from torch import Tensor
 
 from hara.groups import GroupOps, prompt_index
+from hara.knobs import knob
 from hara.weighting.hara import cap_weights
 from hara.weighting.host import host_token_weights
-from hara.weighting.registry import WeightingContext, parse_params, register, require_context
+from hara.weighting.interface import WeightingContext, require_context
 
-__all__ = ["FIRST_WRONG_BUCKETS", "ORACLE_MODES", "OracleParams", "WrongSteps"]
+__all__ = [
+    "FIRST_WRONG_BUCKETS",
+    "ORACLE_MODES",
+    "OracleParams",
+    "WrongSteps",
+    "oracle_process",
+    "oracle_reversed",
+    "oracle_step",
+    "oracle_steps",
+]
 
 #: The first-wrong-step histogram's buckets: steps 0 .. FIRST_WRONG_BUCKETS - 2, and the last for every later step.
 FIRST_WRONG_BUCKETS = 10
@@ -48,11 +58,34 @@ class OracleParams:
     weight exceeds it; span_max_weight: step and reversed modes, the same bound; process_scale: process mode, the
     credit's size in a rollout whose host advantage is 0 (a group with no outcome signal)."""
 
-    prefix_share: float = 0.0
-    outcome_threshold: float = 0.5
-    max_weight: float = 5.0
-    span_max_weight: float = 20.0
-    process_scale: float = 1.0
+    prefix_share: float = knob(
+        0.0,
+        "Weight of the tokens before the first wrong step, before the group's mass is restored (0 = not penalised).",
+        minimum=0,
+        maximum=1,
+    )
+    outcome_threshold: float = knob(0.5, "Reward above which a rollout counts as correct.", minimum=-1000, maximum=1000)
+    max_weight: float = knob(
+        5.0,
+        "oracle_steps (suffix) only: no token's weight exceeds it (the mass the cap removes goes to the subset's "
+        "other tokens).",
+        minimum=1,
+        maximum=1000,
+    )
+    span_max_weight: float = knob(
+        20.0,
+        "oracle_step and oracle_reversed: no token's weight exceeds it (a rollout's mass on a short span is capped "
+        "there; the mass removed is dropped, metric oracle/mass_kept).",
+        minimum=1,
+        maximum=1000,
+    )
+    process_scale: float = knob(
+        1.0,
+        "oracle_process: the size of the step credit in a rollout whose host advantage is 0 (a group with no outcome "
+        "signal); elsewhere it is the rollout's own |advantage|.",
+        minimum=0,
+        maximum=1000,
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.prefix_share <= 1.0:
@@ -165,7 +198,7 @@ ORACLE_MODES: dict[str, Callable[[Batch], tuple[Tensor, dict[str, float]]]] = {
 
 
 def _batch(advantages, completion_mask, group_ids, rewards, context, method: str) -> Batch:
-    params = parse_params(OracleParams, context.params, method)
+    params: OracleParams = context.params
     starts = require_context(context.error_starts, "error_starts (B,)", method).long()
     ends = context.error_ends.long() if context.error_ends is not None else torch.full_like(starts, -1)
     mask = completion_mask.bool()
@@ -220,8 +253,10 @@ def _transform(method: str) -> Callable:
     return oracle
 
 
-for _name in ORACLE_MODES:
-    register(_name)(_transform(_name))
+oracle_steps = _transform("oracle_steps")
+oracle_step = _transform("oracle_step")
+oracle_reversed = _transform("oracle_reversed")
+oracle_process = _transform("oracle_process")
 
 
 def _mean(values: Tensor) -> float:

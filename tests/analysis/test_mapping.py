@@ -10,11 +10,11 @@ import torch
 from hara.analysis.mapping import (
     block_diagonality,
     fit_stage_model,
-    heldout_likelihood,
-    likelihood_score,
+    heldout_tokens,
     mapping_scores,
     stage_mass,
     staircase_mass,
+    token_loglik,
 )
 from hara.analysis.transport import first_rollouts, problem_plans, variant_alphas
 from tests.analysis.planted import NUM_STAGES, planted_rollouts
@@ -122,7 +122,8 @@ def test_likelihood_is_the_mean_log_of_the_soft_assignment_loop():
         for t in range(5)
         if stages[r, t] >= 0
     ]
-    assert likelihood_score(plans, stages, given) == pytest.approx(float(sum(expected) / len(expected)), rel=1e-6)
+    score = float(token_loglik(plans, stages, given)[stages >= 0].mean())
+    assert score == pytest.approx(float(sum(expected) / len(expected)), rel=1e-6)
 
 
 def test_stage_model_and_mass_on_a_hand_made_plan():
@@ -140,7 +141,7 @@ def test_stage_model_and_mass_on_a_hand_made_plan():
 def test_heldout_needs_two_problems():
     plans = torch.full((2, 2, 2), 0.25)
     with pytest.raises(ValueError, match="two problems"):
-        heldout_likelihood(plans, torch.zeros(2, 2, dtype=torch.long), torch.zeros(2, dtype=torch.long), 2)
+        heldout_tokens(plans, torch.zeros(2, 2, dtype=torch.long), torch.zeros(2, dtype=torch.long), 2)
 
 
 def test_first_rollouts_takes_the_first_of_every_problem():
@@ -177,3 +178,12 @@ def test_score_variants_runs_every_structure():
     assert not torch.allclose(matrices["gw"], matrices["gw_hidden"])
     finding = _finding(rows)
     assert finding.startswith("Positional structure, at 4 rollouts") and "Hidden-state structure, exact" in finding
+
+
+def test_the_interpretability_barycenter_is_the_config_s_training_one():
+    from hara.analysis.interpret import barycenter_config
+    from hara.config import validate_config
+    from hara.ot.barycenter import BarycenterConfig
+
+    config = validate_config({"hara": {"hara": {"alpha": 0.3, "barycenter_size": 4, "formula": "softmax"}}})
+    assert barycenter_config(config) == BarycenterConfig(alpha=0.3, barycenter_size=4)

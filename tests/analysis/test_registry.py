@@ -11,7 +11,7 @@ import pytest
 from hara.analysis import registry
 from hara.analysis.workflow import analysis_inputs, analysis_names, enabled_analyses, study_runs
 from hara.config import load_config
-from tests.helpers import REPO
+from tests.helpers import REPO, fresh_registry
 
 DEFAULT, ANALYSES = REPO / "config" / "default.yaml", REPO / "config" / "analyses.yaml"
 LABEL = re.compile(r"[A-Za-z0-9_.]+")  # workflows/analyses.smk's label wildcard
@@ -21,9 +21,7 @@ LABEL = re.compile(r"[A-Za-z0-9_.]+")  # workflows/analyses.smk's label wildcard
 def toy_installed(monkeypatch):
     """The registry as it is when a package declares ``toy = tests.analysis_plugin:SPEC`` in hara.analyses."""
     point = EntryPoint(name="toy", value="tests.analysis_plugin:SPEC", group=registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [point] if group == point.group else [])
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    fresh_registry(monkeypatch, registry.ANALYSES, lambda group: [point] if group == point.group else [])
 
 
 def contract(name: str, config: dict) -> None:
@@ -56,8 +54,7 @@ def test_a_plugin_cannot_replace_a_built_in_analysis():
 
 def test_a_bad_entry_point_is_refused_with_its_name(monkeypatch):
     point = EntryPoint(name="broken", value="tests.method_plugin:NOT_A_SPEC", group=registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [point])
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
+    fresh_registry(monkeypatch, registry.ANALYSES, lambda group: [point])
     with pytest.raises(TypeError, match="entry point 'broken'"):
         registry.analyses()
 
@@ -65,7 +62,7 @@ def test_a_bad_entry_point_is_refused_with_its_name(monkeypatch):
 def test_an_analysis_that_is_off_reads_nothing_so_its_inputs_never_see_missing_knobs(monkeypatch):
     """The workflow asks every registered analysis for its inputs when it builds the DAG; a plug-in that reads its
     own knobs there failed (TypeError on None) whenever the config did not switch it on."""
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    fresh_registry(monkeypatch, registry.ANALYSES)
     spec = registry.AnalysisSpec(
         "needs_knobs",
         "tests.analysis_plugin:toy_count",

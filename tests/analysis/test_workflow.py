@@ -8,9 +8,9 @@ from hara.analysis.workflow import (
     analysis_methods,
     analysis_runs,
     enabled_analyses,
-    eval_dir,
     override_args,
-    run_dir,
+    study_eval_dir,
+    study_run_dir,
     study_runs,
 )
 from hara.config import load_config
@@ -44,9 +44,9 @@ def test_variants_override_alpha_and_fgw_reuses_the_grid_cell(config):
     runs = {r.label: r for r in study_runs(config, "variants")}
     assert runs["w"].overrides == (("hara.hara.alpha", 0.0),) and runs["gw"].overrides == (("hara.hara.alpha", 1.0),)
     assert runs["fgw"].overrides == ()  # alpha 0.5 is the config's: the grid's hara_tok run
-    assert run_dir(config, runs["fgw"]) == "results/train/tiny-s/grpo/hara_tok/seed0"
-    assert run_dir(config, runs["w"]) == "results/analysis/train/variants/w/tiny-s/grpo/hara_tok/seed0"
-    assert eval_dir(config, runs["w"]) == "results/analysis/eval/variants/w/tiny-s/grpo/hara_tok/seed0"
+    assert study_run_dir(config, runs["fgw"]) == "results/train/tiny-s/grpo/hara_tok/seed0"
+    assert study_run_dir(config, runs["w"]) == "results/analysis/train/variants/w/tiny-s/grpo/hara_tok/seed0"
+    assert study_eval_dir(config, runs["w"]) == "results/analysis/eval/variants/w/tiny-s/grpo/hara_tok/seed0"
 
 
 def test_hidden_structure_variants_train_the_exact_counterpart(config):
@@ -55,7 +55,7 @@ def test_hidden_structure_variants_train_the_exact_counterpart(config):
     assert runs["gw_hidden"].method == "hara_exact_tok"
     assert runs["gw_hidden"].overrides == (("hara.hara.alpha", 1.0), ("hara.hara.structure", "hidden"))
     assert (
-        run_dir(config, runs["fgw_hidden"])
+        study_run_dir(config, runs["fgw_hidden"])
         == "results/analysis/train/variants/fgw_hidden/tiny-s/grpo/hara_exact_tok/seed0"
     )
     config["analyses"]["structures"] = ["position"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hara.tracking_server import AUTH_CACHE_SECONDS
+from hara.tracking.server import AUTH_CACHE_SECONDS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tracking_auth.py"
 

@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
+from hara.boxed_answer import math_reward
 from hara.data.champ import latex_exponents, load_champ, simple_answer
 from hara.data.io import DataError
 from hara.data.synthetic import RECORD_KEYS
-from hara.reward import math_reward
 
 
 @pytest.fixture(scope="module")

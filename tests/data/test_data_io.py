@@ -41,5 +41,5 @@ def test_read_jsonl_names_file_and_line(tmp_path, lines, bad_line, problem):
 def test_lookup_lists_valid_names():
     registry = {"alpha": 1, "beta": 2}
     assert lookup(registry, "beta", "thing") == 2
-    with pytest.raises(UnknownNameError, match=r"unknown thing 'gamma'; valid names: alpha, beta"):
+    with pytest.raises(UnknownNameError, match=r"unknown thing 'gamma' \(valid: alpha, beta\)"):
         lookup(registry, "gamma", "thing")

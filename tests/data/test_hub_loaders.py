@@ -6,7 +6,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hara.data.hub import BENCHMARK_DATASETS, HUB_DATASETS, TRAINING_DATASETS, load_local_dataset
+from hara.data.catalog import benchmarks, hub_schemas, load_local_dataset
+from hara.data.hub import TRAINING_SETS
 from hara.data.io import DataError, UnknownNameError
 from hara.data.synthetic import RECORD_KEYS
 from tests.hub_assets import olympiad_row
@@ -90,16 +91,16 @@ def _write(folder, fmt, rows):
 
 
 def test_registry_covers_the_papers_datasets():
-    assert set(TRAINING_DATASETS) == {"hiyouga/math12k", "joyheyueya/math500"}
-    assert set(BENCHMARK_DATASETS) == {
+    assert set(TRAINING_SETS) == {"hiyouga/math12k", "joyheyueya/math500"}
+    assert {b.hub_id for b in benchmarks("hub").values()} == {
         "HuggingFaceH4/MATH-500",
         "HuggingFaceH4/aime_2024",
         "math-ai/amc23",
         "math-ai/minervamath",
         "Hothan/OlympiadBench",
     }
-    assert HUB_DATASETS["Hothan/OlympiadBench"].config == "OE_TO_maths_en_COMP"
-    assert set(FIXTURES) == set(HUB_DATASETS)
+    assert hub_schemas()["Hothan/OlympiadBench"].config == "OE_TO_maths_en_COMP"
+    assert set(FIXTURES) == set(hub_schemas())
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "json_array", "parquet"])
@@ -140,7 +141,7 @@ def test_split_filter(tmp_path):
 def test_unknown_name_lists_valid_names(tmp_path):
     with pytest.raises(UnknownNameError) as info:
         load_local_dataset("openai/gsm8k", tmp_path)
-    assert all(name in str(info.value) for name in HUB_DATASETS)
+    assert all(name in str(info.value) for name in hub_schemas())
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])

@@ -132,7 +132,7 @@ def test_filters_levels_and_skills():
 
 
 def test_bad_arguments_raise_clear_errors():
-    with pytest.raises(UnknownNameError, match="valid names: arithmetic, linear_equation"):
+    with pytest.raises(UnknownNameError, match="valid: arithmetic, linear_equation"):
         generate_problems(5, seed=0, skills=["calculus"])
     with pytest.raises(ValueError, match="levels must be"):
         generate_problems(5, seed=0, levels=(0, 6))

@@ -12,10 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hara.config import load_config, validate_config
-from hara.data.catalog import HUB_BENCHMARKS
+from hara.data.catalog import benchmarks
 from tests.helpers import SMOKE
 from tests.hub_assets import olympiad_row
 
+#: Short name -> hub dataset id of every registered hub benchmark.
+HUB_IDS = {name: benchmark.hub_id for name, benchmark in benchmarks("hub").items()}
 # Per hub benchmark: rows in the dataset's own columns and value types, each with the answer a correct model would
 # write in its box (written by hand here, not derived by hara.data.hub: the oracle must not share the mapping code).
 HUB_ROWS = {
@@ -110,7 +112,7 @@ WRONG = "\\boxed{-123456789}"
 def write_hub_fixtures(root: Path) -> Path:
     """Write every hub benchmark under ``root/<owner>/<name>/`` in its own schema (JSON Lines or parquet)."""
     for name, rows in HUB_ROWS.items():
-        folder = root / HUB_BENCHMARKS[name]
+        folder = root / HUB_IDS[name]
         folder.mkdir(parents=True, exist_ok=True)
         path, data = folder / HUB_FILES[name], [row for row, _ in rows]
         if path.suffix == ".parquet":
@@ -123,7 +125,7 @@ def write_hub_fixtures(root: Path) -> Path:
 def hub_config(root: Path, **evaluation) -> dict:
     """A resolved config reading the hub fixtures under ``root``."""
     raw = {
-        "data": {"source": "hub", "benchmarks": list(HUB_BENCHMARKS), "local_dir": str(root)},
+        "data": {"source": "hub", "benchmarks": list(HUB_IDS), "local_dir": str(root)},
         "models": {"family": "tiny"},
         "threads": 1,
         "evaluation": {"backend": "transformers", **evaluation},

@@ -4,13 +4,13 @@ fetched, validated in configs, loaded in its own schema, evaluated and shown in 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from hara.config import ConfigError, validate_config
-from hara.data import catalog, hub
-from hara.data.catalog import Benchmark, get_benchmark, register_benchmark
+from hara.data.catalog import BENCHMARKS, Benchmark, get_benchmark, register_benchmark
 from hara.data.format import format_prompt
 from hara.data.hub import HubSchema
 from hara.evaluation.fetch import fetch_plan
@@ -19,6 +19,7 @@ from hara.layout import grid_cells
 from hara.report.tables import main_table
 from hara.results.collect import Run
 from tests.evaluation.eval_helpers import StandInEngine, hub_config
+from tests.helpers import fresh_registry
 
 #: The toy benchmark: its own column names (q, a, uid) and split, as a hub dataset would have them.
 TOY = Benchmark("toy_arith", "hub", "toy-org/arith", HubSchema("benchmark", "test", problem="q", answer="a", id="uid"))
@@ -26,13 +27,10 @@ ROWS = [{"q": "Compute 2+3.", "a": "5", "uid": "t1"}, {"q": "Compute 7*6.", "a":
 
 
 @pytest.fixture
-def toy_registered():
+def toy_registered(monkeypatch):
     """What a plug-in module's register_benchmark(TOY) does, undone afterwards."""
-    register_benchmark(TOY)
-    yield TOY
-    catalog._REGISTRY.pop(TOY.name)
-    catalog.HUB_BENCHMARKS.pop(TOY.name)
-    hub.HUB_DATASETS.pop(TOY.hub_id)
+    fresh_registry(monkeypatch, BENCHMARKS)
+    return register_benchmark(TOY)
 
 
 def test_a_registered_benchmark_is_fetched_validated_evaluated_and_reported(toy_registered, tmp_path, fake_checkpoint):
@@ -73,8 +71,11 @@ def test_unknown_and_misdeclared_benchmarks_are_refused(toy_registered, tmp_path
         validate_config(config, source="test")
     with pytest.raises(KeyError, match="toy_arith"):  # the valid names listed
         get_benchmark("toy_geometry")
-    with pytest.raises(ValueError, match="already registered"):
-        register_benchmark(TOY)
+    assert register_benchmark(TOY) is TOY  # the same declaration again (a module imported twice): a no-op
+    with pytest.raises(ValueError, match="'toy_arith' is already registered"):
+        register_benchmark(dataclasses.replace(TOY, problems=2))
+    with pytest.raises(ValueError, match="hub_id 'toy-org/arith' is already registered"):  # one dataset, one benchmark
+        register_benchmark(dataclasses.replace(TOY, name="toy_arith_again"))
     with pytest.raises(ValueError, match="needs a hub_id and a benchmark schema"):
         Benchmark("toy_train", "hub", "toy-org/train", HubSchema("train", "train", problem="q", answer="a"))
 

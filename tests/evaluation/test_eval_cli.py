@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
+from hara.boxed_answer import math_reward
 from hara.cli import main
 from hara.data.format import format_prompt
 from hara.data.pipeline import build_config_datasets
 from hara.evaluation import models
-from hara.reward import math_reward
 from tests.evaluation.eval_helpers import StandInEngine, smoke_config
 
 SMOKE = "config/smoke.yaml"

@@ -9,11 +9,10 @@ import datasets
 import pytest
 
 from hara.cli import main
-from hara.data.catalog import HUB_BENCHMARKS
-from hara.data.hub import load_local_dataset
+from hara.data.catalog import load_local_dataset
 from hara.data.pipeline import hub_folder
 from hara.evaluation.fetch import fetch_datasets, fetch_plan
-from tests.evaluation.eval_helpers import HUB_ROWS, smoke_config
+from tests.evaluation.eval_helpers import HUB_IDS, HUB_ROWS, smoke_config
 
 TRAIN_ROWS = [{"problem": "What is $1+1$?", "answer": "2"}, {"problem": "What is $2+2$?", "answer": "4"}]
 
@@ -29,7 +28,7 @@ def no_hub(monkeypatch):
 
 
 def fake_loader(calls):
-    rows = {hub_id: [row for row, _ in HUB_ROWS[name]] for name, hub_id in HUB_BENCHMARKS.items()}
+    rows = {hub_id: [row for row, _ in HUB_ROWS[name]] for name, hub_id in HUB_IDS.items()}
     rows["hiyouga/math12k"] = TRAIN_ROWS
 
     def load(hub_id, config, split):
@@ -42,7 +41,7 @@ def fake_loader(calls):
 def test_plan_covers_five_benchmarks_and_the_training_set_in_the_hub_folder_layout(tmp_path):
     config = smoke_config(f"data.local_dir={tmp_path}")
     plan = fetch_plan(config, tmp_path)
-    assert [item.hub_id for item in plan] == [*HUB_BENCHMARKS.values(), "hiyouga/math12k"]
+    assert [item.hub_id for item in plan] == [*HUB_IDS.values(), "hiyouga/math12k"]
     for item in plan:
         assert Path(item.path).parent == hub_folder(config, item.hub_id)
     olympiad = next(item for item in plan if item.hub_id == "Hothan/OlympiadBench")
@@ -53,7 +52,7 @@ def test_fetched_folders_load_back_through_the_hub_schemas(tmp_path):
     calls = []
     manifest = fetch_datasets(fetch_plan(smoke_config(), tmp_path), tmp_path, loader=fake_loader(calls))
     assert len(calls) == 6 and ("math-ai/amc23", None, "test") in calls
-    for name, hub_id in HUB_BENCHMARKS.items():
+    for name, hub_id in HUB_IDS.items():
         records = load_local_dataset(hub_id, tmp_path / hub_id)
         assert len(records) == len(HUB_ROWS[name]) == manifest[hub_id]["rows"]
     olympiad = load_local_dataset("Hothan/OlympiadBench", tmp_path / "Hothan/OlympiadBench")
@@ -76,4 +75,4 @@ def test_fetch_command_downloads_through_datasets(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr(datasets, "load_dataset", lambda hub_id, name=None, split=None: load(hub_id, name, split))
     assert main(["fetch-data", "--config", "config/smoke.yaml", "--out", str(tmp_path)]) == 0
     fetched = json.loads(capsys.readouterr().out)["fetched"]
-    assert set(fetched) == {*HUB_BENCHMARKS.values(), "hiyouga/math12k"} and len(calls) == 6
+    assert set(fetched) == {*HUB_IDS.values(), "hiyouga/math12k"} and len(calls) == 6

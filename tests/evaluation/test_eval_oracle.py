@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import pytest
 
-from hara.data.catalog import HUB_BENCHMARKS
 from hara.data.embedded import BENCHMARKS as MINI
 from hara.data.format import format_prompt
 from hara.data.pipeline import build_config_datasets
 from hara.evaluation.runner import evaluate_checkpoint
-from tests.evaluation.eval_helpers import HUB_ROWS, WRONG, StandInEngine, hub_config, smoke_config, write_hub_fixtures
+from tests.evaluation.eval_helpers import (
+    HUB_IDS,
+    HUB_ROWS,
+    WRONG,
+    StandInEngine,
+    hub_config,
+    smoke_config,
+    write_hub_fixtures,
+)
 
 N = 3
 
@@ -59,7 +66,7 @@ def hub_root(tmp_path_factory):
     return write_hub_fixtures(tmp_path_factory.mktemp("hub"))
 
 
-@pytest.mark.parametrize("name", list(HUB_BENCHMARKS))
+@pytest.mark.parametrize("name", list(HUB_IDS))
 def test_hub_task_oracle_scores_one_and_wrong_scores_zero(name, hub_root, fake_checkpoint, tmp_path):
     config = hub_config(hub_root, n=N)
     table = hub_answers(name)

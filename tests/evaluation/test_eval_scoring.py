@@ -7,8 +7,8 @@ from lighteval.metrics.metrics import Metrics
 from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.requests import Doc
 
+from hara.boxed_answer import math_reward
 from hara.evaluation.scoring import RewardPassAtK, pass_at_1_metric
-from hara.reward import math_reward
 
 
 def doc(gold: str) -> Doc:

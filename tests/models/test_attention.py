@@ -12,7 +12,7 @@ from hara.models.attention import CPU_ATTENTION, use_cpu_attention
 from hara.models.generate import load_model
 from hara.models.tiny import build_tiny_model
 from hara.models.tokenizer import build_tokenizer
-from hara.rlvr.train import load_policy
+from hara.rlvr.policy import load_policy
 
 PROMPTS = ["Question: What is 2 + 2?\nAnswer:", "Question: Find gcd(12, 18) and explain.\nAnswer:", "Q"]
 

@@ -1,8 +1,9 @@
 """Real servers, browsers and process crowds for the reliability tests: an `mlflow server` on 127.0.0.1, headless
-Chromium, and N worker processes released at the same moment."""
+Chromium and readers of the MLflow UI pages it dumps, and N worker processes released at the same moment."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -13,9 +14,10 @@ import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
+from html.parser import HTMLParser
 from pathlib import Path
 
-from hara.tracking_server import SHUTDOWN_GRACE_SECONDS
+from hara.tracking.server import SHUTDOWN_GRACE_SECONDS
 
 BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -67,13 +69,15 @@ def tls_client_env(folder: Path) -> dict:
 
 
 @contextmanager
-def tracking_server(folder: Path, port: int | None = None, auth: bool = True, timeout: float = 180.0):
+def tracking_server(
+    folder: Path, port: int | None = None, auth: bool = True, timeout: float = 180.0, store: str | None = None
+):
     """`hara tracking-server` (HTTPS with a self-signed certificate, basic auth, PASSWORD) or a plain `mlflow server`
     on 127.0.0.1, started in its own process group and stopped with it (the server forks uvicorn workers); yields
-    (uri, process)."""
+    (uri, process). ``store``: its backend store (default: a new sqlite database, ``folder``/server.db)."""
     folder.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
-    store = f"sqlite:///{folder / 'server.db'}"
+    store = store or f"sqlite:///{folder / 'server.db'}"
     if auth:
         cmd = [
             str(BIN / "hara"),
@@ -145,10 +149,10 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def mlflow_server(folder: Path, timeout: float = 180.0):
-    """A real `mlflow server` on 127.0.0.1 without authentication (sqlite backend, artifacts on disk under
-    ``folder``); yields its URI."""
-    with tracking_server(folder, auth=False, timeout=timeout) as (uri, _):
+def mlflow_server(folder: Path, timeout: float = 180.0, store: str | None = None):
+    """A real `mlflow server` on 127.0.0.1 without authentication (sqlite backend: a new one in ``folder``, or
+    ``store``; artifacts on disk under ``folder``); yields its URI."""
+    with tracking_server(folder, auth=False, timeout=timeout, store=store) as (uri, _):
         yield uri
 
 
@@ -222,6 +226,55 @@ def compared_metrics(dom: str) -> dict[str, list[str]]:
         if int(top) in names:
             rows.setdefault(names[int(top)], {})[int(left)] = html.unescape(text)
     return {name: [cells[left] for left in sorted(cells)] for name, cells in rows.items()}
+
+
+def drawn_as(cell: str, value: float) -> bool:
+    """The UI's cell is ``value`` at the precision it draws (MLflow rounds to a few decimals: 0.0071928 -> 0.007)."""
+    decimals = len(cell.partition(".")[2]) if "e" not in cell.lower() else None
+    half_step = 0.5 * 10.0**-decimals if decimals is not None else 0.0
+    return math.isclose(float(cell), value, rel_tol=1e-3, abs_tol=1e-12) or abs(float(cell) - value) <= half_step
+
+
+class RunsTable(HTMLParser):
+    """The cells of the MLflow runs table (an ag-grid) in a dumped DOM: ``rows[row id][column id]`` = the cell's
+    text. Row ids end with the run id (``<run id>``, or ``tag.method.<value>.<run id>`` when grouped); column ids
+    are MLflow's (``metrics.`eval/avg_pass_at_1```). Only the rows and columns drawn in the viewport are there."""
+
+    def __init__(self, dom: str):
+        super().__init__()
+        self.rows: dict[str, dict[str, str]] = {}
+        self.row = self.column = None
+        self.depth = 0  # open divs inside the current cell
+        self.feed(dom)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "row-id" in attrs:
+            self.row = attrs["row-id"]
+        elif attrs.get("role") == "gridcell" and self.row and "col-id" in attrs:
+            self.column, self.depth = attrs["col-id"], 0
+            self.rows.setdefault(self.row, {})[self.column] = ""
+        if self.column and tag == "div":
+            self.depth += 1
+
+    def handle_endtag(self, tag):
+        if self.column and tag == "div":
+            self.depth -= 1
+            if self.depth == 0:
+                self.column = None
+
+    def handle_data(self, data):
+        if self.column:
+            cells = self.rows[self.row]
+            cells[self.column] = " ".join(f"{cells[self.column]} {data}".split())
+
+    def of_run(self, run_id: str) -> dict[str, str]:
+        """The run's cells, merged over the grid's containers (pinned and scrolled columns are separate rows)."""
+        merged: dict[str, str] = {}
+        for row, cells in self.rows.items():
+            if row.rsplit(".", 1)[-1] == run_id:
+                merged.update({column: text for column, text in cells.items() if text})
+        return merged
 
 
 def run_together(commands: list[list[str]], root: Path, timeout: float = 300.0) -> None:

@@ -1,5 +1,5 @@
 """Bad input never gets a traceback: hypothesis generates invalid configs (unknown keys, wrong types, out-of-range
-values at random key paths of config/schema.yaml) and corrupt data lines; each is one line naming the key or
+values at random key paths of hara/schemas/config.yaml) and corrupt data lines; each is one line naming the key or
 file:line, exit status 2. Config values that reach shell commands of the workflow stay one quoted argument."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from hara.cli import main
 from hara.config import fill_defaults, key_path, load_schema, read_yaml
 from hara.data.io import DataError
 from hara.data.pipeline import REQUIRED_KEYS, read_config_datasets, write_config_datasets
+from hara.sweeps.study import STUDY_SCHEMA_PATH
 from tests.helpers import REPO, SMOKE
 from tests.workflow.conftest import BIN, snakemake
 
@@ -154,7 +155,7 @@ def test_unknown_keys_anywhere_are_named(data):
 
 # ---- sweep study files ------------------------------------------------------------------------------------------
 
-STUDY_SCHEMA = yaml.safe_load((REPO / "sweeps" / "schema.yaml").read_text(encoding="utf-8"))
+STUDY_SCHEMA = yaml.safe_load(STUDY_SCHEMA_PATH.read_text(encoding="utf-8"))
 STUDY_NODES = schema_nodes(STUDY_SCHEMA)
 
 

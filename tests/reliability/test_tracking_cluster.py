@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from hara.tracking import TrackingError, absolute_uri, resolve_uri
-from hara.tracking_server import SHUTDOWN_GRACE_SECONDS
+from hara.tracking.server import SHUTDOWN_GRACE_SECONDS
 from tests.helpers import smoke_train_args
 from tests.reliability.servers import (
     BIN,
@@ -245,7 +245,7 @@ def test_sqlite_on_a_file_system_without_flock_is_one_line_naming_the_fix(tmp_pa
 
 def test_password_file_must_be_private(tmp_path):
     from hara.cli import UserError
-    from hara.tracking_server import read_password
+    from hara.tracking.server import read_password
 
     path = password_file(tmp_path)
     assert read_password(path) == PASSWORD
@@ -260,10 +260,10 @@ def test_the_server_checks_a_credential_once_per_worker_and_window(tmp_path):
     window from the config `hara tracking-server` writes (0, the cache off, before). Read in a process of its own:
     importing mlflow.server.auth leaves Flask's request proxies in sys.modules, and vLLM's CPU engine, which walks
     every loaded module when it starts, fails on them in any later test of this worker."""
-    import hara.tracking_server
+    import hara.tracking.server
     from hara.errors import UserError
 
-    config, _ = hara.tracking_server.auth_config(tmp_path / "auth", "hara")
+    config, _ = hara.tracking.server.auth_config(tmp_path / "auth", "hara")
     code = "from mlflow.server.auth.config import read_auth_config; print(read_auth_config().auth_cache_ttl_seconds)"
     read = subprocess.run(
         [str(BIN / "python"), "-c", code],
@@ -275,9 +275,9 @@ def test_the_server_checks_a_credential_once_per_worker_and_window(tmp_path):
     )
     window = int(read.stdout.split()[-1])
     assert window > 0
-    assert window == hara.tracking_server.AUTH_CACHE_SECONDS
+    assert window == hara.tracking.server.AUTH_CACHE_SECONDS
     with pytest.raises(UserError, match="--auth-cache-seconds: -1 is negative"):
-        hara.tracking_server.auth_config(tmp_path / "auth", "hara", -1)
+        hara.tracking.server.auth_config(tmp_path / "auth", "hara", -1)
 
 
 def test_a_job_reads_the_password_from_its_private_file_and_the_tls_pair_is_checked(tmp_path, monkeypatch):
@@ -287,7 +287,7 @@ def test_a_job_reads_the_password_from_its_private_file_and_the_tls_pair_is_chec
 
     from hara.errors import UserError
     from hara.tracking import password_from_file
-    from hara.tracking_server import self_signed_certificate, tls_files
+    from hara.tracking.server import self_signed_certificate, tls_files
 
     monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
     monkeypatch.setenv("HARA_TRACKING_PASSWORD_FILE", str(password_file(tmp_path)))

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hara.analysis.run import run_analysis
-from hara.analysis.workflow import eval_dir, run_dir, study_runs
+from hara.analysis.workflow import study_eval_dir, study_run_dir, study_runs
 from hara.config import load_config
 from hara.report import build_report
 from tests.helpers import REPO
@@ -56,8 +56,8 @@ def test_exact_section_reports_both_step_times_and_the_papers(config, tmp_path):
     times = {"hara_tok": (0.5, 0.05, 0.30), "hara_exact_tok": (2.0, 1.55, 0.28)}
     for run in study_runs(config, "exact"):
         step_s, hara_s, score = times[run.method]
-        write_run(tmp_path, relative(config, run_dir(config, run)), [0.1, 0.2], step_s, hara_s)
-        write_scores(tmp_path, relative(config, eval_dir(config, run)), score, benchmarks)
+        write_run(tmp_path, relative(config, study_run_dir(config, run)), [0.1, 0.2], step_s, hara_s)
+        write_scores(tmp_path, relative(config, study_eval_dir(config, run)), score, benchmarks)
     result = json.loads(run_analysis("exact", config, tmp_path, tmp_path / "analysis" / "exact").read_text())
     rows = {row[1]: row for row in result["rows"]}
     assert rows["exact"][4:6] == ["2.000", "1.550"] and rows["linearized"][4:6] == ["0.500", "0.050"]

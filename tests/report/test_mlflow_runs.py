@@ -15,13 +15,12 @@ from hara.report import comparisons
 from hara.report.mlflow_runs import (
     AVERAGE,
     NOTE_HEADER,
-    VIEW_BY_METHOD,
-    VIEW_PER_RUN,
     log_run_summaries,
     saved_views,
 )
 from hara.results.collect import Cell, Run
 from hara.tracking import run_name, start_run
+from hara.tracking.ui import VIEW_BY_METHOD, VIEW_PER_RUN
 from tests.helpers import REPO
 
 NOTE = "mlflow.note.content"
@@ -170,7 +169,7 @@ def test_hara_ui_prints_the_link_that_opens_the_runs_table_in_the_scores_view(lo
     """`hara ui --print-link` on the config's store: the experiment's runs table, in the saved view, in training
     mode (MLflow 3.17's UI lands on its GenAI overview otherwise); a store without the experiment: one line."""
     from hara.cli import main
-    from hara.mlflow_ui import ui_command
+    from hara.tracking.ui import ui_command
 
     config = logged["config"]
     uri = f"sqlite:///{logged['tmp']}/mlflow.db"

@@ -3,9 +3,9 @@ presets x none/hara_seq/hara_tok, five benchmarks of 200 problems, where every t
 logit shift of all its problems). The claim's status comes from its pooled primary endpoint; below report.min_seeds
 seeds its interval adds the declared run variance (hara/results/variance.py).
 
-Before: a one-seed interval covered the problems only, and "reproduced" came out in 44% of such grids at a shift of
-sd 0.05 logit (../shared/statistics.md). Seeded; HARA_SIMULATION_SCALE=2.5 runs the sizes the issue asks for
-(>= 200 grids each: the closing note's figures), the default keeps CI short."""
+Before: a one-seed interval covered the problems only, and "reproduced" came out in 44% of such grids at a shift of sd
+0.05 logit (docs/comparisons.md, "One seed, honestly"). Seeded; HARA_SIMULATION_SCALE=2.5 runs the sizes the issue asks
+for (>= 200 grids each: the closing note's figures), the default keeps CI short."""
 
 from __future__ import annotations
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from hara.config import load_config
 from hara.report import build_report
-from hara.report.tables import efficiency_measures, main_table, seq_tok_table
+from hara.report.compare import LOW_POWER_MARK
+from hara.report.render import verdict_class
+from hara.report.tables import build_tables, efficiency_measures, main_table, seq_tok_table
 from hara.results.collect import Cell, Run
 from hara.results.stats import first_passage, mean_se, shared_target
 from tests.helpers import REPO
+from tests.report.simulated import grid_config, simulated_runs
 
 
 def metrics(accuracies, step_s):
@@ -111,15 +115,42 @@ def test_the_page_template_escapes_every_text_value_and_stays_one_line():
 
 
 def test_each_verdict_is_coloured_in_the_html_table():
+    """The colour comes from the verdict a cell carries (hara.report.compare.VerdictCell); text that reads like a
+    verdict is not searched."""
+    from hara.report.compare import VerdictCell
     from hara.report.render import render_html
     from hara.report.tables import Table
 
     rows = [
-        ["a", "25.0; Δ +9.0 [+4.0, +14.0] better, MDE 3.1"],
-        ["b", "20.0; Δ -9.0 [-14.0, -4.0] worse, MDE 3.1"],
-        ["c", "20.0; Δ +1.0 [-4.0, +6.0] within noise, MDE 9.9‡"],
-        ["d", "20.0; Δ +1.0 [-1.0, +2.0] within noise, MDE 2.0"],
+        ["a", VerdictCell("25.0; Δ +9.0 [+4.0, +14.0] better, MDE 3.1", "better")],
+        ["b", VerdictCell("20.0; Δ -9.0 [-14.0, -4.0] worse, MDE 3.1", "worse")],
+        ["c", VerdictCell("20.0; Δ +1.0 [-4.0, +6.0] within noise, MDE 9.9‡", "within noise", low_power=True)],
+        ["d", VerdictCell("20.0; Δ +1.0 [-1.0, +2.0] within noise, MDE 2.0", "within noise")],
+        ["e", "30.0; Δ +9.0 [+4.0, +14.0] better, MDE 3.1"],
     ]
     page = render_html("t", "s", [Table("main", "T", "n", ["m", "score"], rows)], {})
     assert '<td class="better">25.0; Δ +9.0' in page and '<td class="worse">20.0; Δ -9.0' in page
     assert '<td class="low-power">20.0; Δ +1.0 [-4.0' in page and "<td>20.0; Δ +1.0 [-1.0" in page
+    assert "<td>30.0; Δ +9.0" in page  # plain text: no verdict, whatever it reads
+
+
+def stated_class(text: str) -> str:
+    """The colour a cell's text states (how the page read it before cells carried their verdicts): the oracle the
+    carried verdict is checked against."""
+    for verdict in ("better", "worse"):
+        if f"] {verdict}" in text:
+            return f' class="{verdict}"'
+    return ' class="low-power"' if "] within noise" in text and LOW_POWER_MARK in text else ""
+
+
+def test_every_cell_of_a_simulated_grid_carries_the_verdict_its_text_states():
+    """The grid's tables over simulated runs (hara_tok planted better, then worse): each cell's colour, read from the
+    verdict it carries, is the one its text states; the three colours occur."""
+    config, seen = grid_config(None, seeds=2, resamples=200), set()
+    for planted in (0.15, -0.15):
+        for table in build_tables(config, simulated_runs(config, np.random.default_rng(5), 0.1, planted)):
+            for row in table.rows:
+                for cell in row:
+                    assert verdict_class(cell) == stated_class(cell), (table.key, cell)
+                    seen.add(verdict_class(cell))
+    assert seen == {"", ' class="better"', ' class="worse"', ' class="low-power"'}

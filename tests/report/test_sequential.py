@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from hara.power import Components, Contrast, contrast_variance
+from hara.planning.power import Components, Contrast, contrast_variance
 from hara.power_plan import staged_design
 from hara.results.sequential import (
     CONTINUE,

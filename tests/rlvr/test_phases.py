@@ -8,8 +8,9 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from hara.rlvr.metrics_sink import rename_metrics
 from hara.rlvr.phases import GIB, PHASES, StepPhases, memory_key, probe_for, time_key
-from hara.rlvr.train import build_trainer, rename_metrics
+from hara.rlvr.train import build_trainer
 from tests.rlvr.test_trainer import parity_reward, smoke_config
 
 

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from hara.config import ConfigError, load_config, load_schema, validate_config
+from hara.methods import methods
+from hara.rlvr.metrics_sink import rename_metrics
 from hara.rlvr.presets import (
     PRESETS,
     config_preset,
@@ -16,14 +18,13 @@ from hara.rlvr.presets import (
     overlong_penalty,
     soft_overlong_reward,
 )
-from hara.rlvr.train import METHOD_SECTIONS, method_params, rename_metrics
-from hara.rlvr.trainer import CONTEXT_NEEDS
-from hara.weighting import WeightingContext, apply_weighting, available_weightings
-from tests.helpers import REPO, SMOKE
+from hara.rlvr.train import method_params
+from hara.weighting import WeightingContext, apply_weighting, get_weighting
+from tests.helpers import REPO, SMOKE, fresh_registry
 
 
 def test_presets_carry_the_published_factors():
-    grpo, dr, dapo = PRESETS["grpo"], PRESETS["dr_grpo"], PRESETS["dapo"]
+    grpo, dr, dapo = PRESETS.get("grpo"), PRESETS.get("dr_grpo"), PRESETS.get("dapo")
     assert (grpo.scale_rewards, grpo.loss_type, grpo.epsilon_low, grpo.epsilon_high) == ("group", "grpo", 0.2, 0.2)
     assert (dr.scale_rewards, dr.loss_type) == ("none", "dr_grpo")  # no std; token sum / constant
     assert (dapo.loss_type, dapo.epsilon_low, dapo.epsilon_high) == ("dapo", 0.2, 0.28)  # clip-higher
@@ -33,8 +34,8 @@ def test_presets_carry_the_published_factors():
 
 def test_schema_defaults_equal_the_presets():
     sections = load_schema()["properties"]["rlvr"]["properties"]
-    assert set(sections) == set(PRESETS)
-    for name, preset in PRESETS.items():
+    assert set(sections) == set(PRESETS.names())
+    for name, preset in PRESETS.entries().items():
         defaults = {k: v["default"] for k, v in sections[name]["properties"].items()}
         assert defaults == dataclasses.asdict(preset), name
 
@@ -78,11 +79,10 @@ def test_soft_overlong_reward_reads_completion_lengths():
 
 
 def test_every_registry_method_is_wired():
-    assert set(CONTEXT_NEEDS) == set(available_weightings())
-    assert set(METHOD_SECTIONS) == set(available_weightings())
+    assert all(callable(get_weighting(name)) for name in methods())
 
 
-@pytest.mark.parametrize("method", available_weightings())
+@pytest.mark.parametrize("method", sorted(methods()))
 def test_config_params_are_accepted_by_each_method(method):
     """The schema's hara.* keys are exactly knobs the registry accepts (a renamed knob would raise here)."""
     config = validate_config({})
@@ -127,8 +127,9 @@ def test_rename_metrics_namespaces_trl_keys():
 def test_vllm_settings_and_the_policy_dtype_follow_the_config(tmp_path, monkeypatch):
     """training.vllm reaches TRL's colocated engine; on a GPU the policy loads in bf16 (training.bf16), never fp32."""
     from hara.config import load_config
+    from hara.rlvr.grpo_config import grpo_args
+    from hara.rlvr.policy import policy_dtype
     from hara.rlvr.presets import get_preset
-    from hara.rlvr.train import grpo_args, policy_dtype
 
     config = load_config(
         REPO / "config" / "smoke.yaml",
@@ -166,7 +167,7 @@ def test_one_gpu_training_keeps_updates_that_bf16_weights_would_round_away():
 
 
 def test_every_preset_refers_to_the_one_preset_block_and_states_its_own_defaults():
-    """config/schema.yaml declares a preset's keys once ($defs.rlvr_preset); each rlvr.<preset> is a reference
+    """hara/schemas/config.yaml declares a preset's keys once ($defs.rlvr_preset); each rlvr.<preset> is a reference
     with its defaults, inlined by load_schema (hara.config.inline_refs)."""
     import yaml
 
@@ -174,7 +175,7 @@ def test_every_preset_refers_to_the_one_preset_block_and_states_its_own_defaults
 
     raw = yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
     nodes = raw["properties"]["rlvr"]["properties"]
-    assert set(nodes) == set(PRESETS)
+    assert set(nodes) == set(PRESETS.names())
     assert {node["$ref"] for node in nodes.values()} == {"#/$defs/rlvr_preset"}
     assert all("properties" not in node for node in nodes.values())  # no copy of the block
     block = {"$defs": {"b": {"type": "object", "properties": {"x": {"type": "number"}}}}}
@@ -192,9 +193,10 @@ def test_a_preset_added_in_one_place_is_validated_reported_and_swept(monkeypatch
     from hara.report.tables import rlvr_table
     from hara.sweeps.study import load_study
 
-    monkeypatch.setitem(PRESETS, "toy_po", dataclasses.replace(PRESETS["grpo"], epsilon_high=0.3))
+    fresh_registry(monkeypatch, PRESETS)
+    PRESETS.register(dataclasses.replace(PRESETS.get("grpo"), epsilon_high=0.3), "toy_po")
     config = load_config(SMOKE, ["grid.rlvr=[grpo, toy_po]"])
-    assert config_preset(config, "toy_po") == PRESETS["toy_po"]  # what `hara train --rlvr toy_po` trains with
+    assert config_preset(config, "toy_po") == PRESETS.get("toy_po")  # what `hara train --rlvr toy_po` trains with
     assert [row[1] for row in rlvr_table(config, {}).rows] == ["grpo", "dr_grpo", "dapo", "toy_po"]
     study = tmp_path / "study.yaml"
     text = (

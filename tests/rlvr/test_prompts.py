@@ -10,7 +10,7 @@ import pytest
 
 from hara.config import ConfigError, load_config
 from hara.rlvr import prompts
-from hara.rlvr.train import train_dataset
+from hara.rlvr.prompts import train_dataset
 from tests.helpers import SMOKE
 
 RECORDS = [{"problem": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(40)]
@@ -54,7 +54,7 @@ def test_a_model_that_never_answers_right_stops_with_the_key(tiny_base, tmp_path
 
 def test_pass_rates_sample_each_problem_the_given_number_of_times(tiny_base, monkeypatch):
     seen = []
-    monkeypatch.setattr("hara.reward.math_reward", lambda text, gold: seen.append(gold) or float(gold == "3"))
+    monkeypatch.setattr("hara.boxed_answer.math_reward", lambda text, gold: seen.append(gold) or float(gold == "3"))
     rates = prompts.pass_rates(tiny_base, RECORDS[:3], samples=3, temperature=1.0, top_p=1.0, max_new_tokens=4, seed=0)
     assert rates == [0.0, 0.0, 1.0] and seen == ["1"] * 3 + ["2"] * 3 + ["3"] * 3
 

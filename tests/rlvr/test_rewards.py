@@ -8,10 +8,10 @@ from fractions import Fraction
 import pytest
 from math_verify import parse
 
-from hara import reward
+from hara import boxed_answer as reward
+from hara.boxed_answer import last_boxed, math_reward, too_costly
 from hara.data.format import format_completion
 from hara.data.synthetic import format_number, generate_problems
-from hara.reward import last_boxed, math_reward, too_costly
 from hara.rlvr.rewards import accuracy_reward
 
 HAND_CASES = [

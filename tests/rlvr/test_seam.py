@@ -9,7 +9,9 @@ from importlib import metadata
 import pytest
 from trl import GRPOTrainer
 
-from hara.rlvr.seam import PINNED, TRL_OVERRIDES, trainer_class
+from hara.rlvr.seam import PINNED, TRL_METRICS, TRL_OVERRIDES
+from hara.rlvr.train import trainer_class
+from tests.helpers import REPO
 
 
 def installed(package: str) -> str | None:
@@ -46,3 +48,21 @@ def test_every_private_method_the_trainer_overrides_is_listed_and_keeps_its_para
         named = tuple(p.name for p in ours if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
         forwards = any(p.kind == p.VAR_KEYWORD for p in ours)
         assert named == expected and (forwards or upstream == expected), name
+
+
+def test_trl_builds_the_private_metrics_the_harness_appends_to_as_pinned():
+    """log_train_metric appends to TRL's private per-step metric lists: TRL's constructor must still build them so."""
+    assert TRL_METRICS in inspect.getsource(GRPOTrainer.__init__), "re-read hara/rlvr/seam.py's log_train_metric"
+
+
+def test_no_module_but_the_seam_touches_trl_privates_or_patches_generate():
+    """Every private-attribute write into TRL's trainer and every patch of the policy's generate lives in seam.py,
+    where the pins above cover it."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted((REPO / "hara").rglob("*.py"))
+        if path.name != "seam.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "._metrics[" in line or ".generate = " in line or "register_package(" in line
+    ]
+    assert offenders == []

@@ -22,14 +22,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hara.cli import main
 from hara.config import ConfigError, load_config
+from hara.methods import methods
 from hara.models.capture import GenerationRecorder, capture_context, chunked_token_entropies
 from hara.rlvr.presets import PRESETS
 from hara.rlvr.train import build_trainer
 from hara.rlvr.trainer import equal_reward_groups, group_ids_of
-from hara.weighting import available_weightings
 from tests.helpers import REPO, SMOKE, smoke_train_args
 
-HARA_METHODS = [m for m in available_weightings() if m.startswith("hara_")]
+HARA_METHODS = [m for m in sorted(methods()) if m.startswith("hara_")]
 
 
 def parity_reward(completions, **kwargs):
@@ -43,8 +43,8 @@ def smoke_config() -> dict:
     return config
 
 
-@pytest.mark.parametrize("method", available_weightings())
-@pytest.mark.parametrize("rlvr", sorted(PRESETS))
+@pytest.mark.parametrize("method", sorted(methods()))
+@pytest.mark.parametrize("rlvr", sorted(PRESETS.names()))
 def test_every_preset_and_method_trains(tiny_base, tmp_path, rlvr, method):
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(tiny_base, local_files_only=True)
@@ -319,7 +319,7 @@ def test_the_process_group_starts_with_the_save_sized_timeout(tiny_base, monkeyp
     import accelerate
 
     from hara.rlvr.checkpoints import collective_timeout_s
-    from hara.rlvr.train import start_process_group, stored_params
+    from hara.rlvr.policy import start_process_group, stored_params
 
     started = []
     monkeypatch.setattr(accelerate, "PartialState", lambda **kwargs: started.append(kwargs))
@@ -537,12 +537,15 @@ def test_hara_train_writes_model_metrics_and_provenance(tiny_base, tmp_path):
         "train/dynamic_sampling_dropped",
     ):
         assert all(key in line for line in lines), key
+    from hara.tracking import RUN_KEYS, read_run_file
+
     model = AutoModelForCausalLM.from_pretrained(out / "final", local_files_only=True)
     AutoTokenizer.from_pretrained(out / "final", local_files_only=True)
     assert model.config.num_hidden_layers == 2
     assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
-    run_file = json.loads((out / "mlflow_run.json").read_text())
-    assert json.loads((out / "checkpoints" / "mlflow_run.json").read_text()) == run_file  # next to checkpoints too
+    # next to checkpoints too, naming the same run in the same store (its relative store one folder further up)
+    beside, run = (read_run_file(folder / "mlflow_run.json") for folder in (out / "checkpoints", out))
+    assert {key: beside[key] for key in RUN_KEYS} == {key: run[key] for key in RUN_KEYS}
     info = json.loads((out / "run_info.json").read_text())
     assert (info["rlvr"], info["method"], info["train_seed"]) == ("dapo", "hara_tok", 3)
     assert (out / "resolved_config.yaml").is_file()
@@ -553,13 +556,13 @@ def test_hara_train_writes_model_metrics_and_provenance(tiny_base, tmp_path):
 
 KILLER = """
 import os, signal, sys
-from hara.rlvr import train as train_module
-original = train_module.MetricsCallback.on_log
+from hara.rlvr.metrics_sink import MetricsCallback
+original = MetricsCallback.on_log
 def on_log(self, args, state, control, logs=None, **kwargs):
     original(self, args, state, control, logs=logs, **kwargs)
     if state.global_step == 3:  # after checkpoint-2 was saved and step 3 was logged
         os.kill(os.getpid(), signal.SIGKILL)
-train_module.MetricsCallback.on_log = on_log
+MetricsCallback.on_log = on_log
 from hara.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -672,13 +675,13 @@ def test_train_user_errors_are_one_line(tiny_base, tmp_path, capsys, change, exp
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-@pytest.mark.parametrize("rlvr", sorted(PRESETS))
+@pytest.mark.parametrize("rlvr", sorted(PRESETS.names()))
 def test_method_none_reproduces_plain_trl_exactly(tiny_base, tmp_path, rlvr):
     """The hook itself is neutral: (B, T) advantages of `none` train to the same weights as TRL's own (B,) ones."""
     from trl import GRPOTrainer
 
+    from hara.rlvr.grpo_config import grpo_args
     from hara.rlvr.presets import get_preset
-    from hara.rlvr.train import grpo_args
     from hara.rlvr.trainer import HaraGRPOTrainer
 
     config = smoke_config()
@@ -759,7 +762,7 @@ def test_a_run_without_vllm_does_not_load_it_and_a_later_vllm_run_in_the_process
     trainer_class keeps it out of runs that do not generate with it, and gives it back to a later run that does."""
     code = (
         "import sys\n"
-        "from hara.rlvr.seam import trainer_class\n"
+        "from hara.rlvr.train import trainer_class\n"
         "loaded = lambda: ('vllm' in sys.modules, hasattr(sys.modules['trl.generation.vllm_generation'], 'LLM'))\n"
         "trainer_class(use_vllm=False)\n"
         "print(*loaded())\n"

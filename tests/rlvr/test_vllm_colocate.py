@@ -21,10 +21,12 @@ from torch._dynamo.utils import counters as dynamo_counters
 
 from hara import vllm_cpu
 from hara.config import load_config
+from hara.methods import get_method
 from hara.models.capture import GenerationRecorder
+from hara.rlvr.grpo_config import grpo_args
+from hara.rlvr.policy import load_policy
 from hara.rlvr.seam import reserve_master_port
-from hara.rlvr.train import build_trainer, grpo_args, load_policy
-from hara.rlvr.trainer import CONTEXT_NEEDS
+from hara.rlvr.train import build_trainer
 from tests.helpers import SMOKE
 
 needs_vllm = pytest.mark.skipif(
@@ -169,7 +171,7 @@ def assert_recording_path_agrees(base: Path, state: dict, tokens: dict, hidden: 
         step = sequence.shape[0] - P
         return [int(completion[row, step])] if step < T else [model.config.eos_token_id]
 
-    with GenerationRecorder(model, layer, CONTEXT_NEEDS["hara_tok"]) as recorder, torch.no_grad():
+    with GenerationRecorder(model, layer, get_method("hara_tok").captures) as recorder, torch.no_grad():
         out = model.generate(
             input_ids=tokens["prompt_ids"],
             attention_mask=tokens["prompt_mask"],

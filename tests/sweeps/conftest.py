@@ -13,6 +13,8 @@ import optuna
 import yaml
 from mlflow.tracking import MlflowClient
 
+from hara.report.render import page_macros
+from hara.report.sweeps_section import sweep_studies
 from tests.helpers import REPO
 
 SMOKE_STUDY = REPO / "sweeps" / "smoke.yaml"
@@ -26,6 +28,17 @@ def write_study(folder: Path, **changes) -> Path:
     path = folder / f"{study['name']}.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
     return path
+
+
+def sweeps_markdown(results_dir: Path, out_dir: Path) -> str:
+    """The report's Markdown "Sweeps" section alone, as the report page renders it (figure links relative to
+    ``out_dir``)."""
+    return str(page_macros("report.md").sweeps(sweep_studies(results_dir), out_dir))
+
+
+def sweeps_html(results_dir: Path) -> str:
+    """The report's HTML "Sweeps" section alone (figures embedded)."""
+    return str(page_macros().sweeps(sweep_studies(results_dir)))
 
 
 #: the knob of the smoke sensitivity studies (it moves the smoke objective: how many completions hit the length cap)

@@ -1,10 +1,10 @@
-"""A sensitivity study's verdicts and conclusion (hara.sweeps.effects), measured on seeded simulations of its data:
-two listed values against the reference, 3 shared seeds, 200 validation problems scored avg@4, with the crossed
-structure of ../shared/statistics.md (a run's luck per (value, seed), a persistent value x problem effect). With no
+"""A sensitivity study's verdicts and conclusion (hara.sweeps.effects), measured on seeded simulations of its data: two
+listed values against the reference, 3 shared seeds, 200 validation problems scored avg@4, with the crossed structure of
+docs/comparisons.md, "Paired differences" (a run's luck per (value, seed), a persistent value x problem effect). With no
 effect anywhere, the conclusion names a value in at most 8% of studies (nominal 5%, family-wise; measured 0.5%); an
 effect equal to the MDE the study reports is detected in 66.5% of them, not the nominal 80%: with 3 seeds the crossed
-interval (hara.results.paired) is conservative, so the stated MDE is optimistic by that much (measured 65-68% for a
-run luck of 0.5-3 points)."""
+interval (hara.results.paired) is conservative, so the stated MDE is optimistic by that much (measured 65-68% for a run
+luck of 0.5-3 points)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ from collections import Counter
 import pytest
 import yaml
 
-from hara.report.sweeps_section import sweeps_html, sweeps_markdown
 from tests.sweeps.conftest import (
     KNOB,
     REFERENCE,
@@ -23,6 +22,8 @@ from tests.sweeps.conftest import (
     mlflow_runs,
     run_sweep,
     sweep_command,
+    sweeps_html,
+    sweeps_markdown,
     wait_for,
     write_sensitivity_study,
     write_study,

@@ -12,7 +12,7 @@ from hara.sweeps.study import load_study
 from tests.helpers import REPO
 from tests.sweeps.conftest import KNOB, REFERENCE, write_sensitivity_study, write_study
 
-STUDIES = sorted(p for p in (REPO / "sweeps").glob("*.yaml") if p.name != "schema.yaml")
+STUDIES = sorted((REPO / "sweeps").glob("*.yaml"))
 
 
 def test_the_four_studies_of_issue_7_and_the_smoke_study_are_shipped():
@@ -44,7 +44,7 @@ BAD = [
     ({"surprise": 1}, "surprise: unknown key"),
     (
         {"space": {"hara.hara.barycenter_sizes": {"type": "int", "low": 2, "high": 8}}},
-        "space.hara.hara.barycenter_sizes: not a config key of config/schema.yaml",
+        "space.hara.hara.barycenter_sizes: not a config key of hara/schemas/config.yaml",
     ),
     (
         {"space": {"hara.hara.alpha": {"type": "float", "low": 0.5, "high": 1.5}}},

@@ -12,10 +12,9 @@ import pytest
 import yaml
 
 from hara.cli import main
-from hara.report.sweeps_section import sweeps_html, sweeps_markdown
 from hara.sweeps.study import load_study
 from hara.sweeps.worker import open_study, run_worker
-from tests.sweeps.conftest import load_trials, mlflow_runs, run_sweep, write_study
+from tests.sweeps.conftest import load_trials, mlflow_runs, run_sweep, sweeps_html, sweeps_markdown, write_study
 
 FINISHED = {"COMPLETE", "PRUNED"}
 PARAMS = ("hara.hara.alpha", "training.temperature")

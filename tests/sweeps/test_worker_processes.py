@@ -13,7 +13,7 @@ import time
 # pipe then interleave ("12345678\n", "\n": seen in a loaded CI run of 2026-12-06).
 PARENT = """
 import sys
-from hara.sweeps.cli import supervise_workers
+from hara.sweeps.commands import supervise_workers
 supervise_workers([sys.executable, "-c", "import os, time; os.write(1, b'%d\\\\n' % os.getpid()); time.sleep(120)"], 2)
 """
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, SMOKE
+from tests.helpers import REPO
 
 SNAKEFILE = REPO / "Snakefile"
 BIN = Path(sys.executable).parent
@@ -58,17 +58,6 @@ def job_counts(output: str) -> dict[str, int]:
 @pytest.fixture
 def run_snakemake():
     return snakemake
-
-
-@pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory):
-    """The smoke DAG run once, locally, in a scratch folder: (workdir, resolved config, Snakemake's output). Shared by
-    test_smoke_run.py."""
-    from hara.config import load_config
-
-    workdir = tmp_path_factory.mktemp("smoke_dag")
-    proc = snakemake(workdir, "--configfile", str(SMOKE))
-    return workdir, load_config(SMOKE), proc.stdout + proc.stderr
 
 
 def missing_slurm_requirement() -> str | None:

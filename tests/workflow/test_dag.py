@@ -9,10 +9,8 @@ from pathlib import Path
 import yaml
 
 from hara.config import load_config, validate_config
-from hara.methods import methods
 from hara.planning import slurm_resources
 from hara.rlvr.presets import PRESETS
-from hara.rlvr.train import METHOD_SECTIONS
 from tests.helpers import REPO, merged, read
 from tests.workflow.conftest import job_counts, snakemake
 
@@ -198,7 +196,7 @@ def test_slurm_gpu_jobs_hold_one_node_one_task_and_their_cpus_with_memory_and_ti
             per_size.setdefault(rule, {})[size] = (int(res["mem_mb"]), int(res["runtime"]))
     for rule, sizes in per_size.items():
         small, medium, large = (sizes[s] for s in config["models"]["sizes"])
-        # Runtimes are per size too, each covering `hara plan`'s wall time (tests/test_planning.py): 1.7B on its one
+        # Runtimes are per size too, each covering `hara plan`'s wall time (tests/planning/test_planning.py): 1.7B on its one
         # GPU trains longest.
         assert small[0] < medium[0] < large[0] and len({small[1], medium[1], large[1]}) == 3, (rule, sizes)
 
@@ -345,8 +343,8 @@ def test_grid_schema_enums_match_the_registries():
 
     schema = load_schema()["properties"]
     grid = schema["grid"]["properties"]
-    assert sorted(grid["rlvr"]["items"]["enum"]) == sorted(PRESETS)
-    assert "enum" not in grid["methods"]["items"] and set(METHOD_SECTIONS) == set(methods())
+    assert sorted(grid["rlvr"]["items"]["enum"]) == sorted(PRESETS.names())
+    assert "enum" not in grid["methods"]["items"]
     # benchmarks: checked against the benchmark registry (hara/data/catalog.py, tests/evaluation/test_benchmark_registry.py)
     assert "enum" not in schema["data"]["properties"]["benchmarks"]["items"]
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -173,3 +176,42 @@ def test_processes_opening_a_new_sqlite_store_at_once_all_succeed(tmp_path):
     client = MlflowClient(tracking_uri=uri)
     assert len(set(run_ids)) == 4
     assert sorted(client.get_run(r).data.metrics["train/reward"] for r in run_ids) == [0.0, 1.0, 2.0, 3.0]
+
+
+def tree(folder: Path) -> dict[str, tuple[str, int]]:
+    """Every file below ``folder``: its content's sha256 and its modification time."""
+    return {
+        str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_copied_results_folder_reads_and_writes_its_own_store(tmp_path):
+    """Issue 52, item 7: `hara report --results <copy>` (the config still naming the source) logs the report run,
+    its artifacts and every training run's summary into the copy's store; a later stage reopens the copy's runs.
+    Nothing of the source folder (its store, its lock, its artifacts) changes."""
+    from hara.layout import grid_cells, run_dir
+    from hara.report.mlflow_runs import AVERAGE
+    from tests.report.finished import smoke_argv, write_finished
+
+    source, copy = tmp_path / "source" / "results", tmp_path / "copy" / "results"
+    config = write_finished(source, mlflow=True)
+    shutil.copytree(source, copy)
+    before = tree(source)
+    assert main(smoke_argv(source, "--results", str(copy))) == 0
+    reopened = open_run(run_dir(copy, grid_cells(config)[0]))  # as a resumed training or an evaluation opens it
+    reopened.finish()
+    assert tree(source) == before
+    uri = f"sqlite:///{copy.resolve()}/mlflow.db"
+    assert reopened.tracking_uri == uri
+    client = MlflowClient(tracking_uri=uri)
+    runs = {
+        r.info.run_name: r for r in client.search_runs([client.get_experiment_by_name(config["name"]).experiment_id])
+    }
+    assert (
+        AVERAGE in runs["tiny-s-grpo-none-seed0"].data.metrics
+        and AVERAGE in runs["tiny-s-grpo-hara_tok-seed0"].data.metrics
+    )
+    assert runs["report"].info.artifact_uri.startswith(copy.resolve().as_uri() + "/mlartifacts/")
+    assert (copy / "mlartifacts").is_dir()

@@ -1,4 +1,4 @@
-"""The plan's power section (hara/power.py, hara/power_plan.py): its minimum detectable effect is the effect the
+"""The plan's power section (hara/planning/power.py, hara/power_plan.py): its minimum detectable effect is the effect the
 report's own interval detects with 80% power (seeded simulation), its variance components are recovered from
 per-problem outcomes, and `hara plan` prints and writes it."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hara.cli import main
-from hara.power import Components, Design, mde, seeds_needed
+from hara.planning.power import Components, Design, mde, seeds_needed
 from hara.results.paired import BETTER, Bootstrap, bootstrap_difference, paired_matrix
 from hara.results.variance import estimate_run_variance
 from tests.helpers import REPO

@@ -3,12 +3,12 @@ effect (MDE) of a paired pass@1 difference for a design (seeds, problems and sam
 family size, cells pooled), from declared variance components (``report.run_variance``: a file written by
 ``hara plan --results DIR --write-variance``, hara/results/variance.py). Pure maths.
 
-The model of a paired difference d[s, i] = A[s, i] - B[s, i] (../shared/statistics.md, Miller 2024): a seed effect
-a_s (a whole run's luck, ``seed_sd``), a persistent method x problem effect b_i (``problem_sd``), a seed x problem
-interaction (``seed_problem_sd``) and the sampling noise of K completions per problem on each side (Bernoulli
-variance E[p (1 - p)] = ``success_variance`` over K). The plan uses the variance the report's interval estimates
-(:func:`_terms`), so that its MDE is the one the report prints: with ``report.min_seeds`` seeds or more the crossed
-bootstrap's (it counts the last term twice: the conservative side); with fewer and a declared run variance the
+The model of a paired difference d[s, i] = A[s, i] - B[s, i] (docs/plan.md, "Power of the grid's comparisons"; Miller
+2024): a seed effect a_s (a whole run's luck, ``seed_sd``), a persistent method x problem effect b_i (``problem_sd``), a
+seed x problem interaction (``seed_problem_sd``) and the sampling noise of K completions per problem on each side
+(Bernoulli variance E[p (1 - p)] = ``success_variance`` over K). The plan uses the variance the report's interval
+estimates (:func:`_terms`), so that its MDE is the one the report prints: with ``report.min_seeds`` seeds or more the
+crossed bootstrap's (it counts the last term twice: the conservative side); with fewer and a declared run variance the
 problems with the seeds held plus the declared seed variance over S; with one seed and nothing declared the problems
 only, which decides no claim. The MDE at 80% power is ``m(q, df) * SE`` with q the two-sided critical value of a
 family of ``family`` comparisons (Bonferroni: the report's max-T critical value is at most this) and m the power

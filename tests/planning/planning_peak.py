@@ -2,13 +2,13 @@
 of its own: prints the measured peak host memory it added (peak RSS minus the RSS after imports, tokenizer and
 dataset, before the model exists) and what hara.planning predicts for the same run, as JSON.
 
-Run by tests/test_planning.py as ``python tests/planning_peak.py METHOD OUT_DIR``. The shape is chosen so that the
+Run by tests/planning/test_planning.py as ``python tests/planning/planning_peak.py METHOD OUT_DIR``. The shape is chosen so that the
 modelled terms (weights, grads, AdamW states, the fused LM head's fp32 weight gradient and tile, activations) add
 up to about 1 GB, well above what the trainer itself allocates besides them.
 
 What is measured is anonymous memory (tensors, Python objects, allocator heaps): the peak RSS minus the growth of
 file-backed pages (shared libraries' code faulted in after the baseline), which the plan does not model. The test
-runs it under a fixed glibc malloc configuration (:data:`ALLOCATOR_ENV` in tests/test_planning.py), so freed
+runs it under a fixed glibc malloc configuration (:data:`ALLOCATOR_ENV` in tests/planning/test_planning.py), so freed
 tensors go back to the system at once and the peak is the peak of live memory, not of what an allocator kept.
 """
 
@@ -28,7 +28,7 @@ from hara.models.tokenizer import build_tokenizer
 from hara.planning import Architecture, plan_cell
 from hara.rlvr.train import build_trainer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHAPE = Architecture(hidden=256, layers=4, heads=4, kv_heads=2, head_dim=64, intermediate=768, vocab=0, tied=True)
 COMPLETION_TOKENS = 64
 

@@ -14,7 +14,7 @@ with no alarm at all, a model that writes ``\\boxed{9!!!!}`` or ``\\boxed{9^{9^{
 sympy evaluates such numbers eagerly and never returns. So:
 
 - in the main thread the answer is scored in process, under math-verify's own alarms (PARSING_TIMEOUT_S per parse/compare);
-- in any other thread it is scored by a helper process (``python -m hara.reward``, started on first use, one
+- in any other thread it is scored by a helper process (``python -m hara.boxed_answer``, started on first use, one
   per process, calls serialized by a lock) whose main thread has working alarms; if the helper does not answer
   within :data:`SANDBOX_TIMEOUT_S` it is killed and restarted and the answer scores 0.
 
@@ -167,7 +167,7 @@ class _Sandbox:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "hara.reward"],
+            [sys.executable, "-m", "hara.boxed_answer"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

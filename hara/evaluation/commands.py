@@ -101,14 +101,14 @@ def evaluate_command(args: argparse.Namespace, config: dict) -> dict:
 def _monitored(config: Mapping, args: argparse.Namespace):
     """MLflow's system metrics (GPU utilisation and memory on a GPU node) into the checkpoint's training run while
     the job evaluates, continuing the run's system steps (``tracking.system_metrics``; nothing without a run)."""
-    from hara.evaluation.tracking import find_run_file, read_run
-    from hara.tracking import MlflowRun, system_metrics
+    from hara.evaluation.tracking import find_run_file
+    from hara.tracking import MlflowRun, read_run_file, system_metrics
 
     run_file = None if args.no_mlflow else find_run_file(args.checkpoint)
     if run_file is None or not config["tracking"]["system_metrics"]["enabled"]:
         yield
         return
-    reference = read_run(run_file)
+    reference = read_run_file(run_file)
     run = MlflowRun(reference["tracking_uri"], reference["run_id"], reference.get("experiment_id", ""))
     with system_metrics(run, config["tracking"]["system_metrics"]):
         yield
@@ -159,6 +159,8 @@ def log_evaluation(checkpoint: str, result: Mapping, out: str) -> dict | None:
 def check_selection_arguments(args: argparse.Namespace, config: Mapping) -> None:
     """--selection-out needs selection.enabled, the selected checkpoint's scores file, the data folder with the
     validation split, and the run's final/ as --checkpoint (the candidates sit beside it): checked before any work."""
+    from hara.layout import FINAL_DIR
+
     if not args.selection_out:
         for flag, value in (("--selected-scores-out", args.selected_scores_out), ("--speed-out", args.speed_out)):
             if value:
@@ -169,7 +171,7 @@ def check_selection_arguments(args: argparse.Namespace, config: Mapping) -> None
     for flag, value in (("--selected-scores-out", args.selected_scores_out), ("--data", args.data)):
         if not value:
             raise _user_error(f"--selection-out needs {flag}")
-    if Path(args.checkpoint).name != "final":
+    if Path(args.checkpoint).name != FINAL_DIR:
         raise _user_error(f"--selection-out: --checkpoint must be a run's final/ folder, got {args.checkpoint}")
     check_speed_out(config, args.speed_out)
 
@@ -204,9 +206,10 @@ def base_sanity_command(args: argparse.Namespace, config: Mapping) -> dict:
     import json
 
     from hara.evaluation.sanity import base_sanity
+    from hara.results.files import read_json
 
     settings = config["evaluation"]["base_sanity"]
-    scores = json.loads(Path(args.scores).read_text(encoding="utf-8"))
+    scores = read_json(args.scores)
     stats, problems = base_sanity(scores, settings)
     if problems:
         raise _user_error(

@@ -17,7 +17,6 @@ import torch
 from hara.cli import main
 from hara.config import ConfigError, load_config, validate_config
 from hara.planning import (
-    CONTEXT_NEEDS,
     GB,
     PAPER_ARCHITECTURES,
     Architecture,
@@ -126,12 +125,6 @@ def test_block_activations_match_what_torch_saves_for_backward(shape):
 
     measured_units = (saved_bytes_per_token(3) - saved_bytes_per_token(1)) / 2 / 2  # per block, bf16 units
     assert measured_units == pytest.approx(arch.layer_activation_units(), rel=0.07)
-
-
-def test_context_needs_match_the_trainer():
-    from hara.rlvr.trainer import CONTEXT_NEEDS as TRAINER_NEEDS
-
-    assert {m: frozenset(n) for m, n in CONTEXT_NEEDS.items()} == TRAINER_NEEDS
 
 
 def test_every_paper_cell_fits_on_an_80_gb_gpu():
@@ -393,7 +386,7 @@ def test_planned_cpu_peak_of_a_grpo_step_agrees_with_the_measured_peak(tmp_path)
     process: peak RSS minus the RSS before the model exists, against the plan's peak for the same run."""
     env = {key: os.environ[key] for key in MEASURING_ENV_KEYS if key in os.environ} | ALLOCATOR_ENV
     result = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "planning_peak.py"), "hara_tok", str(tmp_path)],
+        [sys.executable, str(REPO / "tests" / "planning" / "planning_peak.py"), "hara_tok", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -1,5 +1,5 @@
 """`hara ui`: the MLflow UI on the config's tracking store, opened where a user wants to land: the runs table in
-the saved view of the scores (hara.report.mlflow_runs.VIEW_PER_RUN: average pass@1, the difference from none with its
+the saved view of the scores (VIEW_PER_RUN: average pass@1, the difference from none with its
 interval, the verdict after correction and the minimum detectable effect), in MLflow 3.17's "Model training" mode.
 
 A user who runs ``mlflow ui`` and clicks the experiment lands on MLflow 3.17's GenAI overview ("Traces 0"): its
@@ -18,12 +18,16 @@ from pathlib import Path
 
 from hara.errors import UserError
 
-__all__ = ["runs_table_link", "serve_ui", "ui_command"]
+__all__ = ["VIEW_BY_METHOD", "VIEW_PER_RUN", "runs_table_link", "serve_ui", "ui_command"]
+
+#: The saved views of the scores that the report writes into each experiment (hara.report.mlflow_runs) and the UI
+#: opens on: (key in the URL and the tag, name in the Views menu).
+VIEW_PER_RUN = ("hara-scores", "HarA: scores per run")
+VIEW_BY_METHOD = ("hara-scores-by-method", "HarA: scores by method")
 
 
 def runs_table_link(base_url: str, experiment_id: str) -> str:
     """The absolute link to an experiment's runs table in the scores' saved view, in training mode."""
-    from hara.report.mlflow_runs import VIEW_PER_RUN
     from hara.tracking import ui_path
 
     return f"{base_url.rstrip('/')}/{ui_path(experiment_id, 'runs', f'viewStateShareKey={VIEW_PER_RUN[0]}')}"

@@ -1,8 +1,11 @@
 """MLflow tracking: one MLflow run per training run, shared with the evaluation stage through ``mlflow_run.json``.
 
 The training stage opens (or, on resume, reopens) the run and writes ``<run dir>/mlflow_run.json`` =
-``{"tracking_uri", "run_id", "experiment_id"}``; later stages call :func:`open_run` on the same folder and log into
-the same run (e.g. ``eval/<benchmark>/pass_at_1``). Everything goes through an explicit ``MlflowClient`` with the
+``{"tracking_uri", "run_id", "experiment_id"}``, plus ``store``, the sqlite file relative to the run folder, when the
+store lies in a folder above it (the results folder); later stages call :func:`open_run` on the same folder and log
+into the same run (e.g. ``eval/<benchmark>/pass_at_1``). Every reader goes through :func:`read_run_file`, which finds
+the store from where the file is now: a copied or moved results folder logs into its own store, never the source's
+(:func:`relocated_store`). Everything goes through an explicit ``MlflowClient`` with the
 config's tracking URI (never MLflow's global default, which writes ``sqlite:///mlflow.db`` wherever it runs).
 Experiments are marked as model training (:data:`EXPERIMENT_KIND`); links into the UI open its training mode
 (:func:`ui_path`).
@@ -39,7 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hara.errors import TrackingError
+from hara.errors import DataError, TrackingError
+from hara.layout import METRICS_FILE, RUN_FILE
+from hara.results.files import read_json
 
 __all__ = [
     "EXPERIMENT_KIND",
@@ -52,6 +57,9 @@ __all__ = [
     "open_run",
     "password_from_file",
     "read_password",
+    "read_run_file",
+    "relocated_store",
+    "results_store",
     "run_name",
     "start_run",
     "system_metrics",
@@ -59,7 +67,14 @@ __all__ = [
     "ui_path",
 ]
 
-RUN_FILE = "mlflow_run.json"
+RUN_KEYS = ("tracking_uri", "run_id")
+#: The columns of MLflow's SQL store that hold artifact locations: absolute file URIs below a sqlite store's folder
+#: (:func:`_experiment_id`), rewritten when the store is copied (:func:`relocated_store`).
+ARTIFACT_COLUMNS = (
+    ("experiments", "artifact_location"),
+    ("runs", "artifact_uri"),
+    ("logged_models", "artifact_location"),
+)
 
 #: The experiment tag that MLflow 3's UI reads as the experiment's kind; ``custom_model_development`` is its
 #: "Machine learning" kind, whose experiment page opens on the runs table. MLflow 3.17's UI build, though, turns on
@@ -158,33 +173,32 @@ def password_from_file() -> None:
         os.environ["MLFLOW_TRACKING_PASSWORD"] = read_password(Path(path), PASSWORD_FILE_ENV)
 
 
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for any other store)."""
+    return Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
+
+
 def absolute_uri(uri: str) -> str:
     """``sqlite:///relative.db`` made absolute (relative to the cwd now), so that a later stage started from another
     folder finds the same database; ``env:NAME`` resolved (:func:`resolve_uri`); other URIs are returned unchanged."""
     uri = resolve_uri(uri)
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str(Path(uri[len("sqlite:///") :]).resolve())
+        return "sqlite:///" + str(sqlite_path(uri).resolve())
     return uri
 
 
 def _ensure_sqlite_folder(uri: str) -> None:
     """sqlite:///relative/path.db needs its folder to exist before MLflow opens it."""
-    if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    if database := sqlite_path(uri):
+        database.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _migrate_sqlite_store_once(uri: str) -> None:
-    """Create and migrate a sqlite store under an exclusive file lock.
-
-    MLflow creates and migrates a new sqlite store on first use; two processes doing that at the same moment fail
-    with "table _alembic_tmp_experiments already exists". The lock (``<db>.lock`` beside the database) makes the
-    first opener migrate while the others wait; afterwards it costs one uncontended lock and one query.
-    """
+@contextlib.contextmanager
+def _store_lock(database: Path):
+    """The exclusive file lock ``<db>.lock`` beside a sqlite store, held while the block creates, migrates or
+    relocates it."""
     import fcntl
 
-    from mlflow.tracking import MlflowClient
-
-    database = Path(uri[len("sqlite:///") :])
     with open(database.with_name(database.name + ".lock"), "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -195,9 +209,74 @@ def _migrate_sqlite_store_once(uri: str) -> None:
                 "URL (docs/cluster.md)"
             ) from None
         try:
-            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+            yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _migrate_sqlite_store_once(uri: str) -> None:
+    """Create and migrate a sqlite store under its lock (:func:`_store_lock`).
+
+    MLflow creates and migrates a new sqlite store on first use; two processes doing that at the same moment fail
+    with "table _alembic_tmp_experiments already exists". The lock makes the first opener migrate while the others
+    wait; afterwards it costs one uncontended lock and one query.
+    """
+    from mlflow.tracking import MlflowClient
+
+    with _store_lock(sqlite_path(uri)):
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+
+
+def relocated_store(recorded: str, database: Path) -> str:
+    """The URI of the sqlite store ``database``, which may be a copy (or a move) of the store ``recorded`` names.
+
+    A copy keeps the source's artifact locations (absolute file URIs below the source's folder): logging artifacts
+    or models into it would write into the source folder. They are rewritten, under the store's lock, to the same
+    places below the copy's folder; once done, nothing matches any more. The source is never opened.
+    """
+    import sqlite3
+
+    source, database = sqlite_path(recorded).resolve(), database.resolve()
+    if source == database:
+        return recorded
+    if not database.is_file():  # no copy of the store: a new one is made there
+        return "sqlite:///" + str(database)
+    old, new = source.parent.as_uri() + "/", database.parent.as_uri() + "/"
+    with _store_lock(database), contextlib.closing(sqlite3.connect(database)) as store, store:
+        for table, column in ARTIFACT_COLUMNS:
+            store.execute(
+                f"UPDATE {table} SET {column} = ? || substr({column}, ?) WHERE substr({column}, 1, ?) = ?",
+                (new, len(old) + 1, len(old), old),
+            )
+    return "sqlite:///" + str(database)
+
+
+def results_store(config: Mapping, results: str | Path) -> str:
+    """The tracking URI for the results folder ``results``: the config's, except that a sqlite store inside the
+    config's ``results_dir`` is the same file inside ``results`` (:func:`relocated_store`), so that `hara report
+    --results <a copy>` logs into the copy's store."""
+    uri, own = absolute_uri(config["tracking"]["mlflow_uri"]), Path(config["results_dir"]).resolve()
+    database = sqlite_path(uri)
+    if database is None or not database.resolve().is_relative_to(own):
+        return uri
+    return relocated_store(uri, Path(results) / database.resolve().relative_to(own))
+
+
+def read_run_file(path: Path) -> dict:
+    """The run reference of an ``mlflow_run.json``, its store found from the folder the file is in now: its
+    ``store`` (relative to that folder) when it has one, relocated (:func:`relocated_store`), else the recorded
+    ``tracking_uri`` (a server, a database URL, or a file written before ``store`` existed). A file without
+    tracking_uri / run_id, or whose store is gone, is an error naming it."""
+    run = read_json(path)
+    missing = [key for key in RUN_KEYS if not (isinstance(run, dict) and run.get(key))]
+    if missing:
+        raise DataError(f"{path}: missing {', '.join(missing)}")
+    if run.get("store"):
+        database = (Path(path).parent / run["store"]).resolve()
+        if not database.is_file():
+            raise TrackingError(f"{path}: its MLflow store {database} is missing (copy it with the results folder)")
+        run["tracking_uri"] = relocated_store(run["tracking_uri"], database)
+    return run
 
 
 #: MLflow's HTTP client retries a refused request 7 times with exponential back-off (minutes); a training step
@@ -215,7 +294,7 @@ def tracking_client(uri: str):
             os.environ.setdefault(key, value)
         password_from_file()  # every client, also one reopened from mlflow_run.json (a resumed or evaluate job)
     _ensure_sqlite_folder(uri)
-    if uri.startswith("sqlite:///"):
+    if sqlite_path(uri):
         _migrate_sqlite_store_once(uri)
     return MlflowClient(tracking_uri=uri)
 
@@ -270,7 +349,7 @@ class MlflowRun:
             if time.monotonic() >= deadline:
                 print(
                     f"warning: {sum(map(len, self.pending))} metric values never reached MLflow; they are in "
-                    "metrics.jsonl",
+                    f"{METRICS_FILE}",
                     file=sys.stderr,
                 )
                 return False
@@ -296,17 +375,14 @@ class MlflowRun:
             self.client.set_terminated(self.run_id, status=status)
 
     def save(self, out_dir: str | Path) -> Path:
-        """Write ``mlflow_run.json`` into ``out_dir``."""
+        """Write ``mlflow_run.json`` into ``out_dir``; with ``store`` when the sqlite store is in a folder above it."""
         path = Path(out_dir) / RUN_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            json.dumps(
-                {"tracking_uri": self.tracking_uri, "run_id": self.run_id, "experiment_id": self.experiment_id},
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
+        run = {"tracking_uri": self.tracking_uri, "run_id": self.run_id, "experiment_id": self.experiment_id}
+        database, folder = sqlite_path(self.tracking_uri), path.parent.resolve()
+        if database and folder.is_relative_to(database.resolve().parent):
+            run["store"] = os.path.relpath(database.resolve(), folder)
+        path.write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
         return path
 
 
@@ -315,7 +391,7 @@ def open_run(out_dir: str | Path) -> MlflowRun | None:
     path = Path(out_dir) / RUN_FILE
     if not path.is_file():
         return None
-    info = json.loads(path.read_text(encoding="utf-8"))
+    info = read_run_file(path)
     run = MlflowRun(info["tracking_uri"], info["run_id"], info["experiment_id"])
     run.client.update_run(run.run_id, status="RUNNING")
     return run
@@ -330,8 +406,8 @@ def _experiment_id(client: Any, name: str, uri: str) -> str:
             client.set_experiment_tag(experiment.experiment_id, *EXPERIMENT_KIND)
         return experiment.experiment_id
     location = None
-    if uri.startswith("sqlite:///"):
-        location = (Path(uri[len("sqlite:///") :]).resolve().parent / "mlartifacts" / name).as_uri()
+    if database := sqlite_path(uri):
+        location = (database.resolve().parent / "mlartifacts" / name).as_uri()
     from mlflow.exceptions import MlflowException
 
     try:
