@@ -55,7 +55,7 @@ rule analysis:
         f"{LOGS}/analysis/{{analysis}}.log",
     params:
         config=CONFIG_FILE,
-        results=RESULTS,
+        results=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output.json))),
         out=lambda wildcards: layout.analysis_dir(RESULTS, wildcards.analysis),
         settings=settings_digest("analyses", "hara"),
     threads: THREADS

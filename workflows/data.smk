@@ -13,7 +13,7 @@ rule fetch_data:
         f"{LOGS}/fetch_data/fetch_data.log",
     params:
         config=CONFIG_FILE,
-        out=HUB_DATA,
+        out=lambda wildcards, output: os.path.dirname(output.manifest),
     localrule: True
     threads: 1
     resources:
@@ -38,7 +38,7 @@ rule prepare_data:
         f"{LOGS}/prepare_data/data.log",
     params:
         config=CONFIG_FILE,
-        out=DATA_DIR,
+        out=lambda wildcards, output: os.path.dirname(output.manifest),
         # report.speed's benchmark is drawn too, and kept out of the training problems
         settings=settings_digest("seed", "data", speed=SPEED),
         held_out=HELD_OUT,

@@ -22,7 +22,7 @@ rule evaluate:
         f"{LOGS}/evaluate/{CELL}.log",
     params:
         config=CONFIG_FILE,
-        data=DATA_DIR,
+        data=lambda wildcards, input: os.path.dirname(input.manifest),
         benchmarks=benchmark_args(),
         selection=selection_args,
         settings=settings_digest("selection", "evaluation", "prompt", speed=SPEED_SETTINGS),

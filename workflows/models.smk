@@ -35,7 +35,7 @@ rule base_model:
         f"{LOGS}/base_model/{{size}}.log",
     params:
         config=CONFIG_FILE,
-        data=DATA_DIR,
+        data=lambda wildcards, input: os.path.dirname(input.manifest),
         settings=settings_digest("seed", "models", "warmup", "prompt"),
         accuracy=base_model_args(),
     threads: BASE_MODEL_THREADS

@@ -33,7 +33,7 @@ rule select_prompts:
         f"{LOGS}/select_prompts/{{size}}.log",
     params:
         config=CONFIG_FILE,
-        data=DATA_DIR,
+        data=lambda wildcards, input: os.path.dirname(input.manifest),
         settings=settings_digest("training", "prompt"),
     threads: THREADS
     resources:
@@ -58,7 +58,7 @@ rule train:
         f"{LOGS}/train/{CELL}.log",
     params:
         config=CONFIG_FILE,
-        data=DATA_DIR,
+        data=lambda wildcards, input: os.path.dirname(input.manifest),
         run_dir=lambda wildcards, output: layout.run_of(output.final),
         settings=settings_digest("training", "rlvr", "hara", "prompt", "selection"),
         prompts=lambda wildcards, input: f"--prompts {shlex.quote(input.prompts)}" if SELECT_PROMPTS else "",
