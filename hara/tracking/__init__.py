@@ -52,6 +52,7 @@ __all__ = [
     "RUN_FILE",
     "TRAINING_UI_QUERY",
     "MlflowRun",
+    "StoreMissing",
     "absolute_uri",
     "metric_name",
     "open_run",
@@ -68,6 +69,12 @@ __all__ = [
 ]
 
 RUN_KEYS = ("tracking_uri", "run_id")
+
+
+class StoreMissing(TrackingError):
+    """An mlflow_run.json whose store was not copied with it (a run folder copied alone)."""
+
+
 #: The columns of MLflow's SQL store that hold artifact locations: absolute file URIs below a sqlite store's folder
 #: (:func:`_experiment_id`), rewritten when the store is copied (:func:`relocated_store`).
 ARTIFACT_COLUMNS = (
@@ -274,7 +281,7 @@ def read_run_file(path: Path) -> dict:
     if run.get("store"):
         database = (Path(path).parent / run["store"]).resolve()
         if not database.is_file():
-            raise TrackingError(f"{path}: its MLflow store {database} is missing (copy it with the results folder)")
+            raise StoreMissing(f"{path}: its MLflow store {database} is missing (copy it with the results folder)")
         run["tracking_uri"] = relocated_store(run["tracking_uri"], database)
     return run
 
@@ -447,7 +454,11 @@ def start_run(
     The run id is written to ``out_dir/mlflow_run.json`` before anything else is logged, so a crash at any later
     point resumes into the same run.
     """
-    existing = open_run(out_dir)
+    try:
+        existing = open_run(out_dir)
+    except StoreMissing as missing:  # a run folder copied without its store: never write into the one it names
+        print(f"warning: {missing}; the run goes on as a new MLflow run in {tracking_uri}", file=sys.stderr)
+        existing = None
     if existing is not None:
         return existing, True
     tracking_uri = absolute_uri(tracking_uri)

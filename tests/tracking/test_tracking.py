@@ -53,6 +53,22 @@ def test_run_is_created_once_and_reopened_by_id(tmp_path, monkeypatch):
     assert open_run(tmp_path / "elsewhere") is None
 
 
+def test_a_run_folder_copied_without_its_store_goes_on_in_the_configs_store(tmp_path, capsys):
+    """A run folder copied alone (a crashed run moved to resume elsewhere) names a store that did not come with it:
+    the resumed run is a new run in the config's store, with a warning, and the store it names is never written."""
+    source = tmp_path / "source"
+    run, _ = start_run(f"sqlite:///{source}/mlflow.db", "exp", "r", source / "run", tags={}, params={})
+    run.finish()
+    before = (source / "mlflow.db").read_bytes()
+    shutil.copytree(source / "run", tmp_path / "copy" / "run")
+    uri = f"sqlite:///{tmp_path}/copy/mlflow.db"
+    again, resumed = start_run(uri, "exp", "r", tmp_path / "copy" / "run", tags={}, params={})
+    assert not resumed and again.tracking_uri == uri and again.run_id != run.run_id
+    assert "MLflow store" in capsys.readouterr().err
+    assert (source / "mlflow.db").read_bytes() == before
+    assert open_run(tmp_path / "copy" / "run").run_id == again.run_id  # its mlflow_run.json now names the new run
+
+
 def test_experiment_artifacts_live_next_to_the_database(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     run, _ = start_run(uri, "exp", "r", tmp_path / "out", tags={}, params={})
