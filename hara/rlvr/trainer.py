@@ -309,9 +309,8 @@ class HaraGRPOTrainer(GRPOTrainer):
                 f"from source {foreign[0]!r} have none (set data.source: synthetic)"
             )
         lengths = output["completion_mask"].sum(-1).tolist()
-        incorrect = (
-            outcome <= 0.5
-        ).tolist()  # the outcome reward is 0/1 (hara.boxed_answer.math_reward); one host read
+        # the outcome reward is 0/1 (hara.boxed_answer.math_reward); one host read
+        incorrect = (outcome <= 0.5).tolist()
         spans = [WrongSpan()] * len(inputs)
         for row, (record, ids) in enumerate(zip(inputs, output["completion_ids"].tolist())):
             if incorrect[row]:
