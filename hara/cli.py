@@ -7,6 +7,7 @@ User errors (bad config, corrupt data, unknown names) print one line and exit wi
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -30,6 +31,13 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {}
+
+#: CPython's collector thresholds (young, middle, old) in a ``hara`` process: full collections ten times rarer than
+#: CPython's (700, 10, 10). A training or evaluation job first imports torch, transformers, TRL, vLLM, MLflow and
+#: lighteval, ~800,000 long-lived objects, and each full collection traverses all of them: 10 of them took 1.6 of
+#: 9 CPU s of those imports, against 0.2 s here (`python benchmarks/bench_gc.py`, docs/profile.md). The young
+#: generations, where a step's short-lived cycles are freed, keep CPython's thresholds.
+GC_THRESHOLDS = (700, 10, 100)
 
 
 def register_command(
@@ -664,6 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    gc.set_threshold(*GC_THRESHOLDS)
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a relaunch under accelerate repeats
     try:
