@@ -28,7 +28,7 @@ import torch
 from hara.config import load_config
 from hara.rlvr.policy import load_policy
 from hara.rlvr.prompts import train_dataset
-from hara.rlvr.train import build_trainer
+from hara.rlvr.session import build_trainer
 from hara.runinfo import seed_everything, set_threads
 
 REPO = Path(__file__).resolve().parents[1]

@@ -39,7 +39,7 @@ def contract(name: str) -> None:
     """What every method must do: run on a batch with only the context its spec declares, give finite token
     advantages of the batch's shape that are 0 on padding, and log its info under its namespace (none without one)."""
     from hara.rlvr.metrics_sink import rename_metrics
-    from hara.rlvr.train import method_params
+    from hara.rlvr.session import method_params
 
     spec = get_method(name)
     config = validate_config({"hara": {"plugins": {"flip_late": {"scale": 0.5}}}})
@@ -90,7 +90,7 @@ def test_a_plugin_method_is_registered_validated_swept_and_reported(plugin_insta
     from hara.report.tables import main_table
     from hara.results.collect import Run
     from hara.rlvr.metrics_sink import rename_metrics
-    from hara.rlvr.train import method_params
+    from hara.rlvr.session import method_params
     from hara.sweeps.study import load_study
 
     assert methods()["flip_late"] == PLUGIN
@@ -166,7 +166,7 @@ def test_a_method_declared_in_one_module_validates_its_knobs_and_trains(tmp_path
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hara.rlvr.train import build_trainer, method_params
+    from hara.rlvr.session import build_trainer, method_params
 
     (tmp_path / "late_credit.py").write_text(ONE_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))

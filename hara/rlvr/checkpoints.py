@@ -30,7 +30,7 @@ from transformers import TrainerCallback
 
 from hara.errors import ConfigError
 from hara.hashing import file_sha256, file_xxh3
-from hara.layout import CANDIDATE, RESOLVED_CONFIG
+from hara.layout import CANDIDATE, CHECKPOINTS_DIR, FINAL_DIR, RESOLVED_CONFIG
 
 __all__ = [
     "FINISHED_CHECKPOINTS",
@@ -42,6 +42,7 @@ __all__ = [
     "changed_keys",
     "checkpoint_problem",
     "collective_timeout_s",
+    "final_restored",
     "last_valid_checkpoint",
     "link_candidates",
     "on_rank_zero",
@@ -49,6 +50,7 @@ __all__ = [
     "refuse_changed_config",
     "restore_final",
     "resume_point",
+    "save_final",
     "write_manifest",
 ]
 
@@ -392,3 +394,31 @@ def refuse_changed_config(run_dir: str | Path, config: Mapping) -> None:
             f"{run_dir}: the config differs from the run's saved resolved_config.yaml at {shown}; "
             "refusing to resume (restore the config or use a new --out)"
         )
+
+
+def final_restored(out: Path, config: Mapping) -> bool:
+    """Rank 0 rebuilds final/ from the checkpoint saved at ``training.steps`` and prunes the run's checkpoints
+    (:func:`hara.rlvr.checkpoints.restore_final`), every rank learns whether it did: True = the run is finished,
+    with no step trained."""
+
+    def restore() -> bool:
+        if not restore_final(out / CHECKPOINTS_DIR, out / FINAL_DIR, config["training"]["steps"]):
+            return False
+        prune_finished_checkpoints(out / CHECKPOINTS_DIR, config["training"]["finished_checkpoints"])
+        return True
+
+    return on_rank_zero(restore)
+
+
+def save_final(trainer: Any, tokenizer: Any, out: Path) -> None:
+    """Write final/ aside and rename it, so a crash mid-save never leaves a final/ that looks finished. Every
+    process takes part in ``save_model`` (FSDP gathers the shards), the main process writes."""
+    partial, main = out / f"{FINAL_DIR}.partial", trainer.accelerator.is_main_process
+    if main:
+        shutil.rmtree(partial, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    trainer.save_model(str(partial))
+    if main:
+        tokenizer.save_pretrained(str(partial))
+        partial.rename(out / FINAL_DIR)
+    trainer.accelerator.wait_for_everyone()

@@ -71,7 +71,7 @@ TRL_VLLM_MODULES = ("trl.generation.vllm_client", "trl.generation.vllm_generatio
 
 @contextlib.contextmanager
 def trl_imports_for(use_vllm: bool) -> Iterator[None]:
-    """Import :class:`~hara.rlvr.trainer.HaraGRPOTrainer` (hara.rlvr.train.trainer_class) inside this, so that a run
+    """Import :class:`~hara.rlvr.trainer.HaraGRPOTrainer` (hara.rlvr.session.trainer_class) inside this, so that a run
     without vLLM does not load vLLM.
 
     TRL's trainer module imports vLLM whenever it is installed (trl.generation; about 12 s of imports per training

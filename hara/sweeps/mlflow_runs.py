@@ -77,7 +77,7 @@ def child_run(spec, config: Mapping, parent: MlflowRun, trial: Any, run_dir: Pat
 
 def run_params(spec, config: Mapping) -> dict:
     """What a trial trained with, named as the training stage names it (hara.<knob>, training.<key>)."""
-    from hara.rlvr.train import method_params
+    from hara.rlvr.session import method_params
 
     params = {f"hara.{k}": v for k, v in method_params(config, spec.fields["method"]).items()}
     params.update({f"training.{k}": v for k, v in config["training"].items()})

@@ -8,7 +8,7 @@ from that split with the study's base model, so trials train on the same kind of
 ``validation/pass@1`` is scored by the evaluation stage's own lighteval task and pass@1 metric (avg@evaluation.n) on
 that split.
 
-The trial trains in-process with the training stage's own trainer (``hara.rlvr.train.build_trainer``, its
+The trial trains in-process with the training stage's own trainer (``hara.rlvr.session.build_trainer``, its
 ``MetricsCallback`` logging every step into the trial's MLflow run). :class:`PruningCallback` measures the metric
 at each report step, reports it (``trial.report``) and, when the pruner says so, stops training there. A trial is
 never resumed (a killed trial is failed and a new one runs), so it keeps no checkpoints unless the study asks.
@@ -227,7 +227,7 @@ def train_seed(
     objective (at every report step when ``on_value`` is given, else at the end only); returns the callback holding
     the measurement."""
     from hara.rlvr.metrics_sink import MetricsCallback
-    from hara.rlvr.train import TrainingSession
+    from hara.rlvr.session import TrainingSession
 
     fields = spec.fields
     session = TrainingSession(

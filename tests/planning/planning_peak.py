@@ -26,7 +26,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from hara.config import load_config
 from hara.models.tokenizer import build_tokenizer
 from hara.planning import Architecture, plan_cell
-from hara.rlvr.train import build_trainer
+from hara.rlvr.session import build_trainer
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPE = Architecture(hidden=256, layers=4, heads=4, kv_heads=2, head_dim=64, intermediate=768, vocab=0, tied=True)

@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import hara.rlvr.trainer as trainer_module
 from hara.config import load_config
 from hara.rlvr.metrics_sink import MetricsCallback
-from hara.rlvr.train import build_trainer
+from hara.rlvr.session import build_trainer
 from tests.helpers import SMOKE
 
 GROUP = 4  # config/smoke.yaml's training.group_size

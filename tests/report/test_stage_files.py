@@ -44,7 +44,7 @@ def test_the_named_rule_rewrites_a_cut_metrics_line(tmp_path):
     """The error names rule train for metrics.jsonl: its resume drops the cut last line of a killed job (and the
     lines after its checkpoint) instead of failing on it."""
     from hara.results.collect import read_metrics
-    from hara.rlvr.train import truncate_metrics
+    from hara.rlvr.metrics_sink import truncate_metrics
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 1, "x": 0.5}\n{"step": 2, "x": 1e-05}\n{"step": 3, "x"', encoding="utf-8")

@@ -7,7 +7,7 @@ import sys
 
 from transformers import TrainerCallback
 
-import hara.rlvr.train as train_module
+import hara.rlvr.session as session_module
 from hara.config import load_config
 from hara.rlvr.train import train
 
@@ -33,7 +33,7 @@ def build_trainer_recording_start(*args, callbacks=None, **kwargs):
     return _build_trainer(*args, callbacks=[*(callbacks or []), StartWeights()], **kwargs)
 
 
-_build_trainer, train_module.build_trainer = train_module.build_trainer, build_trainer_recording_start
+_build_trainer, session_module.build_trainer = session_module.build_trainer, build_trainer_recording_start
 
 
 def parity_reward(completions, **kwargs):

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hara.rlvr.metrics_sink import rename_metrics
 from hara.rlvr.phases import GIB, PHASES, StepPhases, memory_key, probe_for, time_key
-from hara.rlvr.train import build_trainer
+from hara.rlvr.session import build_trainer
 from tests.rlvr.test_trainer import parity_reward, smoke_config
 
 

@@ -18,7 +18,7 @@ from hara.rlvr.presets import (
     overlong_penalty,
     soft_overlong_reward,
 )
-from hara.rlvr.train import method_params
+from hara.rlvr.session import method_params
 from hara.weighting import WeightingContext, apply_weighting, get_weighting
 from tests.helpers import REPO, SMOKE, fresh_registry
 

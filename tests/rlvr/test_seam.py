@@ -10,7 +10,7 @@ import pytest
 from trl import GRPOTrainer
 
 from hara.rlvr.seam import PINNED, TRL_METRICS, TRL_OVERRIDES
-from hara.rlvr.train import trainer_class
+from hara.rlvr.session import trainer_class
 from tests.helpers import REPO
 
 

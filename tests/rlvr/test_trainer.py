@@ -25,7 +25,7 @@ from hara.config import ConfigError, load_config
 from hara.methods import methods
 from hara.models.capture import GenerationRecorder, capture_context, chunked_token_entropies
 from hara.rlvr.presets import PRESETS
-from hara.rlvr.train import build_trainer
+from hara.rlvr.session import build_trainer
 from hara.rlvr.trainer import equal_reward_groups, group_ids_of
 from tests.helpers import REPO, SMOKE, smoke_train_args
 
@@ -632,7 +632,7 @@ def test_a_finished_run_that_lost_final_after_the_prune_rebuilds_it_without_trai
     def no_training(*args, **kwargs):
         raise AssertionError("a trainer was built for a run that had finished")
 
-    monkeypatch.setattr("hara.rlvr.train.build_trainer", no_training)
+    monkeypatch.setattr("hara.rlvr.session.build_trainer", no_training)
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
     assert main(args) == 0
     assert not dist.is_initialized()  # ended with the run (an NCCL group left alive can hang the exit)
@@ -762,7 +762,7 @@ def test_a_run_without_vllm_does_not_load_it_and_a_later_vllm_run_in_the_process
     trainer_class keeps it out of runs that do not generate with it, and gives it back to a later run that does."""
     code = (
         "import sys\n"
-        "from hara.rlvr.train import trainer_class\n"
+        "from hara.rlvr.session import trainer_class\n"
         "loaded = lambda: ('vllm' in sys.modules, hasattr(sys.modules['trl.generation.vllm_generation'], 'LLM'))\n"
         "trainer_class(use_vllm=False)\n"
         "print(*loaded())\n"

@@ -26,7 +26,7 @@ from hara.models.capture import GenerationRecorder
 from hara.rlvr.grpo_config import grpo_args
 from hara.rlvr.policy import load_policy
 from hara.rlvr.seam import reserve_master_port
-from hara.rlvr.train import build_trainer
+from hara.rlvr.session import build_trainer
 from tests.helpers import SMOKE
 
 needs_vllm = pytest.mark.skipif(

@@ -145,7 +145,7 @@ def test_summary_draws_sensitivity_figures_from_the_trials(parallel_study, tiny_
 def test_trials_train_on_prompts_selected_once_from_the_split(tmp_path, tiny_base, monkeypatch):
     """With training.prompt_selection on (as in the embedded default), the study selects its RL prompts once from
     the split's training problems and every trial trains on exactly those, never on a validation problem."""
-    import hara.rlvr.train as train_module
+    import hara.rlvr.session as session_module
     from hara.data.format import format_prompt
     from hara.data.io import read_jsonl
 
@@ -163,14 +163,14 @@ def test_trials_train_on_prompts_selected_once_from_the_split(tmp_path, tiny_bas
     overrides = [f"results_dir={tmp_path / 'results'}", f"tracking.mlflow_uri=sqlite:///{tmp_path}/results/mlflow.db"]
     spec = load_study(path, overrides=overrides)
     seen = []
-    original = train_module.train_dataset
+    original = session_module.train_dataset
 
     def recording(config, data_dir, prompts_dir=None):
         dataset = original(config, data_dir, prompts_dir)
         seen.append(sorted(dataset["prompt"]))
         return dataset
 
-    monkeypatch.setattr(train_module, "train_dataset", recording)
+    monkeypatch.setattr(session_module, "train_dataset", recording)
     summary = run_worker(spec, base_model=tiny_base)
     assert summary["trials"] == {0: "COMPLETE", 1: "COMPLETE"}
 
