@@ -17,7 +17,6 @@ effect and interval, also set on the value's child runs) and the folder's files.
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from hara.layout import BEST_PARAMS, SUMMARY_FILE, TRIALS_FILE
+from hara.results.study_summary import EffectRow, SearchChoice, SearchFindings, SensitivityFindings, StudySummary
 from hara.sweeps.study import OBJECTIVES
 
 __all__ = ["write_summary"]
@@ -178,26 +178,26 @@ def write_summary(spec, mlflow: bool = True) -> dict:
     if not any(t.state.name == "COMPLETE" for t in trials):
         raise UserError(f"study {spec.fields['name']}: no complete trial yet in {out} (run `hara sweep run` first)")
     metric = spec.fields["objective"]["metric"]
-    summary = {
-        "study": spec.fields["name"],
-        "kind": spec.kind,
-        "description": spec.fields["description"],
-        "metric": metric,
-        "metric_description": OBJECTIVES[metric].description,
-        "direction": spec.fields["objective"]["direction"],
-        "method": spec.fields["method"],
-        "seeds": spec.seeds,
-        "states": {s: sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")},
-        **KIND_SUMMARIES[spec.kind](spec, study, trials),
-    }
+    summary = StudySummary(
+        study=spec.fields["name"],
+        kind=spec.kind,
+        description=spec.fields["description"],
+        metric=metric,
+        metric_description=OBJECTIVES[metric].description,
+        direction=spec.fields["objective"]["direction"],
+        method=spec.fields["method"],
+        seeds=spec.seeds,
+        states={s: sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")},
+        findings=KIND_SUMMARIES[spec.kind](spec, study, trials),
+    )
     write_trials_csv(trials, list(spec.fields["space"]), out / TRIALS_FILE)
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    summary.write(out / SUMMARY_FILE)
     if mlflow:
         log_summary(spec, summary, trials)
-    return summary
+    return summary.as_json()
 
 
-def search_summary(spec, study, trials) -> dict:
+def search_summary(spec, study, trials) -> SearchFindings:
     """Figures over the search trials, importance (two parameters or more), the choice and best_params.yaml."""
     from hara.sweeps.design import SEARCH, choose, role_of
 
@@ -223,19 +223,19 @@ def search_summary(spec, study, trials) -> dict:
 
         raise UserError(f"study {spec.fields['name']}: no complete feasible search trial (see trials.csv)")
     (out / BEST_PARAMS).write_text(yaml.safe_dump(dict(choice.trial.params), sort_keys=False), encoding="utf-8")
-    best = {
-        "trial": choice.trial.number,
-        "value": choice.reported,
-        "params": choice.trial.params,
-        "search_value": choice.value,
-        "search_se": choice.se,
-        "reevaluated": choice.reevaluated,
-        "reevaluated_se": choice.reevaluated_se,
-        "shrinkage": choice.shrinkage,
-        "candidates": choice.candidates,
-        "reevaluation_seeds": spec.reevaluation_seeds if choice.reevaluated is not None else [],
-    }
-    return {"best": best, "importances": importances, "figures": {k: p.name for k, p in figures.items()}}
+    best = SearchChoice(
+        trial=choice.trial.number,
+        value=choice.reported,
+        params=choice.trial.params,
+        search_value=choice.value,
+        search_se=choice.se,
+        reevaluated=choice.reevaluated,
+        reevaluated_se=choice.reevaluated_se,
+        shrinkage=choice.shrinkage,
+        candidates=choice.candidates,
+        reevaluation_seeds=spec.reevaluation_seeds if choice.reevaluated is not None else [],
+    )
+    return SearchFindings(best, importances, {k: p.name for k, p in figures.items()})
 
 
 def plot_effects(result, metric: str, path: Path) -> Path:
@@ -296,7 +296,7 @@ def plot_effects(result, metric: str, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def sensitivity_summary(spec, study, trials) -> dict:
+def sensitivity_summary(spec, study, trials) -> SensitivityFindings:
     """Each value's corrected effect against the reference, the figure and the conclusion line."""
     from hara.results.paired import Bootstrap
     from hara.sweeps.effects import point_label, sensitivity
@@ -305,23 +305,23 @@ def sensitivity_summary(spec, study, trials) -> dict:
     figures = {}
     if result.effects:
         figures["effects"] = plot_effects(result, spec.fields["objective"]["metric"], spec.study_dir / "effects.png")
-    return {
-        "reference": result.reference,
-        "reference_label": point_label(result.reference),
-        "reference_mean": result.reference_mean * result.scale,
-        "unit": result.unit,
-        "family_size": len(result.effects),
-        "effects": result.rows(),
-        "missing": [point_label(p) for p in result.missing],
-        "conclusion": result.conclusion(),
-        "figures": {k: p.name for k, p in figures.items()},
-    }
+    return SensitivityFindings(
+        reference=result.reference,
+        reference_label=point_label(result.reference),
+        reference_mean=result.reference_mean * result.scale,
+        unit=result.unit,
+        family_size=len(result.effects),
+        effects=[EffectRow(**row) for row in result.rows()],
+        missing=[point_label(p) for p in result.missing],
+        conclusion=result.conclusion(),
+        figures={k: p.name for k, p in figures.items()},
+    )
 
 
 KIND_SUMMARIES = {"search": search_summary, "sensitivity": sensitivity_summary}
 
 
-def log_summary(spec, summary: Mapping, trials) -> None:
+def log_summary(spec, summary: StudySummary, trials) -> None:
     """The result on the parent run (and each value's effect on its child runs), the summary files as the parent's
     artifacts; the parent run is then finished."""
     from hara.tracking import metric_name, open_run
@@ -329,20 +329,18 @@ def log_summary(spec, summary: Mapping, trials) -> None:
     run = open_run(spec.study_dir)
     if run is None:
         return
-    if summary["kind"] == "search":
+    findings = summary.findings
+    if isinstance(findings, SearchFindings):
         run.log_metrics(
-            {
-                "sweep/best_objective": summary["best"]["value"],
-                metric_name(f"best/{summary['metric']}"): summary["best"]["value"],
-            },
+            {"sweep/best_objective": findings.best.value, metric_name(f"best/{summary.metric}"): findings.best.value},
             step=0,
         )
-        run.set_tags({"sweep.best_trial": summary["best"]["trial"]})
+        run.set_tags({"sweep.best_trial": findings.best.trial})
     else:
-        log_effects(spec, summary, trials, run)
-        run.set_tags({"sweep.conclusion": summary["conclusion"][:5000]})
-    files = [SUMMARY_FILE, TRIALS_FILE, *summary["figures"].values()]
-    files += [BEST_PARAMS] if summary["kind"] == "search" else []
+        log_effects(spec, findings, trials, run)
+        run.set_tags({"sweep.conclusion": findings.conclusion[:5000]})
+    files = [SUMMARY_FILE, TRIALS_FILE, *summary.figures.values()]
+    files += [BEST_PARAMS] if isinstance(findings, SearchFindings) else []
     for name in files:
         run.client.log_artifact(run.run_id, str(spec.study_dir / name), artifact_path="summary")
     run.finish()
@@ -351,19 +349,21 @@ def log_summary(spec, summary: Mapping, trials) -> None:
 EFFECT_FIELDS = ("effect", "ci_low", "ci_high", "corrected_low", "corrected_high", "mde")
 
 
-def log_effects(spec, summary: Mapping, trials, parent) -> None:
+def log_effects(spec, findings: SensitivityFindings, trials, parent) -> None:
     """Parent: ``sensitivity/<value>/<field>``; each (value, seed) child run: its value's ``sweep/<field>``."""
     from hara.sweeps.design import point_key
     from hara.sweeps.worker import trial_dir
     from hara.tracking import metric_name, open_run
 
-    by_point = {point_key(row["point"]): row for row in summary["effects"]}
-    for row in summary["effects"]:
-        parent.log_metrics({metric_name(f"sensitivity/{row['label']}/{f}"): row[f] for f in EFFECT_FIELDS}, step=0)
+    by_point = {point_key(row.point): row for row in findings.effects}
+    for row in findings.effects:
+        parent.log_metrics(
+            {metric_name(f"sensitivity/{row.label}/{f}"): getattr(row, f) for f in EFFECT_FIELDS}, step=0
+        )
     for trial in trials:
         row = by_point.get(point_key(trial.params))
         child = open_run(trial_dir(spec, trial.number)) if row and trial.state.name == "COMPLETE" else None
         if child is not None:
-            child.log_metrics({f"sweep/{f}": row[f] for f in EFFECT_FIELDS}, step=0)
-            child.set_tags({"sweep.verdict": row["verdict"]})
+            child.log_metrics({f"sweep/{f}": getattr(row, f) for f in EFFECT_FIELDS}, step=0)
+            child.set_tags({"sweep.verdict": row.verdict})
             child.finish()
