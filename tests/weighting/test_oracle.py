@@ -258,7 +258,7 @@ def test_the_oracle_locations_script_accounts_for_every_rollout(tiny_base, tmp_p
     import sys
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     prompts = tmp_path / "prompts"
     prompts.mkdir()
     (prompts / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in generate_problems(4, 1)))
