@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from hara.config import load_config, validate_config
@@ -50,10 +51,27 @@ def output_of(proc) -> str:
     return proc.stdout + proc.stderr
 
 
-def test_paper_dry_run_lists_the_full_grid(tmp_path):
+DEFAULT = str(REPO / "config" / "default.yaml")
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    """The output of ``snakemake -n -p --configfile FILES``, run once per list of files in this module: the printed
+    commands change no job, so one run serves the tests that count jobs and those that read commands (each dry run
+    of the paper grid is a Snakemake process building a DAG of 400 jobs)."""
+    workdir, outputs = tmp_path_factory.mktemp("dry_run"), {}
+
+    def run(*configfiles: str) -> str:
+        if configfiles not in outputs:
+            outputs[configfiles] = output_of(snakemake(workdir, "-n", "-p", "--configfile", *configfiles))
+        return outputs[configfiles]
+
+    return run
+
+
+def test_paper_dry_run_lists_the_full_grid(dry_run):
     config = paper_config()
-    proc = snakemake(tmp_path, "-n", "--configfile", str(PAPER))
-    assert job_counts(output_of(proc)) == expected_counts(config)
+    assert job_counts(dry_run(str(PAPER))) == expected_counts(config)
     assert expected_counts(config)["train"] == 3 * 3 * 7 * 3  # sizes x rlvr x methods x seeds of the paper
 
 
@@ -201,18 +219,17 @@ def test_slurm_gpu_jobs_hold_one_node_one_task_and_their_cpus_with_memory_and_ti
         assert small[0] < medium[0] < large[0] and len({small[1], medium[1], large[1]}) == 3, (rule, sizes)
 
 
-def test_hub_base_model_job_copies_the_snapshot_without_measuring_accuracy(tmp_path):
+def test_hub_base_model_job_copies_the_snapshot_without_measuring_accuracy(dry_run):
     """Before: `hara base-model` measured greedy and sampled accuracy of Qwen3 in fp32 on a GPU-less job's CPU
     (3072 tokens x ~1,500 problems); evaluate_base measures it on a GPU."""
-    output = output_of(snakemake(tmp_path, "-n", "-p", "--configfile", str(PAPER)))
-    blocks = job_blocks(output, "base_model")
+    blocks = job_blocks(dry_run(str(PAPER)), "base_model")
     assert blocks and all("--skip-accuracy" in b for b in blocks)
-    tiny = output_of(snakemake(tmp_path, "-n", "-p", "--configfile", str(REPO / "config" / "default.yaml")))
+    tiny = dry_run(DEFAULT)
     assert job_blocks(tiny, "base_model") and not any("--skip-accuracy" in b for b in job_blocks(tiny, "base_model"))
 
 
-def test_embedded_configs_request_no_gpu(tmp_path):
-    output = output_of(snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml")))
+def test_embedded_configs_request_no_gpu(dry_run):
+    output = dry_run(DEFAULT)
     blocks = job_blocks(output, "train")
     assert blocks and all(gpus_of(b) == 0 for b in blocks)
     assert not job_blocks(output, "download_model")  # the CPU path never downloads a model
@@ -276,14 +293,10 @@ def test_control_levels_overlay_trains_none_and_the_oracle_on_level_4_5_prompts_
     assert config["training"]["prompt_selection"]["levels"] == [4, 5] and config["warmup"]["direct_fraction"] == 0
 
 
-def test_control_overlay_trains_the_oracle_beside_none_and_hara_tok_in_its_own_folder(tmp_path):
+def test_control_overlay_trains_the_oracle_beside_none_and_hara_tok_in_its_own_folder(dry_run):
     """config/control.yaml after the default: none, hara_tok and oracle_steps over three seeds in every preset, under
     results/control (the default's results and tracking store are left alone)."""
-    output = output_of(
-        snakemake(
-            tmp_path, "-n", "--configfile", str(REPO / "config" / "default.yaml"), str(REPO / "config" / "control.yaml")
-        )
-    )
+    output = dry_run(DEFAULT, str(REPO / "config" / "control.yaml"))
     assert job_counts(output)["train"] == 3 * 3 * 3
     trained = set(re.findall(r"output: results/control/train/tiny-s/(\w+)/(\w+)/seed(\d+)/final\n", output))
     assert {(method, seed) for _, method, seed in trained} == {
@@ -291,7 +304,7 @@ def test_control_overlay_trains_the_oracle_beside_none_and_hara_tok_in_its_own_f
     }
 
 
-def test_the_speed_endpoint_adds_its_benchmark_and_files_and_nothing_else(tmp_path):
+def test_the_speed_endpoint_adds_its_benchmark_and_files_and_nothing_else(tmp_path, dry_run):
     """report.speed on the control overlay, naming a benchmark that data.benchmarks does not list: the data job writes
     it, every evaluate job declares speed.json and passes --speed-out, the report reads them; the evaluate jobs still
     evaluate only data.benchmarks, and no job is added."""
@@ -299,9 +312,9 @@ def test_the_speed_endpoint_adds_its_benchmark_and_files_and_nothing_else(tmp_pa
     overlay.write_text(
         "data: {benchmarks: [mini_math500, mini_minerva]}\nreport: {speed: {benchmark: mini_aime24, problems: 40}}\n"
     )
-    configs = [str(REPO / "config" / "default.yaml"), str(REPO / "config" / "control.yaml")]
+    configs = [DEFAULT, str(REPO / "config" / "control.yaml")]
     output = output_of(snakemake(tmp_path, "-n", "-p", "--configfile", *configs, str(overlay)))
-    assert job_counts(output) == job_counts(output_of(snakemake(tmp_path, "-n", "--configfile", *configs)))
+    assert job_counts(output) == job_counts(dry_run(*configs))
     (data,) = job_blocks(output, "prepare_data")
     assert "results/control/data/benchmarks/mini_aime24.jsonl" in data
     evaluations = job_blocks(output, "evaluate")
