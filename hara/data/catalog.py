@@ -66,6 +66,11 @@ class Benchmark:
             raise ValueError(f"benchmark {self.name!r}: source {self.source!r} (valid: {', '.join(SOURCES)})")
         if self.source == "hub" and (not self.hub_id or self.schema is None or self.schema.role != "benchmark"):
             raise ValueError(f"benchmark {self.name!r}: a hub benchmark needs a hub_id and a benchmark schema")
+        if self.hub_id in hub.TRAINING_SETS:  # its scores would measure recall of trained problems
+            raise ValueError(
+                f"benchmark {self.name!r}: hub_id {self.hub_id!r} is a training set (hara.data.hub.TRAINING_SETS); "
+                "evaluate on a dataset the runs do not train on"
+            )
 
 
 #: Every benchmark, in registration order; no two hub benchmarks read the same hub dataset.

@@ -78,6 +78,8 @@ def test_unknown_and_misdeclared_benchmarks_are_refused(toy_registered, tmp_path
         register_benchmark(dataclasses.replace(TOY, name="toy_arith_again"))
     with pytest.raises(ValueError, match="needs a hub_id and a benchmark schema"):
         Benchmark("toy_train", "hub", "toy-org/train", HubSchema("train", "train", problem="q", answer="a"))
+    with pytest.raises(ValueError, match="hub_id 'hiyouga/math12k' is a training set"):  # before: accepted
+        Benchmark("math12k_test", "hub", "hiyouga/math12k", HubSchema("benchmark", "test", problem="q", answer="a"))
 
 
 def test_the_planner_reads_each_benchmarks_size_from_its_declaration():
