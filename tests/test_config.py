@@ -113,6 +113,7 @@ def test_shipped_configs_are_valid(name, tmp_path, monkeypatch):
     [
         (("control_chain",), ["none", "oracle_step", "oracle_reversed", "hara_tok"]),
         (("control_levels", "control_reversed"), ["none", "oracle_reversed"]),
+        (("control_chain", "control_chain_batch"), ["none", "oracle_step"]),
     ],
 )
 def test_the_credit_worlds_overlays_score_the_speed_endpoint_in_distribution(overlays, methods):
@@ -137,7 +138,7 @@ def test_the_credit_worlds_overlays_score_the_speed_endpoint_in_distribution(ove
     assert config["grid"]["methods"] == methods
     folder = f"results/{overlays[-1]}"
     assert config["results_dir"] == folder and f"{folder}/" in config["tracking"]["mlflow_uri"]
-    if overlays == ("control_chain",):
+    if overlays[0] == "control_chain":
         assert config["data"]["skills"] == ["chain"]
 
 
