@@ -109,14 +109,15 @@ def test_shipped_configs_are_valid(name, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "overlays,methods",
+    "overlays,methods,group_size",
     [
-        (("control_chain",), ["none", "oracle_step", "oracle_reversed", "hara_tok"]),
-        (("control_levels", "control_reversed"), ["none", "oracle_reversed"]),
-        (("control_chain", "control_chain_batch"), ["none", "oracle_step"]),
+        (("control_chain",), ["none", "oracle_step", "oracle_reversed", "hara_tok"], 8),
+        (("control_levels", "control_reversed"), ["none", "oracle_reversed"], 8),
+        (("control_chain", "control_chain_batch"), ["none", "oracle_step"], 8),
+        (("control_chain", "control_chain_batch", "control_chain_group4"), ["none", "oracle_step"], 4),
     ],
 )
-def test_the_credit_worlds_overlays_score_the_speed_endpoint_in_distribution(overlays, methods):
+def test_the_credit_worlds_overlays_score_the_speed_endpoint_in_distribution(overlays, methods, group_size):
     """config/control_chain.yaml (chain problems only, 7-8 steps, GRPO with groups of 8) and
     config/control_reversed.yaml (the sabotage in the levels 4-5 world), each after the default and the control: RL
     prompts of levels 4-5, a worked-only warm-up, every candidate scored on the in-distribution benchmark (kept out of
@@ -133,7 +134,7 @@ def test_the_credit_worlds_overlays_score_the_speed_endpoint_in_distribution(ove
         4,
         5,
     ]
-    assert config["warmup"]["direct_fraction"] == 0 and config["training"]["group_size"] == 8
+    assert config["warmup"]["direct_fraction"] == 0 and config["training"]["group_size"] == group_size
     assert config["grid"]["rlvr"] == ["grpo"] and config["grid"]["seeds"] == [0, 1, 2]
     assert config["grid"]["methods"] == methods
     folder = f"results/{overlays[-1]}"
