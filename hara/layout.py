@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "ACCURACY_FILE",
     "ANALYSIS",
     "ANALYSIS_EVAL",
     "ANALYSIS_TRAIN",
@@ -75,6 +76,7 @@ __all__ = [
     "SWEEPS",
     "TRAIN",
     "TRIALS_FILE",
+    "WARMUP_FILE",
     "WORKFLOW_CONFIG",
     "Cell",
     "analysis_dir",
@@ -131,6 +133,9 @@ SPEED_SCORES = "speed.json"
 SANITY_FILE = "sanity.json"
 
 # The other stages' files.
+#: The Base model's warm-up record and its accuracy check, beside its weights below BASE_MODEL (hara base-model).
+WARMUP_FILE = "warmup.json"
+ACCURACY_FILE = "accuracy.json"
 #: The data stage's list of its files and their hashes, below DATA.
 MANIFEST_FILE = "manifest.json"
 #: The selected RL prompts of a size, below PROMPTS.
@@ -160,6 +165,8 @@ STAGE_FILES = (
     SELECTED_SCORES,
     SPEED_SCORES,
     SANITY_FILE,
+    WARMUP_FILE,
+    ACCURACY_FILE,
     MANIFEST_FILE,
     PROMPTS_FILE,
     SUMMARY_FILE,

@@ -39,7 +39,7 @@ from lighteval.utils.cache_management import SampleCache, cached
 from hara.data.format import cut_at_stop
 from hara.evaluation.settings import SamplingSettings
 from hara.hashing import stream_into
-from hara.layout import METRICS_FILE, RESOLVED_CONFIG, RUN_FILE, RUN_INFO
+from hara.layout import ACCURACY_FILE, METRICS_FILE, RESOLVED_CONFIG, RUN_FILE, RUN_INFO, WARMUP_FILE
 
 __all__ = [
     "ENGINES",
@@ -59,7 +59,8 @@ NOT_MODEL_FILES = frozenset(
     {
         RUN_INFO,
         RESOLVED_CONFIG,
-        "warmup.json",
+        WARMUP_FILE,
+        ACCURACY_FILE,  # its check's timings changed the fingerprint of the same weights between builds
         RUN_FILE,
         METRICS_FILE,
         "trainer_state.json",

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hara.errors import ConfigError
+from hara.layout import ACCURACY_FILE
 from hara.runinfo import write_run_info
 
 WARMUP_KEYS = (
@@ -164,7 +165,7 @@ def make_base_model(
     summary = {key: value for key, value in summary.items() if key != "loss_curve"}
     if measure:
         report = accuracy_report(config, out, data_dir)
-        (out / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        (out / ACCURACY_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         print(format_accuracy_table(report))
         summary["accuracy"] = {mode: report[mode]["average"] for mode in ("greedy", "sampled")}
         summary["sampled_direct_share"] = sum(report["sampled"]["direct"].values()) / len(report["sampled"]["direct"])

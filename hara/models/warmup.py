@@ -23,6 +23,7 @@ import transformers
 from tqdm.auto import tqdm
 
 from hara.data.format import PROMPT_TEMPLATE, format_completion, format_direct_answer, format_prompt
+from hara.layout import WARMUP_FILE
 from hara.models.tiny import TINY_SIZES, build_tiny_model, count_parameters
 from hara.models.tokenizer import DEFAULT_TOKENIZER, build_tokenizer
 from hara.runinfo import seed_everything, set_threads
@@ -259,5 +260,5 @@ def warmup_base_model(
             "python": platform.python_version(),
         },
     }
-    (out / "warmup.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / WARMUP_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return record

@@ -75,6 +75,8 @@ def test_fingerprint_ignores_provenance_but_not_weights(tiny_checkpoints, tmp_pa
     before = checkpoint_fingerprint(slot)
     (slot / "run_info.json").write_text('{"time": 1}')
     assert checkpoint_fingerprint(slot) == before
+    (slot / "accuracy.json").write_text('{"greedy": {"seconds": 0.23}}')  # a Base model's check: before, it counted
+    assert checkpoint_fingerprint(slot) == before
     (slot / "generation_config.json").write_text("{}")
     assert checkpoint_fingerprint(slot) != before
 
