@@ -15,7 +15,7 @@ from typing import Any
 from hara import layout
 from hara.errors import DataError
 
-__all__ = ["WRITTEN_BY", "jsonl_values", "read_json"]
+__all__ = ["WRITTEN_BY", "bad_file", "jsonl_values", "read_json"]
 
 _EVALUATE = "rule evaluate (hara evaluate)"
 #: The rule (and command) that writes each stage file, by file name: what an error about the file tells to rerun.
@@ -33,7 +33,9 @@ WRITTEN_BY = {
 }
 
 
-def _bad(where: str, problem: str, path: Path, writer: str | None) -> DataError:
+def bad_file(where: str, problem: str, path: Path, writer: str | None = None) -> DataError:
+    """The one-line error for a stage file: ``where`` (the file, or a line or field of it), the problem, and the rule
+    that rewrites the file (``writer``, default: its name's rule in :data:`WRITTEN_BY`)."""
     writer = writer or WRITTEN_BY.get(path.name)
     return DataError(f"{where}: {problem}" + (f"; {writer} rewrites it" if writer else ""))
 
@@ -45,9 +47,9 @@ def read_json(path: str | Path, writer: str | None = None) -> Any:
     try:
         return json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise _bad(str(path), f"not UTF-8 text (byte {err.start + 1})", path, writer) from None
+        raise bad_file(str(path), f"not UTF-8 text (byte {err.start + 1})", path, writer) from None
     except json.JSONDecodeError as err:
-        raise _bad(
+        raise bad_file(
             str(path), f"invalid JSON ({err.msg} at line {err.lineno} column {err.colno})", path, writer
         ) from None
 
@@ -62,10 +64,10 @@ def jsonl_values(path: str | Path, writer: str | None = None) -> Iterator[tuple[
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise _bad(where, f"not UTF-8 text (byte {err.start + 1} of the line)", path, writer) from None
+                raise bad_file(where, f"not UTF-8 text (byte {err.start + 1} of the line)", path, writer) from None
             if not line.strip():
                 continue
             try:
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as err:
-                raise _bad(where, f"invalid JSON ({err.msg} at column {err.colno})", path, writer) from None
+                raise bad_file(where, f"invalid JSON ({err.msg} at column {err.colno})", path, writer) from None

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hara.errors import DataError
-from hara.results.files import WRITTEN_BY, read_json
+from hara.results.files import bad_file, read_json
 
 __all__ = ["EffectRow", "SearchChoice", "SearchFindings", "SensitivityFindings", "StudySummary", "read_summary"]
 
@@ -103,37 +102,35 @@ class StudySummary:
         Path(path).write_text(json.dumps(self.as_json(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_json(cls, data: Any, where: str) -> StudySummary:
-        """The summary in ``data`` (summary.json's content); a missing field is a :class:`DataError` at ``where``."""
-        head = _fields(cls, data, where, skip={"findings"})
+    def from_json(cls, data: Any, path: Path) -> StudySummary:
+        """The summary in ``data`` (the content of the summary.json at ``path``); a missing field is a one-line
+        :class:`~hara.errors.DataError` naming the file and the field."""
+        head = _fields(cls, data, path, skip=frozenset({"findings"}))
         findings = FINDINGS.get(head["kind"])
         if findings is None:
-            raise _missing(where, f"kind {head['kind']!r} (one of {', '.join(FINDINGS)})")
-        body = _fields(findings, data, where)
+            raise bad_file(str(path), f"no kind {head['kind']!r} (one of {', '.join(FINDINGS)})", path)
+        body = _fields(findings, data, path)
         if findings is SearchFindings:
-            body["best"] = SearchChoice(**_fields(SearchChoice, body["best"], f"{where}, best"))
+            body["best"] = SearchChoice(**_fields(SearchChoice, body["best"], path, "best."))
         else:
             body["effects"] = [
-                EffectRow(**_fields(EffectRow, row, f"{where}, effects[{i}]")) for i, row in enumerate(body["effects"])
+                EffectRow(**_fields(EffectRow, row, path, f"effects[{i}].")) for i, row in enumerate(body["effects"])
             ]
         return cls(**head, findings=findings(**body))
 
 
-def _missing(where: str, what: str) -> DataError:
-    return DataError(f"{where}: no {what}; {WRITTEN_BY[Path(where.split(',')[0]).name]} rewrites it")
-
-
-def _fields(cls: type, data: Any, where: str, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
-    """The values of ``cls``' fields in the mapping ``data``; the first absent one is a :class:`DataError`."""
+def _fields(cls: type, data: Any, path: Path, at: str = "", skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The values of ``cls``' fields in the mapping ``data`` (found at ``at`` in the file); the first absent one is
+    a one-line error naming the file and the field."""
     if not isinstance(data, dict):
-        raise _missing(where, f"object of {cls.__name__}'s fields (found {type(data).__name__})")
+        raise bad_file(str(path), f"no object at {at or 'the top'} (found {type(data).__name__})", path)
     names = [f.name for f in dataclasses.fields(cls) if f.name not in skip]
     absent = next((name for name in names if name not in data), None)
     if absent is not None:
-        raise _missing(where, f"field {absent!r}")
+        raise bad_file(str(path), f"no field '{at}{absent}'", path)
     return {name: data[name] for name in names}
 
 
 def read_summary(path: str | Path) -> StudySummary:
     """A study's summary.json, typed; one line naming the file and the rule that rewrites it when it is bad."""
-    return StudySummary.from_json(read_json(path), str(path))
+    return StudySummary.from_json(read_json(path), Path(path))

@@ -91,17 +91,10 @@ def tracking_run(config: Mapping, size: str, rlvr: str, method: str, seed: int, 
     """Open or reopen the MLflow run of this training run."""
     from hara.tracking import run_name, start_run
 
-    params = {f"hara.{k}": v for k, v in method_params(config, method).items()}
-    params.update({f"rlvr.{k}": v for k, v in dataclasses.asdict(preset).items()})
+    knobs = {f"hara.{k}": v for k, v in method_params(config, method).items()}
+    params = {**knobs, **{f"rlvr.{k}": v for k, v in dataclasses.asdict(preset).items()}}
     params.update({f"training.{k}": v for k, v in config["training"].items()})
-    tags = {
-        "size": size,
-        "rlvr": rlvr,
-        "method": method,
-        "seed": seed,
-        "stage": "train",
-        **{f"hara.{k}": v for k, v in method_params(config, method).items()},
-    }
+    tags = {"size": size, "rlvr": rlvr, "method": method, "seed": seed, "stage": "train", **knobs}
     return start_run(
         config["tracking"]["mlflow_uri"], config["name"], run_name(size, rlvr, method, seed), out, tags, params
     )
