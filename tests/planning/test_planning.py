@@ -370,7 +370,7 @@ def test_rehearsal_reads_the_architecture_of_its_snapshot(tmp_path, monkeypatch)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.chdir(tmp_path)  # models/hub (models.local_dir) does not exist here
     grid = plan_grid(config)
-    assert [c.size for c in grid.cells] == ["qwen3-1.7b"] * 6
+    assert [(c.size, c.rlvr) for c in grid.cells] == [("qwen3-1.7b", "grpo")] * 2  # none, hara_tok
     assert grid.jobs["qwen3-1.7b"].architecture.hidden == 64 and all(c.fits for c in grid.cells)
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty"))

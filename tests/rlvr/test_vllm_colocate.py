@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -133,28 +134,37 @@ def test_colocated_vllm_trains_hara_tok_on_the_trained_weights(rehearsal_base, t
 
 
 @needs_vllm
-def test_the_training_seed_reaches_the_colocated_engines_sampling(rehearsal_base, tmp_path):
-    """The engine's start seeds the global RNGs that its sampler draws from with TRL's process index; the run's own
-    seed must be what they hold afterwards, or seeds 3 and 4 of a cell would sample one stream."""
-    data = Dataset.from_list([{"prompt": "Question: 1+1?\nAnswer:", "answer": "2"}])
-    seeds = []
-    for seed in (3, 4):
-        model, tokenizer = load_policy(rehearsal_base)
+def test_dr_grpo_and_dapo_train_through_the_colocated_engine_each_on_its_runs_own_seed(rehearsal_base, tmp_path):
+    """The paper grid's other two host algorithms through TRL's colocated engine (the rehearsal's DAG trains GRPO
+    only, config/rehearsal.yaml): each preset's loss reaches TRL, two steps sample, score, sync and train, and DAPO's
+    group masking and overlong reward run on the engine's completions. And the engine's start seeds the global RNGs
+    its sampler draws from with TRL's process index: the run's own seed must be what they hold afterwards, or seeds
+    3 and 4 of a cell would sample one stream."""
+    from hara.rlvr.presets import get_preset
+
+    data = Dataset.from_list([{"prompt": f"Question: {a}+{a}?\nAnswer:", "answer": str(2 * a)} for a in (3, 5)])
+    for seed, rlvr in ((3, "dr_grpo"), (4, "dapo")):
+        config, (model, tokenizer) = vllm_config(steps=2), load_policy(rehearsal_base)
         trainer = build_trainer(
-            vllm_config(steps=1),
-            "grpo",
-            "none",
-            seed,
-            model,
-            tokenizer,
-            data,
-            tmp_path / str(seed),
-            reward_funcs=[parity_reward],
+            config, rlvr, "hara_tok", seed, model, tokenizer, data, tmp_path / rlvr, reward_funcs=[parity_reward]
         )
-        assert trainer.use_vllm
-        seeds.append(torch.initial_seed())
+        assert trainer.use_vllm and torch.initial_seed() == seed, rlvr
+        preset = get_preset(rlvr, config["rlvr"][rlvr])
+        args = trainer.args
+        assert (args.loss_type, args.scale_rewards, args.epsilon_high) == (
+            preset.loss_type,
+            preset.scale_rewards,
+            preset.epsilon_high,
+        ), rlvr
+        syncs = SyncRecorder(trainer)
+        trainer.train()
+        assert len(syncs.checks) == 2, rlvr
+        losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+        assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses), (rlvr, losses)
+        logged = set().union(*trainer.state.log_history)
+        dapo_keys = {"train/dynamic_sampling_dropped", "rewards/soft_overlong/mean"}
+        assert (dapo_keys <= logged) == (rlvr == "dapo"), (rlvr, sorted(logged))
         del trainer
-    assert seeds == [3, 4]
 
 
 def assert_recording_path_agrees(base: Path, state: dict, tokens: dict, hidden: torch.Tensor, layer) -> None:

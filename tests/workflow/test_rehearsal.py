@@ -1,12 +1,13 @@
 """The rehearsal of the paper path: config/paper.yaml + config/rehearsal.yaml (scale keys only) runs the whole hub
-DAG on the CPU (download_model -> fetch_data -> prepare_data -> base_model -> evaluate_base -> train (grpo, dr_grpo,
-dapo x none, hara_tok) -> evaluate (with checkpoint selection) -> report), with a tiny Qwen3 carrying the real Qwen3
-tokenizer and the paper's datasets in their own schemas, both read through the real huggingface_hub / datasets calls
-from a local cache in the hub's layouts (tests/hub_assets.py), offline. It runs locally and, for the
-one cell it preempts on the way (PREEMPTED), through the local Slurm cluster with a GPU GRES (train and evaluation
-jobs are scheduled with a GPU and run on the CPU inside it); both give the same scores, completions, checkpoint hashes
-and selected checkpoints. Both log through an authenticated MLflow server (the paper's
-tracking store comes from the environment), and the password lands in no file.
+DAG on the CPU (download_model -> fetch_data -> prepare_data -> base_model -> evaluate_base -> train (grpo x none,
+hara_tok) -> evaluate (with checkpoint selection) -> report), with a tiny Qwen3 carrying the real Qwen3 tokenizer and
+the paper's datasets in their own schemas, both read through the real huggingface_hub / datasets calls from a local
+cache in the hub's layouts (tests/hub_assets.py), offline. Dr.GRPO and DAPO differ from GRPO only in config values
+inside `hara train`; they train through the colocated engine in tests/rlvr/test_vllm_colocate.py. It runs locally
+and, for the one cell it preempts on the way (PREEMPTED), through the local Slurm cluster with a GPU GRES (train and
+evaluation jobs are scheduled with a GPU and run on the CPU inside it); both give the same scores, completions,
+checkpoint hashes and selected checkpoints. Both log through an authenticated MLflow server (the paper's tracking
+store comes from the environment), and the password lands in no file.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ PAPER = REPO / "config" / "paper.yaml"
 REHEARSAL = REPO / "config" / "rehearsal.yaml"
 
 #: The keys the rehearsal may change, and how: "any" (a scale value: a length, a count, a step number, a group size,
-#: GPUs, threads, memory or time per job, a model id) or "subset" (it runs some of the paper's sizes, methods or seeds, never
-#: another one). Any other key would send the rehearsal down a path the paper does not take.
+#: GPUs, threads, memory or time per job, a model id) or "subset" (it runs some of the paper's sizes, host algorithms,
+#: methods or seeds, never another one). Any other key would send the rehearsal down a path the paper does not take.
 SCALE_KEYS = {
     "threads": "any",
     "models.sizes": "subset",
@@ -67,6 +68,7 @@ SCALE_KEYS = {
     "evaluation.vllm_on_cpu": "any",
     # what a tiny random model can show (it never boxes nor stops): the gate still runs, on the paper's path
     "evaluation.base_sanity.min_*_rate": "any",
+    "grid.rlvr": "subset",
     "grid.methods": "subset",
     "grid.seeds": "subset",
     "training.group_size": "any",
@@ -81,7 +83,7 @@ SCALE_KEYS = {
     "resources.*.mem_mb*": "any",
     "resources.*.runtime*": "any",
 }
-REHEARSED_RLVR, REHEARSED_METHODS = {"grpo", "dr_grpo", "dapo"}, {"none", "hara_tok"}
+REHEARSED_RLVR, REHEARSED_METHODS = {"grpo"}, {"none", "hara_tok"}
 
 
 def leaves(tree: dict, prefix: str = "") -> dict[str, object]:
@@ -246,9 +248,8 @@ def wait_for_rehearsals(started: dict[str, tuple[Path, subprocess.Popen, float]]
 
 #: The training run that is preempted (`scontrol requeue`) in the middle of the Slurm rehearsal, and the one cell
 #: that run builds (its data, Base model, training, evaluation and checkpoint selection): every rule the paper sends
-#: to the cluster, with its profile, resources and GPUs, and a resume, at a sixth of the CPU of the whole grid (the
-#: suite's length on 2 cores is its CPU time). The other cells differ only in config values inside `hara train`, and
-#: the local run trains them all.
+#: to the cluster, with its profile, resources and GPUs, and a resume. One cell, not both (the suite's length on 2
+#: cores is its CPU time): the other differs only in config values inside `hara train`, and the local run trains both.
 PREEMPTED = ("grpo", "hara_tok")
 
 
