@@ -37,7 +37,7 @@ __all__ = [
 
 EFFICACY, FUTILITY, CONTINUE = "efficacy", "futility", "continue"
 #: Points of the integration grid per stage (odd, for Simpson's rule): 301 reproduce the published classical
-#: O'Brien-Fleming constants to 1e-4 (tests/report/test_sequential.py).
+#: O'Brien-Fleming constants to 1e-4 (tests/results/test_sequential.py).
 GRID_POINTS = 301
 _NORMAL = NormalDist()
 

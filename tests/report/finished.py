@@ -1,5 +1,5 @@
 """A finished smoke run's results folder, written by hand in the stage files' formats (no training, no evaluation):
-what `hara report` reads, for the tests that corrupt, copy or move one. Shared by tests/report/test_stage_files.py
+what `hara report` reads, for the tests that corrupt, copy or move one. Shared by tests/results/test_stage_files.py
 and tests/tracking/test_tracking.py."""
 
 from __future__ import annotations
