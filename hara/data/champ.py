@@ -67,9 +67,12 @@ def _parses(answer: str) -> bool:
     import sympy
     from math_verify import parse
 
-    from hara.boxed_answer import math_reward  # the same scoring rule that will grade the answer
+    from hara.boxed_answer import PARSING_TIMEOUT_S, math_reward  # the scoring rule that will grade the answer
 
-    parsed = parse(f"${answer}$", extraction_mode="first_match")
+    # The scoring rule's alarm, not math-verify's 3 s default: the alarm counts wall time, and the first parse of a
+    # process builds the LaTeX parser, so on a loaded machine a simple answer timed out and its problem was dropped
+    # (the data then depended on the load).
+    parsed = parse(f"${answer}$", extraction_mode="first_match", parsing_timeout=PARSING_TIMEOUT_S)
     if not parsed or not isinstance(parsed[0], sympy.Basic):
         return False
     return math_reward(f"\\boxed{{{latex_exponents(answer)}}}", answer) == 1.0
