@@ -149,6 +149,16 @@ def read_yaml(path: str | os.PathLike) -> dict:
     return data
 
 
+def merge_overlay(base: Mapping, overlay: Mapping) -> dict:
+    """Snakemake's merge of ``--configfile`` files, the later over the earlier: mappings key by key, anything else
+    (lists included) replaced; neither input is changed."""
+    out = copy.deepcopy(dict(base))
+    for key, value in overlay.items():
+        both = isinstance(value, Mapping) and isinstance(out.get(key), dict)
+        out[key] = merge_overlay(out[key], value) if both else copy.deepcopy(value)
+    return out
+
+
 def fill_defaults(config: Any, schema: Mapping) -> Any:
     """Return ``config`` with every missing key set to its schema default (objects recursively)."""
     if schema.get("type") != "object" or "properties" not in schema:

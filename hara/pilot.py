@@ -20,7 +20,6 @@ resumes from that checkpoint, the path a preempted or timed-out job takes. Then 
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import shlex
@@ -34,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hara.config import read_yaml, validate_config
+from hara.config import merge_overlay, read_yaml, validate_config
 from hara.errors import ConfigError, UserError
 from hara.layout import (
     CHECKPOINTS_DIR,
@@ -57,21 +56,12 @@ SNAKEMAKE_ARGS = ("--slurm-keep-successful-logs",)
 MANIFEST = "hara_manifest.json"
 
 
-def merged(base: dict, overlay: Mapping) -> dict:
-    """Snakemake's merge of --configfile files: mappings key by key, anything else replaced."""
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        both = isinstance(value, Mapping) and isinstance(out.get(key), dict)
-        out[key] = merged(out[key], value) if both else copy.deepcopy(value)
-    return out
-
-
 def pilot_config(files: list[str], workdir: Path) -> dict:
     """The config the DAG will run (the files merged in order, validated), with the model folder made absolute
     (the plan reads the snapshots' config.json from it)."""
     raw: dict = {}
     for name in files:
-        raw = merged(raw, read_yaml(name))
+        raw = merge_overlay(raw, read_yaml(name))
     config = validate_config(raw, source=" + ".join(files), skip_checks=("check_local_folders",))
     config["models"]["local_dir"] = str(workdir / config["models"]["local_dir"])
     return config

@@ -1,25 +1,18 @@
-"""What many test modules share: the repository's paths, its configs and Snakemake's merge of config files (the hub
-fixtures live beside it in tests/hub_assets.py)."""
+"""What many test modules share: the repository's paths, its configs and Snakemake's merge of config files
+(hara.config.merge_overlay, as ``merged``; the hub fixtures live beside it in tests/hub_assets.py)."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import yaml
+
+from hara.config import merge_overlay as merged  # noqa: F401 (shared by the tests)
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "config"
 SMOKE = CONFIGS / "smoke.yaml"
 DEFAULT = CONFIGS / "default.yaml"
-
-
-def merged(base: dict, overlay: dict) -> dict:
-    """Snakemake's merge of two --configfile files: mappings merged key by key, anything else replaced."""
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def fresh_registry(monkeypatch, registry, scan=None) -> None:

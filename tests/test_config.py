@@ -258,3 +258,17 @@ def test_the_schema_is_parsed_once_per_process_and_each_caller_gets_its_own_copy
     with open(config_module.SCHEMA_PATH, encoding="utf-8") as handle:  # libyaml and pure Python read it alike
         plain = yaml.safe_load(handle)
     assert second == config_module.inline_refs(plain, plain)
+
+
+def test_config_files_merge_as_snakemake_merges_them():
+    """hara.config.merge_overlay, the one merge of --configfile files (the pilot's config, the tests' overlays):
+    mappings key by key, lists and scalars replaced, neither input changed."""
+    from hara.config import merge_overlay
+
+    base = {"grid": {"rlvr": ["grpo", "dapo"], "seeds": [0, 1]}, "seed": 0}
+    overlay = {"grid": {"rlvr": ["grpo"]}, "training": {"steps": 4}}
+    out = merge_overlay(base, overlay)
+    assert out == {"grid": {"rlvr": ["grpo"], "seeds": [0, 1]}, "seed": 0, "training": {"steps": 4}}
+    out["grid"]["seeds"].append(2)
+    out["training"]["steps"] = 5
+    assert base["grid"] == {"rlvr": ["grpo", "dapo"], "seeds": [0, 1]} and overlay["training"] == {"steps": 4}
