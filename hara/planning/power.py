@@ -58,7 +58,7 @@ class VarianceModel(Protocol):
 
     def components(self, benchmark: str) -> Mapping[str, float]: ...
 
-    def seed_sd(self, benchmarks: Sequence[str] | None) -> tuple[float, str]: ...
+    def seed_sd_of(self, benchmarks: Sequence[str] | None) -> tuple[float, str]: ...
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,8 @@ class Components:
         )
 
 
-def _seed_sd(c, benchmarks: Sequence[str]) -> float:
-    return (c.seed_sd_of if isinstance(c, Components) else c.seed_sd)(benchmarks)[0]
+def _seed_sd(c: VarianceModel, benchmarks: Sequence[str]) -> float:
+    return c.seed_sd_of(benchmarks)[0]
 
 
 @dataclass(frozen=True)

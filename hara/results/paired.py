@@ -325,7 +325,7 @@ def bootstrap_difference(
     )
     declared = ""
     if basis == DECLARED:
-        sd, how = settings.run_variance.seed_sd(benchmarks)
+        sd, how = settings.run_variance.seed_sd_of(benchmarks)
         replicates = replicates + _run_part(settings, runs or _anonymous_runs(diffs), sd)
         declared = f"{settings.run_variance.source}, seed sd {100 * sd:.2f} points ({how})"
     point, se = float(np.mean([d.mean() for d in diffs])), float(replicates.std(ddof=1))

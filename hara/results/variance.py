@@ -80,7 +80,7 @@ class RunVariance:
         )
         return f"{self.path or 'declared'}" + (f" ({detail})" if detail else "")
 
-    def seed_sd(self, benchmarks: Sequence[str] | None) -> tuple[float, str]:
+    def seed_sd_of(self, benchmarks: Sequence[str] | None) -> tuple[float, str]:
         """The declared seed sd of a paired difference on one benchmark or on the mean of several, and how it was
         found. The mean of the declared set reads its own estimate; another set the mean of its sds, an upper bound
         of the sd of a mean whatever the correlation (Cauchy-Schwarz); a benchmark the file does not name (a sweep's

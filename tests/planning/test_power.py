@@ -90,7 +90,7 @@ def test_components_are_recovered_from_per_problem_outcomes_over_seeds():
     assert parts["problem_sd"] == pytest.approx(true.problem_sd, abs=0.02)
     assert parts["seed_problem_sd"] == pytest.approx(true.seed_problem_sd, abs=0.03)
     assert true.seed_sd <= parts["seed_sd"] <= 1.5 * true.seed_sd
-    assert declared.seed_sd(["bench"]) == (parts["seed_sd"], "bench")
+    assert declared.seed_sd_of(["bench"]) == (parts["seed_sd"], "bench")
     assert "upper confidence bound" in declared.provenance["estimator"]
 
 
