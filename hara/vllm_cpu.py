@@ -40,7 +40,6 @@ __all__ = [
     "KV_CACHE_BYTES",
     "colocated_generation",
     "engine_kwargs",
-    "engine_weights",
     "generates_with_vllm",
     "is_cpu_build",
     "load_trained_weights",
@@ -158,43 +157,6 @@ def load_trained_weights(llm: Any, weights: Iterable[tuple[str, torch.Tensor]]) 
             if hasattr(module, "cpu_linear") and getattr(module, "weight", None) is not None and module.weight.numel():
                 module.quant_method.process_weights_after_loading(module)
     llm.reset_prefix_cache()
-
-
-#: vLLM's fused projections -> the HF projections stacked along the output dimension, in order.
-_FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
-
-
-def engine_weights(llm: Any, vocab_size: int) -> dict[str, torch.Tensor]:
-    """The weights the engine computes with, under HF names (tests compare them with the trained ones).
-
-    A linear layer's weight is read back by applying the layer (its packed kernel included) to the identity, which
-    gives the matrix it multiplies by; fused layers are split into the HF projections. The input embedding is the
-    stored table (a lookup), the ``lm_head`` its own packed copy. vLLM pads the vocabulary: rows past
-    ``vocab_size`` are dropped.
-    """
-    out: dict[str, torch.Tensor] = {}
-    model = _model_runner(llm).get_model()
-    with torch.no_grad():
-        for name, module in model.named_modules():
-            if hasattr(module, "cpu_linear") and not name.endswith("embed_tokens"):
-                size = getattr(module, "input_size_per_partition", None) or module.embedding_dim
-                eye = torch.eye(size, dtype=next(module.parameters()).dtype)
-                out.update(_split_fused(name, module.quant_method.apply(module, eye).T[:vocab_size], module))
-        for name, param in model.named_parameters():
-            if param.numel() and name not in out:
-                value = param.detach()[:vocab_size] if name.endswith("embed_tokens.weight") else param.detach()
-                out[name] = value.clone()  # a copy: the engine's own tensors change at the next sync
-    return out
-
-
-def _split_fused(name: str, matrix: torch.Tensor, module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """``...qkv_proj`` (output rows q | k | v) -> ``...q_proj.weight`` etc.; unfused layers keep their name."""
-    prefix, _, leaf = name.rpartition(".")
-    if leaf not in _FUSED:
-        return {f"{name}.weight": matrix}
-    sizes = module.output_sizes if hasattr(module, "output_sizes") else None
-    parts = matrix.split(list(sizes)) if sizes else matrix.chunk(len(_FUSED[leaf]))
-    return {f"{prefix}.{part}.weight": value for part, value in zip(_FUSED[leaf], parts)}
 
 
 @contextlib.contextmanager

@@ -45,7 +45,6 @@ __all__ = [
     "design_of",
     "mde",
     "primary_contrast",
-    "seeds_needed",
 ]
 
 ALPHA, POWER = 0.05, 0.8
@@ -177,17 +176,6 @@ def mde(c, design: Design, benchmarks: Sequence[str], family: int = 1, min_seeds
     """The paired difference (a fraction) detected with 80% power at two-sided alpha 0.05 corrected over
     ``family`` comparisons, on the mean over ``benchmarks`` (one benchmark: its own)."""
     return _mde_of(_terms(c, design, benchmarks, min_seeds), family)
-
-
-def seeds_needed(
-    c, design: Design, benchmarks: Sequence[str], family: int, effect: float, min_seeds: int = 1
-) -> int | None:
-    """The fewest seeds above the design's (at its samples) whose MDE is at most ``effect``; None within
-    SEARCH_LIMIT. At least 2: a one-seed interval does not see a run's luck, so its small MDE is no answer."""
-    for seeds in range(max(design.seeds + 1, 2), SEARCH_LIMIT + 1):
-        if mde(c, Design(seeds, design.problems, design.samples), benchmarks, family, min_seeds) <= effect:
-            return seeds
-    return None
 
 
 @dataclass(frozen=True)

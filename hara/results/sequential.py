@@ -27,7 +27,6 @@ import numpy as np
 
 __all__ = [
     "Boundaries",
-    "classical_obrien_fleming",
     "correlation",
     "decide",
     "obrien_fleming_spending",
@@ -112,17 +111,6 @@ def spending_bounds(fractions: Sequence[float], alpha: float = 0.05) -> list[flo
     if any(b <= a for a, b in itertools.pairwise(t)) or not 0 < t[0] or abs(t[-1] - 1) > 1e-9:
         raise ValueError(f"information fractions must increase to 1, got {list(t)}")
     return list(_spending_bounds(t, float(alpha)))
-
-
-def classical_obrien_fleming(stages: int, alpha: float = 0.05) -> list[float]:
-    """O'Brien and Fleming's (1979) constant-shape bounds C sqrt(K / k) at equal fractions, C solved so that the
-    two-sided type I error is ``alpha`` (K = 3, 0.05: 3.471, 2.454, 2.004)."""
-    fractions = [k / stages for k in range(1, stages + 1)]
-    shape = [math.sqrt(stages / k) for k in range(1, stages + 1)]
-    constant = _solve(
-        lambda c: sum(up + down for up, down, _ in _first_crossings([c * s for s in shape], fractions)), alpha
-    )
-    return [constant * s for s in shape]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from hara.results.sequential import (
     CONTINUE,
     EFFICACY,
     Boundaries,
-    classical_obrien_fleming,
+    _first_crossings,
+    _solve,
     decide,
     obrien_fleming_spending,
     operating_characteristics,
@@ -31,7 +32,18 @@ EFFECT = 0.012
 STUDIES = 20_000
 
 
-def test_classical_obrien_fleming_bounds_equal_the_published_table():
+def classical_obrien_fleming(stages: int, alpha: float = 0.05) -> list[float]:
+    """O'Brien and Fleming's (1979) constant-shape bounds C sqrt(K / k) at equal fractions, C solved with the
+    module's own crossing probabilities so that the two-sided type I error is ``alpha``."""
+    fractions = [k / stages for k in range(1, stages + 1)]
+    shape = [math.sqrt(stages / k) for k in range(1, stages + 1)]
+    constant = _solve(
+        lambda c: sum(up + down for up, down, _ in _first_crossings([c * s for s in shape], fractions)), alpha
+    )
+    return [constant * s for s in shape]
+
+
+def test_the_crossing_probabilities_give_the_published_classical_obrien_fleming_bounds():
     """Two-sided 0.05, K = 3 equally spaced looks: 3.471, 2.454, 2.004 (Jennison and Turnbull 2000, Table 2.3)."""
     assert classical_obrien_fleming(3) == pytest.approx([3.471, 2.454, 2.004], abs=0.01)
 

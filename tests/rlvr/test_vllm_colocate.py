@@ -61,6 +61,43 @@ def vllm_config(steps: int = 3) -> dict:
     return config
 
 
+#: vLLM's fused projections -> the HF projections stacked along the output dimension, in order.
+FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
+def engine_weights(llm, vocab_size: int) -> dict[str, torch.Tensor]:
+    """The weights the engine computes with, under HF names, to compare with the trained ones.
+
+    A linear layer's weight is read back by applying the layer (its packed kernel included) to the identity, which
+    gives the matrix it multiplies by; fused layers are split into the HF projections. The input embedding is the
+    stored table (a lookup), the ``lm_head`` its own packed copy. vLLM pads the vocabulary: rows past
+    ``vocab_size`` are dropped.
+    """
+    out: dict[str, torch.Tensor] = {}
+    model = vllm_cpu._model_runner(llm).get_model()
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if hasattr(module, "cpu_linear") and not name.endswith("embed_tokens"):
+                size = getattr(module, "input_size_per_partition", None) or module.embedding_dim
+                eye = torch.eye(size, dtype=next(module.parameters()).dtype)
+                out.update(split_fused(name, module.quant_method.apply(module, eye).T[:vocab_size], module))
+        for name, param in model.named_parameters():
+            if param.numel() and name not in out:
+                value = param.detach()[:vocab_size] if name.endswith("embed_tokens.weight") else param.detach()
+                out[name] = value.clone()  # a copy: the engine's own tensors change at the next sync
+    return out
+
+
+def split_fused(name: str, matrix: torch.Tensor, module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``...qkv_proj`` (output rows q | k | v) -> ``...q_proj.weight`` etc.; unfused layers keep their name."""
+    prefix, _, leaf = name.rpartition(".")
+    if leaf not in FUSED:
+        return {f"{name}.weight": matrix}
+    sizes = module.output_sizes if hasattr(module, "output_sizes") else None
+    parts = matrix.split(list(sizes)) if sizes else matrix.chunk(len(FUSED[leaf]))
+    return {f"{prefix}.{part}.weight": value for part, value in zip(FUSED[leaf], parts)}
+
+
 class SyncRecorder:
     """Wraps TRL's weight sync: after each sync, the engine's weights next to a copy of the policy's."""
 
@@ -72,7 +109,7 @@ class SyncRecorder:
     def __call__(self):
         self.sync()
         policy = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
-        self.checks.append((policy, vllm_cpu.engine_weights(self.generation.llm, self.trainer.model.vocab_size)))
+        self.checks.append((policy, engine_weights(self.generation.llm, self.trainer.model.vocab_size)))
 
 
 class CaptureRecorder:
