@@ -222,17 +222,17 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
     _set_requests(cells, jobs, resources)
     seeds = {method: len(method_seeds(config, method)) for method in grid["methods"]}  # grid.extra_seeds included
     runs = {size: sum(seeds[c.method] for c in cells if c.size == size) for size in sizes}
+    kept = sum(seeds[c.method] * c.disk["kept"] for c in cells)
     totals = {
         "runs": sum(runs.values()),
         "train_device_hours": sum(seeds[c.method] * c.device_hours["total"] for c in cells),
         "evaluate_device_hours": sum(
             runs[s] * jobs[s].evaluate["device_hours"] + jobs[s].evaluate["base_device_hours"] for s in sizes
         ),
-        "checkpoint_disk_bytes": sum(seeds[c.method] * c.disk["kept"] for c in cells),  # every run finished
+        "checkpoint_disk_bytes": kept,  # every run finished
         # every run training at once, each at its peak (save_total_limit checkpoints + the one being written): the
         # most the results_dir can hold while the grid runs, whatever the scheduler starts together
-        "checkpoint_disk_peak_bytes": sum(seeds[c.method] * c.disk["kept"] for c in cells)
-        + sum(in_flight_excess(cells, seeds)),
+        "checkpoint_disk_peak_bytes": kept + sum(in_flight_excess(cells, seeds)),
         "snapshot_disk_bytes": sum(job.snapshot_bytes for job in jobs.values()),
         "generated_tokens": sum(seeds[c.method] * c.tokens for c in cells),
         "evaluation_tokens": sum(runs[s] * jobs[s].evaluate["tokens"] + jobs[s].evaluate["base_tokens"] for s in sizes),
