@@ -77,28 +77,15 @@ def tiny_base(tmp_path_factory) -> Path:
 
 #: The test file on the session's Slurm test cluster: the longest, and mostly waiting on Slurm.
 CLUSTER_FILE = "tests/workflow/test_rehearsal.py"
-#: Files of 85-240 s of wall in a full run (HARA_TEST_CPU, docs/profile.md) that sort late by path: they start right
-#: after the cluster file, longest first, so that the suite does not end on one of them while the other workers idle
-#: (the smoke DAG, started last, was the suite's final 160 s; 2 cores were 66% idle in its last minute).
-EARLY_FILES = (
-    "tests/rlvr/test_trainer.py",
-    "tests/workflow/test_smoke_run.py",
-    "tests/rlvr/test_vllm_colocate.py",
-    "tests/reliability/test_tracking_cluster.py",
-    "tests/rlvr/test_multiprocess.py",
-    "tests/workflow/test_dag.py",
-    "tests/sweeps/test_sweeps.py",
-)
 
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`-n 4 --dist loadfile --no-loadscope-reorder`, the Makefile's default) a test file is one
     unit of work, so module and session fixtures are built once per file, and files start in this order (without
     the flag xdist starts the files with the most tests first). The cluster file goes first: the other workers'
-    tests fill its waits. Then EARLY_FILES, then the rest by path. (`--dist loadgroup` cannot group here: pytest 9.2
-    derives node ids from `Node._id`, so the suffix pytest-xdist 3.8 writes to `_nodeid` has no effect.)"""
-    rank = {CLUSTER_FILE: 0, **{name: 1 + i for i, name in enumerate(EARLY_FILES)}}
-    items.sort(key=lambda item: rank.get(repo_path(item), len(rank)))
+    tests fill its waits. (`--dist loadgroup` cannot group here: pytest 9.2 derives node ids from `Node._id`, so the suffix
+    pytest-xdist 3.8 writes to `_nodeid` has no effect.)"""
+    items.sort(key=lambda item: repo_path(item) != CLUSTER_FILE)
 
 
 def repo_path(item) -> str:

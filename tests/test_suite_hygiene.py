@@ -71,10 +71,3 @@ def test_what_a_module_fixture_writes_into_the_environment_does_not_reach_later_
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-2000:]
-
-
-def test_the_files_started_first_exist():
-    """A renamed file would silently drop out of the start order (tests/conftest.py): the suite would end on it."""
-    from tests.conftest import CLUSTER_FILE, EARLY_FILES
-
-    assert [name for name in (CLUSTER_FILE, *EARLY_FILES) if not (REPO / name).is_file()] == []
