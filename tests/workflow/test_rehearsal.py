@@ -646,8 +646,8 @@ PILOT = REPO / "config" / "pilot.yaml"
 
 
 # Opt-in: about 100 CPU s (135 s of wall alone, 2026-12-07), about 50 s more of CI on 2 cores, which sits at issue
-# 52's 15 minutes (14m45s from a clean clone). tests/test_pilot.py covers the summary, the targets and --calibrate in
-# seconds; run this one with HARA_PILOT_REHEARSAL=1 (docs/cluster.md, "The pilot").
+# 52's 15 minutes (14m45s to 15m09s from clean clones). tests/test_pilot.py covers the summary, the targets and
+# --calibrate in seconds; run this one with HARA_PILOT_REHEARSAL=1 (docs/cluster.md, "The pilot").
 @pytest.mark.skipif(
     os.environ.get("HARA_PILOT_REHEARSAL") != "1",
     reason="the pilot's Slurm rehearsal is opt-in: HARA_PILOT_REHEARSAL=1",
