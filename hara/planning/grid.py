@@ -232,7 +232,7 @@ def plan_grid(config: Mapping, architectures: Mapping[str, Architecture] | None 
         "checkpoint_disk_bytes": kept,  # every run finished
         # every run training at once, each at its peak (save_total_limit checkpoints + the one being written): the
         # most the results_dir can hold while the grid runs, whatever the scheduler starts together
-        "checkpoint_disk_peak_bytes": kept + sum(in_flight_excess(cells, seeds)),
+        "checkpoint_disk_peak_bytes": kept + sum(_in_flight_excess(cells, seeds)),
         "snapshot_disk_bytes": sum(job.snapshot_bytes for job in jobs.values()),
         "generated_tokens": sum(seeds[c.method] * c.tokens for c in cells),
         "evaluation_tokens": sum(runs[s] * jobs[s].evaluate["tokens"] + jobs[s].evaluate["base_tokens"] for s in sizes),
@@ -282,12 +282,12 @@ def peak_disk_bytes(config: Mapping, grid: GridPlan, concurrent_runs: int | None
     checkpoints of the ``concurrent_runs`` runs with the largest in-flight excess (run_peak - kept) training at once
     (None: every run at once, the upper bound). Snakemake's ``jobs`` bounds the runs in flight."""
     seeds = {method: len(method_seeds(config, method)) for method in config["grid"]["methods"]}
-    excess = in_flight_excess(grid.cells, seeds)
+    excess = _in_flight_excess(grid.cells, seeds)
     in_flight = sum(excess[: len(excess) if concurrent_runs is None else concurrent_runs])
     return grid.totals["snapshot_disk_bytes"] + grid.totals["checkpoint_disk_bytes"] + in_flight
 
 
-def in_flight_excess(cells: list[CellPlan], seeds: Mapping[str, int]) -> list[float]:
+def _in_flight_excess(cells: list[CellPlan], seeds: Mapping[str, int]) -> list[float]:
     """What each run holds on disk while it trains beyond what it keeps once finished (run_peak - kept, at least 0),
     one entry per run (a cell's seeds), largest first."""
     return sorted(
